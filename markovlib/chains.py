@@ -1,0 +1,201 @@
+"""Markov sources: kernels, stationary law, entropies and a parallel sampler (paper Sec. 2, "Data").
+
+The sampler draws one uniform ``U_n`` per position and turns step ``n`` into the map
+``f_n(i) = F_i^{-1}(U_n)`` (inverse CDF of row ``i`` of ``P``): every state is moved by the same
+uniform, a grand coupling. Then ``x_{n+1} = f_n(x_n)`` and ``x_n = (f_{n-1} ∘ … ∘ f_1)(x_1)``; the
+prefix compositions are computed with a Hillis–Steele scan in ``ceil(log2 L)`` vectorised steps
+instead of ``L`` sequential ``torch.multinomial`` calls. For k = 2 every map is a constant, the identity
+or the swap, and the scan has a closed form (last constant step + parity of swaps since), used instead. Each ``x_{n+1}`` given the past has law
+``P[x_n]`` because ``U_n`` is independent of ``U_1..U_{n-1}``.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+
+__all__ = ["MarkovChain", "binary", "symmetric", "binary_entropy"]
+
+_ATOL = 1e-8
+
+
+def _xlogx(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    return np.where(a > 0, a * np.log(np.where(a > 0, a, 1.0)), 0.0)
+
+
+def binary_entropy(a) -> np.ndarray | float:
+    """h(a) = -a log a - (1-a) log(1-a), in nats (0 at a in {0, 1})."""
+    out = -(_xlogx(a) + _xlogx(1.0 - np.asarray(a, dtype=np.float64)))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def _check_probability(name: str, value) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}") from None
+    if not (0.0 <= value <= 1.0):  # also rejects NaN
+        raise ValueError(f"{name} must be in [0, 1]; got {value}")
+    return value
+
+
+def _make_generator(seed, generator, device: torch.device) -> torch.Generator | None:
+    if generator is not None:
+        if seed is not None:
+            raise ValueError("pass either seed or generator, not both")
+        return generator
+    if seed is None:
+        return None  # torch's global RNG
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seed))
+    return g
+
+
+class MarkovChain:
+    """A first-order Markov chain on states {0, …, k-1} with row-stochastic kernel ``P``."""
+
+    def __init__(self, P, *, name: str | None = None):
+        P = np.array(P, dtype=np.float64)
+        if P.ndim != 2 or P.shape[0] != P.shape[1]:
+            raise ValueError(f"P must be a square k×k matrix; got shape {P.shape}")
+        if P.shape[0] < 2:
+            raise ValueError(f"k (number of states) must be >= 2; got {P.shape[0]}")
+        if not np.all(np.isfinite(P)) or np.any(P < 0) or np.any(P > 1):
+            raise ValueError("P must have entries in [0, 1]")
+        rows = P.sum(axis=1)
+        if np.any(np.abs(rows - 1.0) > 1e-6):
+            raise ValueError(f"P must be row-stochastic (each row sums to 1); row sums are {np.round(rows, 6).tolist()}")
+        self.P = P / rows[:, None]
+        self.k = P.shape[0]
+        self.name = name or f"MarkovChain(k={self.k})"
+        self._pi = self._solve_stationary()
+        # inverse-CDF thresholds used by the sampler: state j is chosen when U >= cumsum(P[i])[j-1]
+        self._cdf = np.cumsum(self.P, axis=1)[:, :-1]
+        self._cdf_pi = np.cumsum(self._pi)[:-1]
+        self._cache: dict = {}
+
+    # ---------------------------------------------------------------- closed forms
+    def _solve_stationary(self) -> np.ndarray:
+        k = self.k
+        # pi (P - I) = 0, sum pi = 1: least squares on the stacked system (unique for an irreducible chain)
+        A = np.vstack([(self.P - np.eye(k)).T, np.ones((1, k))])
+        b = np.concatenate([np.zeros(k), [1.0]])
+        pi, *_ = np.linalg.lstsq(A, b, rcond=None)
+        pi = np.clip(pi, 0.0, None)
+        return pi / pi.sum()
+
+    def stationary(self) -> np.ndarray:
+        """Stationary law pi (pi P = pi); for the binary chain (q, p)/(p+q)."""
+        return self._pi.copy()
+
+    def entropy_rate(self) -> float:
+        """H_rate = sum_i pi_i H(P[i]) in nats: the loss of the Bayes predictor, the global minimum (Thm 1)."""
+        return float(-(self._pi * _xlogx(self.P).sum(axis=1)).sum())
+
+    def unigram_entropy(self) -> float:
+        """H(pi) in nats: the loss of predicting the stationary law everywhere, the bad local minimum (Thm 2)."""
+        return float(-_xlogx(self._pi).sum())
+
+    def mutual_information(self) -> float:
+        """I(x_n; x_{n+1}) = H(pi) - H_rate under the stationary law (0 iff the rows of P are equal)."""
+        return self.unigram_entropy() - self.entropy_rate()
+
+    @property
+    def switching(self) -> float | None:
+        """p + q for a binary chain (None for k > 2)."""
+        return float(self.P[0, 1] + self.P[1, 0]) if self.k == 2 else None
+
+    def __repr__(self) -> str:
+        return f"{self.name} with P={np.round(self.P, 4).tolist()}"
+
+    # ---------------------------------------------------------------- sampling
+    def _tables(self, device: torch.device):
+        if device not in self._cache:
+            self._cache[device] = (torch.tensor(self._cdf, dtype=torch.float32, device=device),
+                                   torch.tensor(self._cdf_pi, dtype=torch.float32, device=device))
+        return self._cache[device]
+
+    def sample(self, batch: int, length: int, *, seed: int | None = None,
+               generator: torch.Generator | None = None, device: str | torch.device = "cpu",
+               start: Literal["stationary", "uniform"] = "stationary") -> torch.Tensor:
+        """Draw ``batch`` independent paths of ``length`` states; int64 tensor (batch, length)."""
+        if not isinstance(batch, (int, np.integer)) or batch < 1:
+            raise ValueError(f"batch must be an integer >= 1; got {batch!r}")
+        if not isinstance(length, (int, np.integer)) or length < 1:
+            raise ValueError(f"length must be an integer >= 1; got {length!r}")
+        if start not in ("stationary", "uniform"):
+            raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")
+        device = torch.device(device)
+        gen = _make_generator(seed, generator, device)
+        cdf, cdf_pi = self._tables(device)
+        u = torch.rand(batch, length, generator=gen, device=device)
+        if start == "uniform":
+            x0 = (u[:, 0] * self.k).long().clamp_(max=self.k - 1)
+        else:
+            x0 = (u[:, :1] >= cdf_pi).sum(-1)
+        if length == 1:
+            return x0[:, None]
+        if self.k == 2:
+            return _binary_paths(x0, u, cdf[0, 0], cdf[1, 0])
+        # f[b, n, i]: state after step n from state i, all states driven by the same uniform
+        f = (u[:, 1:, None, None] >= cdf).sum(-1)          # (batch, length-1, k)
+        f = _prefix_compose(f)                              # f[:, n] = f_n ∘ … ∘ f_1
+        rest = f.gather(-1, x0[:, None, None].expand(-1, length - 1, 1)).squeeze(-1)
+        return torch.cat([x0[:, None], rest], dim=1)
+
+    def transition_counts(self, x: torch.Tensor) -> np.ndarray:
+        """k×k matrix of observed transitions i→j in the paths ``x`` (batch, length)."""
+        x = torch.as_tensor(x)
+        pairs = x[:, :-1] * self.k + x[:, 1:]
+        return torch.bincount(pairs.reshape(-1).cpu(), minlength=self.k * self.k).reshape(self.k, self.k).numpy()
+
+
+def _binary_paths(x0: torch.Tensor, u: torch.Tensor, t0: torch.Tensor, t1: torch.Tensor) -> torch.Tensor:
+    """Closed form of the scan for k = 2, where every step map is a constant, the identity or the swap.
+
+    The coupled maps are f_n(0) = [U_n >= t0], f_n(1) = [U_n >= t1]. The state at n is the value of the
+    last constant map (position 1 counts as the constant x_1) flipped once per swap since: a cumulative
+    max finds the last reset, a cumulative sum counts swaps.
+    """
+    from0, from1 = u >= t0, u >= t1
+    from0[:, 0] = from1[:, 0] = x0.bool()
+    const = from0 == from1
+    swaps = torch.cumsum(from0 & ~from1, dim=1, dtype=torch.int32)
+    idx = torch.arange(u.shape[1], device=u.device, dtype=torch.int64)
+    last = torch.cummax(torch.where(const, idx, 0), dim=1).values   # last constant step
+    parity = (swaps - swaps.gather(1, last)) & 1                     # a constant step is never a swap
+    return (from0.gather(1, last).to(torch.int64)) ^ parity.to(torch.int64)
+
+
+def _prefix_compose(f: torch.Tensor) -> torch.Tensor:
+    """Inclusive scan of maps along dim 1: out[:, n] = f[:, n] ∘ … ∘ f[:, 0] (Hillis–Steele, log2 L steps)."""
+    n = f.shape[1]
+    offset = 1
+    while offset < n:
+        later = f[:, offset:]
+        f = torch.cat([f[:, :offset], later.gather(-1, f[:, :-offset])], dim=1)
+        offset *= 2
+    return f
+
+
+def binary(p: float, q: float) -> MarkovChain:
+    """Binary chain with P(1|0) = p and P(0|1) = q (switching factor p + q); paper Sec. 2."""
+    p = _check_probability("p", p)
+    q = _check_probability("q", q)
+    if p + q == 0:
+        raise ValueError("p + q must be > 0 (p = q = 0 never switches: no unique stationary law)")
+    return MarkovChain([[1 - p, p], [q, 1 - q]], name=f"binary(p={p:g}, q={q:g})")
+
+
+def symmetric(k: int, p: float) -> MarkovChain:
+    """k-state chain: stay with prob 1-p, move to each other state with prob p/(k-1); paper Sec. 5."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+        raise ValueError(f"k must be an integer >= 2; got {k!r}")
+    p = _check_probability("p", p)
+    if p == 0:
+        raise ValueError("p must be > 0 for symmetric(k, p) (p = 0 never moves: no unique stationary law)")
+    P = np.full((k, k), p / (k - 1))
+    np.fill_diagonal(P, 1 - p)
+    return MarkovChain(P, name=f"symmetric(k={k}, p={p:g})")

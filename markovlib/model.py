@@ -1,0 +1,188 @@
+"""The single-layer (or depth-L) transformer of the paper, Sec. 2 and App. A.
+
+Per position n: x_n = e_{x_n} + p_n (embedding), y_n = x_n + W_O Σ_{i≤n} att_{n,i} W_V x_i (attention),
+z_n = y_n + W_2 act(W_1 y_n) (feed-forward), logits_n = A z_n + b (linear head, A = E when tied).
+Two presets: ``TransformerConfig.theory`` (no layer norm, ReLU: the model of the theorems) and
+``TransformerConfig.gpt2`` (pre-LN blocks, final LN, GELU: the authors' experimental model).
+
+For k = 2 the head returns two logits; softmax over them is sigmoid(<a_1 - a_0, z> + b_1 - b_0), the paper's
+single-logit output with a = a_1 - a_0, so every binary statement of the paper holds for this model too.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["TransformerConfig", "Transformer"]
+
+
+@dataclass
+class TransformerConfig:
+    """Architecture of :class:`Transformer`."""
+
+    vocab_size: int = 2            # k, the number of states
+    d_model: int = 8               # d, the embedding dimension (paper: 8)
+    n_layers: int = 1              # L, attention + feed-forward blocks
+    n_heads: int = 1
+    tied: bool = True              # head weight A is the token embedding E (one shared Parameter)
+    layer_norm: bool = False       # GPT-2 pre-LN blocks and a final LN (no LN bias)
+    activation: str = "relu"       # "relu" (theory) or "gelu" (GPT-2)
+    window: int | None = None      # attend to positions n-window..n only (None: all of 1..n)
+    init_std: float = 0.02         # N(0, init_std) init; residual projections use init_std / sqrt(2L)
+    max_len: int = 1024            # longest sequence (size of the positional table)
+    ff_mult: int = 4               # hidden width of the feed-forward layer is ff_mult * d
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len", "ff_mult"):
+            value = getattr(self, name)
+            low = 2 if name == "vocab_size" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if self.activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu'; got {self.activation!r}")
+        if self.window is not None and (not isinstance(self.window, int) or self.window < 0):
+            raise ValueError(f"window must be None or an integer >= 0; got {self.window!r}")
+        if not self.init_std > 0:
+            raise ValueError(f"init_std must be > 0; got {self.init_std!r}")
+
+    @classmethod
+    def theory(cls, vocab_size: int = 2, d_model: int = 8, **kw) -> "TransformerConfig":
+        """The model of the theorems: no layer norm, ReLU feed-forward."""
+        return cls(vocab_size=vocab_size, d_model=d_model, layer_norm=False, activation="relu", **kw)
+
+    @classmethod
+    def gpt2(cls, vocab_size: int = 2, d_model: int = 8, **kw) -> "TransformerConfig":
+        """The authors' experimental model: pre-LN GPT-2 blocks, final LN, GELU, biased tied head."""
+        return cls(vocab_size=vocab_size, d_model=d_model, layer_norm=True, activation="gelu", **kw)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _norm(cfg: TransformerConfig) -> nn.Module:
+    return nn.LayerNorm(cfg.d_model, bias=False) if cfg.layer_norm else nn.Identity()
+
+
+class CausalSelfAttention(nn.Module):
+    """Σ_{i≤n} att_{n,i} W_V x_i with att = softmax(<W_Q x_n, W_K x_i>/sqrt(d_head)), then W_O (paper eq. 2)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        d = cfg.d_model
+        self.n_heads, self.window = cfg.n_heads, cfg.window
+        self.W_Q, self.W_K, self.W_V = (nn.Linear(d, d, bias=False) for _ in range(3))
+        self.W_O = nn.Linear(d, d, bias=False)
+
+    def mask(self, length: int, device) -> torch.Tensor:
+        """Boolean (L, L) mask: True where position n may attend to position i (i ≤ n, n - i ≤ window)."""
+        n = torch.arange(length, device=device)
+        gap = n[:, None] - n[None, :]
+        allowed = gap >= 0
+        return allowed & (gap <= self.window) if self.window is not None else allowed
+
+    def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
+        B, L, d = x.shape
+        q, k, v = (W(x).view(B, L, self.n_heads, -1).transpose(1, 2) for W in (self.W_Q, self.W_K, self.W_V))
+        if trace is None:
+            mask = None if self.window is None else self.mask(L, x.device)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+        else:  # explicit softmax, to expose the attention weights
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+            att = scores.masked_fill(~self.mask(L, x.device), float("-inf")).softmax(-1)
+            trace["attention_weights"] = att
+            out = att @ v
+        return self.W_O(out.transpose(1, 2).reshape(B, L, d))
+
+
+class FeedForward(nn.Module):
+    """W_2 act(W_1 y), hidden width ff_mult * d (paper eq. 3)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.W_1 = nn.Linear(cfg.d_model, cfg.ff_mult * cfg.d_model, bias=False)
+        self.W_2 = nn.Linear(cfg.ff_mult * cfg.d_model, cfg.d_model, bias=False)
+        self.act = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return self.W_2(self.act(self.W_1(y)))
+
+
+class Block(nn.Module):
+    """y = x + attn(ln_1 x); z = y + ff(ln_2 y) (LN is the identity in the theory preset)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2, self.ff = _norm(cfg), CausalSelfAttention(cfg), _norm(cfg), FeedForward(cfg)
+
+    def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
+        a = self.attn(self.ln_1(x), trace)
+        y = x + a
+        f = self.ff(self.ln_2(y))
+        if trace is not None:
+            trace.update(input=x, attention=a, ff=f)
+        return y + f
+
+
+class Transformer(nn.Module):
+    """Next-state predictor: (batch, length) int64 states → (batch, length, k) logits."""
+
+    def __init__(self, config: TransformerConfig, *, generator: torch.Generator | None = None):
+        super().__init__()
+        self.config = cfg = config
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)          # token embeddings e_1..e_k
+        self.wpe = nn.Embedding(cfg.max_len, cfg.d_model)             # positional embeddings p_n
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = _norm(cfg)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=True)  # logits = A z + b
+        if cfg.tied:
+            self.head.weight = self.wte.weight                          # one Parameter, not a copy
+        self.reset_parameters(generator)
+
+    @torch.no_grad()
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """N(0, init_std) weights, N(0, init_std/sqrt(2L)) for W_O and W_2, zero biases, unit LN gains."""
+        std = self.config.init_std
+        for name, p in self.named_parameters():
+            if p.dim() == 1:
+                nn.init.ones_(p) if "ln" in name else nn.init.zeros_(p)
+            else:
+                scale = 1 / math.sqrt(2 * self.config.n_layers) if name.endswith(("W_O.weight", "W_2.weight")) else 1.0
+                nn.init.normal_(p, 0.0, std * scale, generator=generator)
+
+    def n_params(self) -> int:
+        """Number of distinct scalar parameters (a tied head counts once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        L = idx.shape[1]
+        if L > self.config.max_len:
+            raise ValueError(f"sequence length {L} exceeds max_len={self.config.max_len}")
+        return self.wte(idx) + self.wpe(torch.arange(L, device=idx.device))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+    @torch.no_grad()
+    def trace(self, idx: torch.Tensor) -> dict:
+        """Intermediate tensors: per layer the block input, attention output, weights and FF output; logits."""
+        x = self.embed(idx)
+        layers = []
+        for block in self.blocks:
+            t: dict = {}
+            x = block(x, t)
+            layers.append(t)
+        return {"embedding": self.embed(idx), "layers": layers, "output": x, "logits": self.head(self.ln_f(x))}
+
+    @torch.no_grad()
+    def probabilities(self, idx: torch.Tensor) -> torch.Tensor:
+        """P(x_{n+1} = j | x_1^n) for every position: (batch, length, k)."""
+        return self(idx).softmax(-1)

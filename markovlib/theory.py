@@ -1,0 +1,207 @@
+"""Exact maths of the paper: the Thm 1 / Thm 2 constructions, the population loss, App. D diagnostics.
+
+Nothing here trains. Constructions return a :class:`~markovlib.model.Transformer` of the theory preset
+(no layer norm) whose weights are set by the theorem; ``expected_loss`` computes the population loss
+exactly by enumerating every sequence, so gradients and Hessians at these points are exact too.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .chains import MarkovChain
+from .model import Transformer, TransformerConfig
+
+__all__ = ["global_minimum", "unigram_point", "expected_loss", "population_loss", "PopulationLoss",
+           "gradient_norm", "attention_ratio", "ablate_attention", "singular_values", "positional_spread"]
+
+_MAX_ENUMERATED = 2 ** 18
+
+
+def _logit(a: float) -> float:
+    return math.log(a) - math.log1p(-a)
+
+
+def _zero_model(config: TransformerConfig) -> Transformer:
+    model = Transformer(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    return model
+
+
+@torch.no_grad()
+def global_minimum(chain: MarkovChain, config: TransformerConfig, route: str = "auto") -> Transformer:
+    """Thm 1: weights θ* whose predictions equal the kernel, P(x_{n+1}=j | x_1^n) = P[x_n, j].
+
+    Attention and positional embeddings contribute nothing (W_V = W_O = 0, p_n = 0). Routes:
+    ``direct`` — the paper's canonical construction, FF off: for k = 2, e_0 = 0, logit = x_n <a, e> + b with
+    sigmoid(b) = p and <a, e> = logit(1-q) - logit(p); tied (a = e) this needs p + q <= 1, untied any p, q
+    and, for k > 2, one-hot embeddings with head rows log P (untied only).
+    ``feedforward`` — any k, tied or not (App. B.2's idea): one-hot e_i, and the ReLU layer maps e_i to
+    Σ_j log P_ij e_j, so the tied head reads log P_ij. Needs d >= k. ``auto`` picks direct when it applies.
+    """
+    if config.layer_norm:
+        raise ValueError("global_minimum builds the theory model: config.layer_norm must be False")
+    if config.vocab_size != chain.k:
+        raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
+    if np.any(chain.P <= 0):
+        raise ValueError("Thm 1's construction needs every transition probability in (0, 1) (finite logits)")
+    k, d, P = chain.k, config.d_model, chain.P
+    gain = _logit(1 - P[1, 0]) - _logit(P[0, 1]) if k == 2 else None
+    if route == "auto":
+        route = "direct" if k == 2 and (not config.tied or gain >= 0) else "feedforward"
+    if route not in ("direct", "feedforward"):
+        raise ValueError(f"route must be 'auto', 'direct' or 'feedforward'; got {route!r}")
+    if (route == "feedforward" or k > 2) and d < k:
+        raise ValueError(f"this construction needs d_model >= k; got d_model={d}, k={k}")
+
+    model = _zero_model(config)
+    E, A, b = model.wte.weight, model.head.weight, model.head.bias   # A is E when tied
+    if route == "direct" and k == 2:
+        if config.tied:
+            if gain < 0:
+                raise ValueError("the direct tied route needs p + q <= 1 (||e||^2 = logit(1-q) - logit(p) >= 0); "
+                                 "use route='feedforward'")
+            E[1, 0] = math.sqrt(gain)
+        else:
+            E[1, 0], A[1, 0] = 1.0, gain
+        b[1] = _logit(P[0, 1])
+    elif route == "direct":
+        if config.tied:
+            raise ValueError("the direct route for k > 2 is untied only; use route='feedforward'")
+        E[:, :k] = torch.eye(k)
+        A[:, :k] = torch.as_tensor(np.log(P).T, dtype=A.dtype)       # logits_j = log P[x_n, j]
+    else:
+        block = model.blocks[0]
+        E[:, :k] = torch.eye(k)
+        if not config.tied:
+            A[:, :k] = torch.eye(k)
+        unit = float(block.ff.act(torch.tensor(1.0)))                 # act(1): 1 for ReLU, 0.841 for GELU
+        block.ff.W_1.weight[:k, :k] = torch.eye(k)                    # hidden unit i fires on e_i only
+        target = torch.as_tensor(np.log(P).T, dtype=E.dtype)          # column i: Σ_j log P_ij e_j
+        block.ff.W_2.weight[:k, :k] = (target - torch.eye(k)) / unit  # z = e_i + (target_i - e_i)
+    return model
+
+
+@torch.no_grad()
+def unigram_point(chain: MarkovChain, config: TransformerConfig) -> Transformer:
+    """Thm 2's θ_π: a = e = 0 (the output ignores the input), b = log π, so every prediction is π."""
+    if config.vocab_size != chain.k:
+        raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
+    pi = chain.stationary()
+    if np.any(pi <= 0):
+        raise ValueError("unigram_point needs a stationary law with every entry > 0")
+    model = _zero_model(config)
+    model.head.bias.copy_(torch.as_tensor(np.log(pi)))
+    return model
+
+
+def _all_paths(chain: MarkovChain, length: int, start: str) -> tuple[torch.Tensor, torch.Tensor]:
+    k = chain.k
+    if k ** length > _MAX_ENUMERATED:
+        raise ValueError(f"exact enumeration needs k**length <= {_MAX_ENUMERATED}; got {k}**{length}")
+    x = torch.tensor(list(itertools.product(range(k), repeat=length)), dtype=torch.int64)
+    pi0 = chain.stationary() if start == "stationary" else np.full(k, 1 / k)
+    xn = x.numpy()
+    prob = pi0[xn[:, 0]] * np.prod(chain.P[xn[:, :-1], xn[:, 1:]], axis=1)
+    return x, torch.as_tensor(prob)
+
+
+def expected_loss(model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary") -> torch.Tensor:
+    """Population loss E[(1/(L-1)) Σ_n -log f(x_{n+1} | x_1^n)] over paths of ``length`` states, exactly.
+
+    Enumerates all k**length paths with their probabilities; differentiable (for gradients, Hessians).
+    """
+    if not isinstance(length, int) or length < 2:
+        raise ValueError(f"length must be an integer >= 2; got {length!r}")
+    x, prob = _all_paths(chain, length, start)
+    param = next(model.parameters())
+    x, prob = x.to(param.device), prob.to(param.device, param.dtype)
+    logits = model(x[:, :-1])
+    nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").mean(1)
+    return (prob * nll).sum()
+
+
+@dataclass(frozen=True)
+class PopulationLoss:
+    """A population-loss estimate: ``mean`` ± ``stderr`` (0 when exact)."""
+
+    mean: float
+    stderr: float
+    exact: bool
+    length: int
+    n_sequences: int
+
+    def __str__(self) -> str:
+        return f"{self.mean:.4f} (exact)" if self.exact else f"{self.mean:.4f} ± {self.stderr:.4f}"
+
+
+@torch.no_grad()
+def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256, exact: bool = False,
+                    n_sequences: int = 512, batch_size: int = 64, seed: int = 0,
+                    start: str = "stationary") -> PopulationLoss:
+    """Population loss of ``model``: exact by enumeration (short lengths) or Monte Carlo with a standard error.
+
+    Monte Carlo averages the per-sequence mean loss over ``n_sequences`` independent paths; the standard
+    error is their standard deviation / sqrt(n_sequences).
+    """
+    if exact:
+        return PopulationLoss(float(expected_loss(model, chain, length, start)), 0.0, True, length, chain.k ** length)
+    if n_sequences < 2:
+        raise ValueError(f"n_sequences must be >= 2 for a standard error; got {n_sequences}")
+    device = next(model.parameters()).device
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seed))
+    per_seq = []
+    for lo in range(0, n_sequences, batch_size):
+        x = chain.sample(min(batch_size, n_sequences - lo), length, generator=g, device=device, start=start)
+        logits = model(x[:, :-1])
+        per_seq.append(F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").mean(1).double().cpu())
+    per_seq = torch.cat(per_seq)
+    return PopulationLoss(float(per_seq.mean()), float(per_seq.std() / math.sqrt(n_sequences)), False, length, n_sequences)
+
+
+def gradient_norm(model: Transformer, chain: MarkovChain, length: int = 10) -> float:
+    """‖∇_θ L(θ)‖ of the exact population loss over paths of ``length`` states."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(expected_loss(model, chain, length), params, allow_unused=True)
+    return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None)))
+
+
+@torch.no_grad()
+def attention_ratio(model: Transformer, x: torch.Tensor, layer: int = 0) -> np.ndarray:
+    """App. D: ‖attn_n‖ / ‖x_n + attn_n‖ per position (batch mean) — how much attention adds to the residual."""
+    t = model.trace(x)["layers"][layer]
+    ratio = t["attention"].norm(dim=-1) / (t["input"] + t["attention"]).norm(dim=-1)
+    return ratio.mean(0).cpu().numpy()
+
+
+@torch.no_grad()
+def ablate_attention(model: Transformer) -> Transformer:
+    """A copy of ``model`` with every attention output removed (W_O = 0): App. D's 'formula' predictor."""
+    out = copy.deepcopy(model)
+    for block in out.blocks:
+        block.attn.W_O.weight.zero_()
+    return out
+
+
+@torch.no_grad()
+def singular_values(model: Transformer) -> dict[str, np.ndarray]:
+    """Singular values of every weight matrix (App. D: near rank one after training)."""
+    return {name: torch.linalg.svdvals(p.detach().double().cpu()).numpy()
+            for name, p in model.named_parameters() if p.dim() == 2 and name != "wpe.weight"}
+
+
+@torch.no_grad()
+def positional_spread(model: Transformer, length: int) -> float:
+    """App. D: ‖p_n - mean_n p_n‖ averaged over n ≤ length, relative to ‖e_1 - e_0‖ (0: constant in n)."""
+    p = model.wpe.weight[:length].double()
+    e = model.wte.weight.double()
+    return float((p - p.mean(0)).norm(dim=-1).mean() / (e[1] - e[0]).norm())
