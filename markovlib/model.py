@@ -54,12 +54,12 @@ class TransformerConfig:
     @classmethod
     def theory(cls, vocab_size: int = 2, d_model: int = 8, **kw) -> "TransformerConfig":
         """The model of the theorems: no layer norm, ReLU feed-forward."""
-        return cls(vocab_size=vocab_size, d_model=d_model, layer_norm=False, activation="relu", **kw)
+        return cls(vocab_size=vocab_size, d_model=d_model, **{"layer_norm": False, "activation": "relu", **kw})
 
     @classmethod
     def gpt2(cls, vocab_size: int = 2, d_model: int = 8, **kw) -> "TransformerConfig":
         """The authors' experimental model: pre-LN GPT-2 blocks, final LN, GELU, biased tied head."""
-        return cls(vocab_size=vocab_size, d_model=d_model, layer_norm=True, activation="gelu", **kw)
+        return cls(vocab_size=vocab_size, d_model=d_model, **{"layer_norm": True, "activation": "gelu", **kw})
 
     def to_dict(self) -> dict:
         return asdict(self)

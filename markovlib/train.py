@@ -50,12 +50,19 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 1e-3
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
 
 
+def one_cycle_factor(step: int, steps: int, warmup: float = 0.02, start: float = 0.01, end: float = 0.2) -> float:
+    """lr multiplier at ``step``: linear warm-up from ``start`` to 1 over 2 % of the steps, cosine from 1 to ``end``."""
+    w = max(1, math.ceil(warmup * steps))
+    if step < w:
+        return start + (1.0 - start) * step / w
+    progress = (step - w) / max(1, steps - 1 - w)
+    return end + (1.0 - end) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
 def make_schedule(optimizer, schedule: str, steps: int, lr: float):
-    """'one-cycle': 2 % warm-up from lr/100 to lr, cosine to lr/5; 'constant': lr throughout."""
+    """'one-cycle': 2 % warm-up from lr/100 to lr, cosine to lr/5 at the last step; 'constant': lr throughout."""
     if schedule == "one-cycle":
-        return torch.optim.lr_scheduler.OneCycleLR(
-            optimizer, max_lr=lr, total_steps=steps, pct_start=0.02, anneal_strategy="cos",
-            div_factor=100.0, final_div_factor=0.05, cycle_momentum=False)  # final = (lr/100)/0.05 = lr/5
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: one_cycle_factor(step, steps))
     if schedule == "constant":
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     raise ValueError(f"schedule must be 'one-cycle' or 'constant'; got {schedule!r}")

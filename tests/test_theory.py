@@ -1,0 +1,339 @@
+"""markovlib.theory: Thm 1 / Thm 2 constructions, the exact and Monte Carlo population loss, App. D diagnostics."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from markovlib.chains import MarkovChain, binary, symmetric
+from markovlib.model import Transformer, TransformerConfig
+from markovlib.theory import (ablate_attention, attention_ratio, expected_loss, global_minimum, gradient_norm,
+                              population_loss, positional_spread, singular_values, unigram_point)
+
+
+def _exact_length(chain: MarkovChain) -> int:
+    # enumeration is capped at k**length <= 2**18; keep it small enough to be quick
+    return {2: 8, 3: 6}.get(chain.k, 5)
+
+
+def _uses_feedforward(model: Transformer) -> bool:
+    return bool(model.blocks[0].ff.W_1.weight.abs().sum() > 0)
+
+
+def _check_reproduces_kernel(model: Transformer, chain: MarkovChain):
+    model = model.double()
+    x = chain.sample(16, 40, seed=0)
+    assert set(x.unique().tolist()) == set(range(chain.k))
+    probs = model.probabilities(x)
+    target = torch.as_tensor(chain.P)[x]
+    torch.testing.assert_close(probs, target, rtol=0, atol=1e-6)
+    length = _exact_length(chain)
+    assert population_loss(model, chain, length=length, exact=True).mean == pytest.approx(chain.entropy_rate(), abs=1e-9)
+    assert gradient_norm(model, chain, length=length) < 1e-6
+
+
+def _random_chain(k: int, seed: int) -> MarkovChain:
+    return MarkovChain(np.random.default_rng(seed).dirichlet(np.full(k, 2.0), size=k))
+
+
+# ---------------------------------------------------------------- Thm 1: global minimum
+GLOBAL_CASES = [
+    # (chain, config kwargs, route, expected route under 'auto')
+    ("binary(0.2,0.3)", dict(tied=True), "auto", "direct"),
+    ("binary(0.2,0.3)", dict(tied=False), "auto", "direct"),
+    ("binary(0.5,0.8)", dict(tied=True), "auto", "feedforward"),
+    ("binary(0.5,0.8)", dict(tied=False), "auto", "direct"),
+    ("binary(0.2,0.3)", dict(tied=True), "feedforward", "feedforward"),
+    ("binary(0.2,0.3)", dict(tied=False), "feedforward", "feedforward"),
+    ("binary(0.5,0.8)", dict(tied=False), "feedforward", "feedforward"),
+    ("binary(0.3,0.7)", dict(tied=True), "direct", "direct"),                  # p + q = 1: ||e||^2 = 0
+    ("binary(0.5,0.8)", dict(tied=True, activation="gelu"), "auto", "feedforward"),
+    ("binary(0.5,0.8)", dict(tied=True, n_layers=2, window=2), "auto", "feedforward"),
+    ("binary(0.2,0.3)", dict(tied=False, n_heads=2, d_model=16), "auto", "direct"),
+    ("symmetric(5,0.3)", dict(tied=True), "auto", "feedforward"),
+    ("symmetric(5,0.3)", dict(tied=False), "auto", "feedforward"),
+    ("symmetric(5,0.3)", dict(tied=False), "direct", "direct"),
+    ("random3", dict(tied=True), "auto", "feedforward"),
+    ("random3", dict(tied=False), "auto", "feedforward"),
+    ("random3", dict(tied=False), "direct", "direct"),
+]
+
+
+def _chain(name: str) -> MarkovChain:
+    return {"binary(0.2,0.3)": binary(0.2, 0.3), "binary(0.5,0.8)": binary(0.5, 0.8),
+            "binary(0.3,0.7)": binary(0.3, 0.7), "symmetric(5,0.3)": symmetric(5, 0.3),
+            "random3": _random_chain(3, seed=4)}[name]
+
+
+@pytest.mark.parametrize("chain_name,kw,route,expected_route", GLOBAL_CASES)
+def test_global_minimum_reproduces_the_kernel(chain_name, kw, route, expected_route):
+    chain = _chain(chain_name)
+    config = TransformerConfig.theory(vocab_size=chain.k, max_len=64, **kw)
+    model = global_minimum(chain, config, route=route)
+    assert (model.head.weight is model.wte.weight) == config.tied
+    assert _uses_feedforward(model) == (expected_route == "feedforward")
+    for block in model.blocks:                                   # attention contributes nothing
+        assert torch.all(block.attn.W_O.weight == 0) and torch.all(block.attn.W_V.weight == 0)
+    assert torch.all(model.wpe.weight == 0)                      # p_n = 0
+    _check_reproduces_kernel(model, chain)
+
+
+def test_global_minimum_binary_tied_direct_matches_theorem():
+    """Thm 1 canonical construction: e_0 = 0, ||e_1||^2 = logit(1-q) - logit(p), sigmoid(b_1 - b_0) = p."""
+    p, q = 0.2, 0.3
+    model = global_minimum(binary(p, q), TransformerConfig.theory()).double()
+    e = model.wte.weight.detach()
+    b = model.head.bias.detach()
+    logit = lambda a: math.log(a / (1 - a))  # noqa: E731
+    assert torch.all(e[0] == 0)
+    assert float(e[1] @ e[1]) == pytest.approx(logit(1 - q) - logit(p), abs=1e-6)
+    assert float(torch.sigmoid(b[1] - b[0])) == pytest.approx(p, abs=1e-7)
+    assert torch.all(model.blocks[0].ff.W_2.weight == 0)       # FF contributes nothing
+    # the single-logit form: P(x_{n+1} = 1 | x_n = 1) = sigmoid(||e||^2 + b) = 1 - q
+    assert float(torch.sigmoid(e[1] @ e[1] + b[1] - b[0])) == pytest.approx(1 - q, abs=1e-6)
+
+
+def test_global_minimum_direct_tied_needs_p_plus_q_at_most_one():
+    with pytest.raises(ValueError, match=r"p \+ q"):
+        global_minimum(binary(0.5, 0.8), TransformerConfig.theory(tied=True), route="direct")
+
+
+def test_global_minimum_direct_tied_kstate_raises():
+    with pytest.raises(ValueError, match="direct"):
+        global_minimum(symmetric(3, 0.3), TransformerConfig.theory(vocab_size=3, tied=True), route="direct")
+
+
+def test_global_minimum_rejects_layer_norm():
+    with pytest.raises(ValueError, match="layer_norm"):
+        global_minimum(binary(0.2, 0.3), TransformerConfig.gpt2())
+
+
+@pytest.mark.parametrize("chain", [binary(0.3, 1.0), binary(0.0, 0.5), MarkovChain([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5],
+                                                                                    [0.3, 0.3, 0.4]])],
+                         ids=["q=1", "p=0", "k=3 zero"])
+def test_global_minimum_rejects_zero_transition(chain):
+    with pytest.raises(ValueError, match="transition probability"):
+        global_minimum(chain, TransformerConfig.theory(vocab_size=chain.k))
+
+
+def test_global_minimum_other_errors():
+    with pytest.raises(ValueError, match="vocab_size"):
+        global_minimum(symmetric(3, 0.3), TransformerConfig.theory(vocab_size=2))
+    with pytest.raises(ValueError, match="route"):
+        global_minimum(binary(0.2, 0.3), TransformerConfig.theory(), route="attention")
+    with pytest.raises(ValueError, match="d_model"):
+        global_minimum(symmetric(5, 0.3), TransformerConfig.theory(vocab_size=5, d_model=4))
+
+
+# ---------------------------------------------------------------- Thm 2: unigram point
+@pytest.mark.parametrize("chain_name,tied", [("binary(0.5,0.8)", True), ("binary(0.5,0.8)", False),
+                                             ("binary(0.2,0.3)", True), ("symmetric(5,0.3)", True),
+                                             ("symmetric(5,0.3)", False), ("random3", True), ("random3", False)])
+def test_unigram_point(chain_name, tied):
+    chain = _chain(chain_name)
+    config = TransformerConfig.theory(vocab_size=chain.k, tied=tied, max_len=64)
+    model = unigram_point(chain, config).double()
+    assert torch.all(model.wte.weight == 0) and torch.all(model.head.weight == 0)      # a = e = 0
+    x = chain.sample(8, 40, seed=1)
+    probs = model.probabilities(x)
+    pi = torch.as_tensor(chain.stationary())
+    torch.testing.assert_close(probs, pi.expand_as(probs), rtol=0, atol=1e-6)
+    length = _exact_length(chain)
+    assert population_loss(model, chain, length=length, exact=True).mean == pytest.approx(chain.unigram_entropy(), abs=1e-9)
+    assert gradient_norm(model, chain, length=length) < 1e-6
+
+
+def test_gradient_norm_is_not_trivially_zero():
+    chain = binary(0.5, 0.8)
+    model = unigram_point(chain, TransformerConfig.theory()).double()
+    with torch.no_grad():
+        model.head.bias[1] += 0.1                                  # off the critical point
+    assert gradient_norm(model, chain, length=6) > 1e-3
+    random_model = Transformer(TransformerConfig.theory(init_std=0.3), generator=torch.Generator().manual_seed(0))
+    assert gradient_norm(random_model.double(), chain, length=6) > 1e-3
+    # and the losses of the two theorem points are ordered as the paper says: H_rate < H(pi)
+    gm = global_minimum(chain, TransformerConfig.theory()).double()
+    assert expected_loss(gm, chain, 8).item() < expected_loss(unigram_point(chain, TransformerConfig.theory()).double(),
+                                                              chain, 8).item() - 0.04
+
+
+def test_unigram_point_vocab_mismatch():
+    with pytest.raises(ValueError, match="vocab_size"):
+        unigram_point(binary(0.2, 0.3), TransformerConfig.theory(vocab_size=3))
+
+
+# ---------------------------------------------------------------- population loss
+def _brute_force_loss(model: Transformer, chain: MarkovChain, length: int, start: str) -> float:
+    """Independent enumeration: per sequence, per prefix, -log of the predicted probability of the next state."""
+    k, P = chain.k, chain.P
+    pi0 = chain.stationary() if start == "stationary" else np.full(k, 1.0 / k)
+    total = 0.0
+    for path in itertools.product(range(k), repeat=length):
+        prob = pi0[path[0]]
+        for a, b in zip(path[:-1], path[1:]):
+            prob *= P[a, b]
+        nll = 0.0
+        for n in range(length - 1):
+            prefix = torch.tensor([path[:n + 1]])
+            with torch.no_grad():
+                logits = model(prefix)[0, -1].tolist()
+            log_norm = math.log(sum(math.exp(v) for v in logits))
+            nll += log_norm - logits[path[n + 1]]
+        total += prob * nll / (length - 1)
+    return total
+
+
+@pytest.mark.parametrize("preset,chain_name,length,start", [
+    ("theory", "binary(0.3,0.6)", 4, "stationary"),
+    ("theory", "binary(0.3,0.6)", 4, "uniform"),
+    ("gpt2", "binary(0.5,0.8)", 4, "stationary"),
+    ("theory", "random3", 3, "stationary"),
+])
+def test_expected_loss_matches_brute_force(preset, chain_name, length, start):
+    chain = binary(0.3, 0.6) if chain_name == "binary(0.3,0.6)" else _chain(chain_name)
+    config = getattr(TransformerConfig, preset)(vocab_size=chain.k, init_std=0.5, max_len=16)
+    model = Transformer(config, generator=torch.Generator().manual_seed(2)).double()
+    got = expected_loss(model, chain, length, start=start).item()
+    assert got == pytest.approx(_brute_force_loss(model, chain, length, start), abs=1e-10)
+    assert got > chain.entropy_rate()          # a random model is not optimal
+
+
+def test_expected_loss_is_differentiable_and_validates():
+    chain = binary(0.2, 0.3)
+    model = Transformer(TransformerConfig.theory(max_len=16))
+    loss = expected_loss(model, chain, 5)
+    loss.backward()
+    assert model.head.bias.grad is not None and torch.isfinite(model.head.bias.grad).all()
+    for bad in (1, 0, 2.5):
+        with pytest.raises(ValueError, match="length"):
+            expected_loss(model, chain, bad)
+    with pytest.raises(ValueError, match="enumeration"):
+        expected_loss(Transformer(TransformerConfig.theory(vocab_size=5, max_len=16)), symmetric(5, 0.3), 9)
+
+
+def test_population_loss_exact_fields():
+    chain = binary(0.2, 0.3)
+    model = global_minimum(chain, TransformerConfig.theory(max_len=16)).double()
+    result = population_loss(model, chain, length=6, exact=True)
+    assert result.exact and result.stderr == 0.0 and result.length == 6 and result.n_sequences == 2 ** 6
+    assert "exact" in str(result)
+
+
+def test_population_loss_monte_carlo_is_unbiased_and_stderr_shrinks():
+    chain = binary(0.2, 0.3)
+    model = global_minimum(chain, TransformerConfig.theory(max_len=128))
+    small = population_loss(model, chain, length=64, n_sequences=256, seed=0)
+    large = population_loss(model, chain, length=64, n_sequences=1024, seed=1)
+    for result in (small, large):
+        assert not result.exact and result.stderr > 0
+        assert abs(result.mean - chain.entropy_rate()) < 4 * result.stderr
+    assert small.stderr / large.stderr == pytest.approx(2.0, rel=0.25)     # ~ 1/sqrt(n)
+    again = population_loss(model, chain, length=64, n_sequences=256, seed=0)
+    assert again.mean == small.mean                                         # seeded
+    # the same estimator distinguishes the unigram point (H(pi) is ~0.13 nats above H_rate)
+    bad = population_loss(unigram_point(chain, TransformerConfig.theory(max_len=128)), chain, length=64,
+                          n_sequences=256, seed=0)
+    assert abs(bad.mean - chain.unigram_entropy()) < 4 * bad.stderr
+    assert abs(bad.mean - chain.entropy_rate()) > 10 * bad.stderr
+    with pytest.raises(ValueError, match="n_sequences"):
+        population_loss(model, chain, length=8, n_sequences=1)
+
+
+def test_population_loss_kstate_monte_carlo():
+    chain = symmetric(5, 0.3)
+    model = global_minimum(chain, TransformerConfig.theory(vocab_size=5, max_len=64))
+    result = population_loss(model, chain, length=48, n_sequences=512, batch_size=100, seed=3)
+    assert result.n_sequences == 512
+    assert abs(result.mean - chain.entropy_rate()) < 4 * result.stderr
+
+
+# ---------------------------------------------------------------- App. D diagnostics
+def test_attention_ratio_of_global_minimum_feedforward_route_is_zero():
+    chain = binary(0.5, 0.8)
+    model = global_minimum(chain, TransformerConfig.theory(max_len=32))     # auto -> feedforward (tied)
+    ratio = attention_ratio(model, chain.sample(4, 20, seed=0))
+    assert ratio.shape == (20,)
+    np.testing.assert_array_equal(ratio, np.zeros(20))
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: attention_ratio divides 0 by 0 (NaN) at x_n = 0 for the direct route, "
+                                       "where e_0 = 0 and p_n = 0 make the residual stream exactly zero")
+def test_attention_ratio_of_global_minimum_direct_route_is_zero():
+    chain = binary(0.2, 0.3)
+    model = global_minimum(chain, TransformerConfig.theory(max_len=32))     # auto -> direct
+    ratio = attention_ratio(model, chain.sample(4, 20, seed=0))
+    np.testing.assert_array_equal(ratio, np.zeros(20))
+
+
+def test_attention_ratio_of_random_model_is_positive_and_correct():
+    model = Transformer(TransformerConfig.theory(max_len=32, init_std=0.3), generator=torch.Generator().manual_seed(1))
+    x = binary(0.2, 0.3).sample(3, 10, seed=1)
+    ratio = attention_ratio(model, x)
+    assert np.all(np.isfinite(ratio)) and np.all(ratio > 0)
+    t = model.trace(x)["layers"][0]
+    manual = (t["attention"].norm(dim=-1) / (t["input"] + t["attention"]).norm(dim=-1)).mean(0)
+    np.testing.assert_allclose(ratio, manual.numpy(), rtol=1e-6)
+
+
+def test_ablate_attention():
+    model = Transformer(TransformerConfig.theory(n_layers=2, max_len=32, init_std=0.3),
+                        generator=torch.Generator().manual_seed(2))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    ablated = ablate_attention(model)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)             # original untouched
+    for block in ablated.blocks:
+        assert torch.all(block.attn.W_O.weight == 0)
+    for name, value in ablated.state_dict().items():
+        if "W_O" not in name:
+            assert torch.equal(value, before[name])
+    assert ablated.head.weight is ablated.wte.weight                         # tying survives the copy
+    assert ablated.wte.weight is not model.wte.weight
+    x = binary(0.2, 0.3).sample(2, 12, seed=3)
+    for layer in ablated.trace(x)["layers"]:
+        assert torch.all(layer["attention"] == 0)
+    # without attention, the prediction at n depends on (x_n, n) only
+    x2 = x.clone()
+    x2[:, 0] = 1 - x[:, 0]
+    torch.testing.assert_close(ablated(x)[:, 1:], ablated(x2)[:, 1:], rtol=0, atol=0)
+    assert not torch.allclose(model(x)[:, 1:], model(x2)[:, 1:])
+
+
+def test_singular_values():
+    chain = binary(0.2, 0.3)
+    model = global_minimum(chain, TransformerConfig.theory())              # direct tied: rank-one embedding
+    sv = singular_values(model)
+    assert "wpe.weight" not in sv and "head.weight" not in sv
+    assert {"wte.weight", "blocks.0.attn.W_Q.weight", "blocks.0.ff.W_2.weight"} <= set(sv)
+    gain = math.log(0.7 / 0.3) - math.log(0.2 / 0.8)
+    np.testing.assert_allclose(sv["wte.weight"], [math.sqrt(gain), 0.0], atol=1e-6)
+    assert np.count_nonzero(sv["wte.weight"] > 1e-9) == 1
+    np.testing.assert_array_equal(sv["blocks.0.attn.W_Q.weight"], np.zeros(8))
+    untied = Transformer(TransformerConfig.theory(tied=False, d_model=6), generator=torch.Generator().manual_seed(0))
+    sv = singular_values(untied)
+    assert "head.weight" in sv
+    for name, p in untied.named_parameters():
+        if p.dim() == 2 and name != "wpe.weight":
+            expected = np.linalg.svd(p.detach().double().numpy(), compute_uv=False)
+            np.testing.assert_allclose(sv[name], expected, rtol=1e-10, atol=1e-12)
+
+
+def test_positional_spread():
+    chain = binary(0.5, 0.8)
+    for model in (global_minimum(chain, TransformerConfig.theory()),
+                  global_minimum(binary(0.2, 0.3), TransformerConfig.theory())):
+        assert positional_spread(model, 64) == 0.0
+    model = Transformer(TransformerConfig.theory(), generator=torch.Generator().manual_seed(0))
+    spread = positional_spread(model, 32)
+    p = model.wpe.weight.detach()[:32].double()
+    e = model.wte.weight.detach().double()
+    manual = (p - p.mean(0)).norm(dim=-1).mean() / (e[1] - e[0]).norm()
+    assert spread > 0.1
+    assert spread == pytest.approx(float(manual), rel=1e-12)
+    # constant positional embeddings have no spread
+    with torch.no_grad():
+        model.wpe.weight[:] = model.wpe.weight[0]
+    assert positional_spread(model, 32) == pytest.approx(0.0, abs=1e-12)
