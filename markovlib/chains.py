@@ -10,6 +10,7 @@ or the swap, and the scan has a closed form (last constant step + parity of swap
 """
 from __future__ import annotations
 
+import numbers
 from typing import Literal
 
 import numpy as np
@@ -32,10 +33,9 @@ def binary_entropy(a) -> np.ndarray | float:
 
 
 def _check_probability(name: str, value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}")
+    value = float(value)
     if not (0.0 <= value <= 1.0):  # also rejects NaN
         raise ValueError(f"{name} must be in [0, 1]; got {value}")
     return value
@@ -121,9 +121,9 @@ class MarkovChain:
                generator: torch.Generator | None = None, device: str | torch.device = "cpu",
                start: Literal["stationary", "uniform"] = "stationary") -> torch.Tensor:
         """Draw ``batch`` independent paths of ``length`` states; int64 tensor (batch, length)."""
-        if not isinstance(batch, (int, np.integer)) or batch < 1:
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
             raise ValueError(f"batch must be an integer >= 1; got {batch!r}")
-        if not isinstance(length, (int, np.integer)) or length < 1:
+        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
             raise ValueError(f"length must be an integer >= 1; got {length!r}")
         if start not in ("stationary", "uniform"):
             raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")

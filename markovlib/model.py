@@ -46,7 +46,7 @@ class TransformerConfig:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.activation not in ("relu", "gelu"):
             raise ValueError(f"activation must be 'relu' or 'gelu'; got {self.activation!r}")
-        if self.window is not None and (not isinstance(self.window, int) or self.window < 0):
+        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0):
             raise ValueError(f"window must be None or an integer >= 0; got {self.window!r}")
         if not self.init_std > 0:
             raise ValueError(f"init_std must be > 0; got {self.init_std!r}")

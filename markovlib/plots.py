@@ -29,7 +29,8 @@ def set_style() -> None:
 
 
 def _color(label: str) -> str | None:
-    return next((c for key, c in COLORS.items() if key in label.lower()), None)
+    # longest key first, so that "untied" is not taken for "tied"
+    return next((COLORS[key] for key in sorted(COLORS, key=len, reverse=True) if key.lower() in label.lower()), None)
 
 
 def reference_lines(ax, chain: MarkovChain, *, rate: bool = True, unigram: bool = True) -> None:

@@ -134,7 +134,8 @@ class PopulationLoss:
     """A population-loss estimate: ``mean`` ± ``stderr`` (0 when exact).
 
     ``excess`` ± ``excess_stderr`` is the paired estimate of E[loss(model) - loss(Bayes predictor P[x_n])]
-    on the same paths: the KL gap to the global minimum, with far less noise than ``mean - H_rate``.
+    on the same paths: the KL gap to the global minimum. Near the optimum it is much less noisy than
+    ``mean - H_rate``, because the path-to-path variation of the loss cancels in the difference.
     """
 
     mean: float
@@ -195,7 +196,8 @@ def gradient_norm(model: Transformer, chain: MarkovChain, length: int = 10) -> f
 def attention_ratio(model: Transformer, x: torch.Tensor, layer: int = 0) -> np.ndarray:
     """App. D: ‖attn_n‖ / ‖x_n + attn_n‖ per position (batch mean) — how much attention adds to the residual."""
     t = model.trace(x)["layers"][layer]
-    ratio = t["attention"].norm(dim=-1) / (t["input"] + t["attention"]).norm(dim=-1)
+    # clamp: where x_n + attn_n = 0 (e.g. e_0 = p_n = 0 in Thm 1's construction) attention adds nothing
+    ratio = t["attention"].norm(dim=-1) / (t["input"] + t["attention"]).norm(dim=-1).clamp_min(1e-30)
     return ratio.mean(0).cpu().numpy()
 
 

@@ -387,8 +387,6 @@ def test_binary_rejects_bad_p_and_q(bad):
         binary(0.3, bad)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: _check_probability coerces numeric strings with float(); "
-                                       "binary('0.5', 0.2) is accepted instead of raising")
 def test_binary_rejects_numeric_string():
     with pytest.raises(ValueError, match=r"^p\b"):
         binary("0.5", 0.2)

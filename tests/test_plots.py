@@ -111,8 +111,6 @@ def test_loss_curves_other_column_and_given_axes():
     assert len(ax.lines[0].get_xdata()) == 41              # train loss exists at every step
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: plots._color matches substrings in COLORS order, and 'tied' is a "
-                                       "substring of 'untied', so untied curves are drawn in the tied colour")
 def test_untied_curve_is_orange():
     _, ax = plots.plt.subplots()
     plots.loss_curves({"tied": _history(0), "untied": _history(1)}, binary(0.5, 0.8), ax=ax)

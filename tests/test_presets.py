@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import markovlib
+import markovlib.train
 from markovlib.presets import ENV_VAR, PRESETS, Scale, resolve, resolve_device, with_overrides
 
 
@@ -75,7 +76,7 @@ def test_train_kwargs_are_accepted_by_train():
     scale = with_overrides(resolve("smoke"), steps=3, batch_size=2, seq_len=8, eval_every=1)
     kwargs = scale.train_kwargs()
     assert set(kwargs) == {"steps", "batch_size", "seq_len", "lr", "eval_every", "eval_batches"}
-    result = markovlib.train(markovlib.binary(0.2, 0.3), markovlib.TransformerConfig.theory(max_len=16),
+    result = markovlib.train.train(markovlib.binary(0.2, 0.3), markovlib.TransformerConfig.theory(max_len=16),
                              device="cpu", progress=False, **kwargs)
     assert result.history["step"].tolist() == [0, 1, 2, 3]
 

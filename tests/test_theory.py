@@ -242,6 +242,30 @@ def test_population_loss_monte_carlo_is_unbiased_and_stderr_shrinks():
         population_loss(model, chain, length=8, n_sequences=1)
 
 
+def test_population_loss_excess_exact():
+    """``excess`` = loss - loss of the Bayes predictor: 0 at Thm 1's point, I(x_n; x_n+1) at Thm 2's point."""
+    chain = binary(0.5, 0.8)
+    gm = population_loss(global_minimum(chain, TransformerConfig.theory(max_len=16)).double(), chain, length=8,
+                         exact=True)
+    assert gm.excess == pytest.approx(0.0, abs=1e-9) and gm.excess_stderr == 0.0
+    up = population_loss(unigram_point(chain, TransformerConfig.theory(max_len=16)).double(), chain, length=8,
+                         exact=True)
+    assert up.excess == pytest.approx(chain.mutual_information(), abs=1e-9)
+    assert up.excess == pytest.approx(up.mean - chain.entropy_rate(), abs=1e-9)
+
+
+def test_population_loss_excess_monte_carlo():
+    chain = binary(0.2, 0.3)
+    gm = population_loss(global_minimum(chain, TransformerConfig.theory(max_len=64)), chain, length=48,
+                         n_sequences=256, seed=0)
+    assert abs(gm.excess) < 1e-5                                           # paired: no sampling noise at the optimum
+    assert gm.excess_stderr < 1e-5 < gm.stderr
+    up = population_loss(unigram_point(chain, TransformerConfig.theory(max_len=64)), chain, length=48,
+                         n_sequences=256, seed=0)
+    assert abs(up.excess - chain.mutual_information()) < 4 * up.excess_stderr
+    assert up.excess == pytest.approx(up.mean - gm.mean, abs=1e-6)       # same paths (same seed)
+
+
 def test_population_loss_kstate_monte_carlo():
     chain = symmetric(5, 0.3)
     model = global_minimum(chain, TransformerConfig.theory(vocab_size=5, max_len=64))
@@ -259,8 +283,6 @@ def test_attention_ratio_of_global_minimum_feedforward_route_is_zero():
     np.testing.assert_array_equal(ratio, np.zeros(20))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: attention_ratio divides 0 by 0 (NaN) at x_n = 0 for the direct route, "
-                                       "where e_0 = 0 and p_n = 0 make the residual stream exactly zero")
 def test_attention_ratio_of_global_minimum_direct_route_is_zero():
     chain = binary(0.2, 0.3)
     model = global_minimum(chain, TransformerConfig.theory(max_len=32))     # auto -> direct
