@@ -155,18 +155,17 @@ class MarkovChain:
 def _binary_paths(x0: torch.Tensor, u: torch.Tensor, t0: torch.Tensor, t1: torch.Tensor) -> torch.Tensor:
     """Closed form of the scan for k = 2, where every step map is a constant, the identity or the swap.
 
-    The coupled maps are f_n(0) = [U_n >= t0], f_n(1) = [U_n >= t1]. The state at n is the value of the
-    last constant map (position 1 counts as the constant x_1) flipped once per swap since: a cumulative
-    max finds the last reset, a cumulative sum counts swaps.
+    The coupled maps are f_n(0) = [U_n >= t0], f_n(1) = [U_n >= t1]. The state at n is the value v_r of the
+    last constant map r <= n (position 1 counts as the constant x_1), flipped once per swap in (r, n]:
+    x_n = v_r xor parity_r xor parity_n, with parity_n the parity of the number of swaps up to n. One cummax
+    over keys (r << 2 | parity_r << 1 | v_r) finds the last constant map and carries both bits along.
     """
     from0, from1 = u >= t0, u >= t1
     from0[:, 0] = from1[:, 0] = x0.bool()
-    const = from0 == from1
-    swaps = torch.cumsum(from0 & ~from1, dim=1, dtype=torch.int32)
-    idx = torch.arange(u.shape[1], device=u.device, dtype=torch.int64)
-    last = torch.cummax(torch.where(const, idx, 0), dim=1).values   # last constant step
-    parity = (swaps - swaps.gather(1, last)) & 1                     # a constant step is never a swap
-    return (from0.gather(1, last).to(torch.int64)) ^ parity.to(torch.int64)
+    parity = torch.cumsum(from0 & ~from1, dim=1, dtype=torch.int32) & 1
+    idx = torch.arange(u.shape[1], device=u.device, dtype=torch.int32) << 2
+    last = torch.cummax(torch.where(from0 == from1, idx | (parity << 1) | from0, 0), dim=1).values
+    return ((last ^ (last >> 1) ^ parity) & 1).long()
 
 
 def _prefix_compose(f: torch.Tensor) -> torch.Tensor:
