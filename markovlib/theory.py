@@ -55,6 +55,8 @@ def global_minimum(chain: MarkovChain, config: TransformerConfig, route: str = "
         raise ValueError("Thm 1's construction needs every transition probability in (0, 1) (finite logits)")
     k, d, P = chain.k, config.d_model, chain.P
     gain = _logit(1 - P[1, 0]) - _logit(P[0, 1]) if k == 2 else None
+    if gain is not None and -1e-9 < gain < 0:
+        gain = 0.0  # p + q = 1 up to rounding (e.g. 1 - 0.9 < 0.1 in floating point)
     if route == "auto":
         route = "direct" if k == 2 and (not config.tied or gain >= 0) else "feedforward"
     if route not in ("direct", "feedforward"):
