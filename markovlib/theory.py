@@ -14,12 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.func import functional_call
 
 from .chains import MarkovChain
 from .model import Transformer, TransformerConfig
 
 __all__ = ["global_minimum", "unigram_point", "expected_loss", "population_loss", "PopulationLoss",
-           "gradient_norm", "attention_ratio", "ablate_attention", "singular_values", "positional_spread"]
+           "gradient_norm", "loss_slice", "attention_ratio", "ablate_attention", "singular_values", "positional_spread"]
 
 _MAX_ENUMERATED = 2 ** 18
 
@@ -116,17 +117,19 @@ def _all_paths(chain: MarkovChain, length: int, start: str) -> tuple[torch.Tenso
     return x, torch.as_tensor(prob)
 
 
-def expected_loss(model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary") -> torch.Tensor:
+def expected_loss(model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary",
+                  params: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
     """Population loss E[(1/(L-1)) Σ_n -log f(x_{n+1} | x_1^n)] over paths of ``length`` states, exactly.
 
     Enumerates all k**length paths with their probabilities; differentiable (for gradients, Hessians).
+    ``params`` (name → tensor) evaluates the model at other weights via ``torch.func.functional_call``.
     """
     if not isinstance(length, int) or length < 2:
         raise ValueError(f"length must be an integer >= 2; got {length!r}")
     x, prob = _all_paths(chain, length, start)
     param = next(model.parameters())
     x, prob = x.to(param.device), prob.to(param.device, param.dtype)
-    logits = model(x[:, :-1])
+    logits = model(x[:, :-1]) if params is None else functional_call(model, params, (x[:, :-1],))
     nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").mean(1)
     return (prob * nll).sum()
 
@@ -185,6 +188,17 @@ def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256
 
 def _bayes(chain: MarkovChain) -> Transformer:
     return global_minimum(chain, TransformerConfig.theory(vocab_size=chain.k, d_model=chain.k, max_len=64, tied=False)).double()
+
+
+@torch.no_grad()
+def loss_slice(model: Transformer, chain: MarkovChain, ts, *, seed: int = 0, length: int = 10) -> np.ndarray:
+    """Exact loss L(θ + t v) for each t, along a random unit direction v over all parameters (seeded)."""
+    g = torch.Generator().manual_seed(int(seed))
+    theta = dict(model.named_parameters())          # a tied weight appears once, functional_call re-ties it
+    v = {name: torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device) for name, p in theta.items()}
+    norm = torch.sqrt(sum((u ** 2).sum() for u in v.values()))
+    return np.array([float(expected_loss(model, chain, length, params={n: p + (t / norm) * v[n] for n, p in theta.items()}))
+                     for t in ts])
 
 
 def gradient_norm(model: Transformer, chain: MarkovChain, length: int = 10) -> float:

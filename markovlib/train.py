@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars (stderr): no widget dependency in notebooks and the built book
 
 from .chains import MarkovChain
 from .model import Transformer, TransformerConfig

@@ -1,6 +1,7 @@
 """markovlib.theory: Thm 1 / Thm 2 constructions, the exact and Monte Carlo population loss, App. D diagnostics."""
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
@@ -10,7 +11,7 @@ import torch
 
 from markovlib.chains import MarkovChain, binary, symmetric
 from markovlib.model import Transformer, TransformerConfig
-from markovlib.theory import (ablate_attention, attention_ratio, expected_loss, global_minimum, gradient_norm,
+from markovlib.theory import (ablate_attention, attention_ratio, expected_loss, global_minimum, gradient_norm, loss_slice,
                               population_loss, positional_spread, singular_values, unigram_point)
 
 
@@ -359,3 +360,27 @@ def test_positional_spread():
     with torch.no_grad():
         model.wpe.weight[:] = model.wpe.weight[0]
     assert positional_spread(model, 32) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_loss_slice_matches_manual_perturbation(tied):
+    """loss_slice evaluates L(θ + t v) through functional_call; a manual in-place perturbation must agree,
+    including for the tied model, where the head must move together with the embedding."""
+    chain = binary(0.3, 0.4)
+    model = global_minimum(chain, TransformerConfig.theory(tied=tied, max_len=16)).double()
+    ts = [-2.0, 0.0, 1.5]
+    got = loss_slice(model, chain, ts, seed=3, length=6)
+    g = torch.Generator().manual_seed(3)
+    named = dict(model.named_parameters())
+    v = {n: torch.randn(p.shape, generator=g, dtype=p.dtype) for n, p in named.items()}
+    norm = torch.sqrt(sum((u ** 2).sum() for u in v.values()))
+    for t, value in zip(ts, got):
+        moved = copy.deepcopy(model)
+        with torch.no_grad():
+            for n, p in moved.named_parameters():
+                p.add_((t / norm) * v[n])
+        if tied:
+            assert moved.head.weight is moved.wte.weight
+        assert value == pytest.approx(expected_loss(moved, chain, 6).item(), abs=1e-12)
+    assert got[1] == pytest.approx(chain.entropy_rate(), abs=1e-9)
+    assert got[0] > got[1] and got[2] > got[1]
