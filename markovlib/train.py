@@ -153,7 +153,7 @@ def train(chain: MarkovChain, config: TransformerConfig, *, steps: int, batch_si
         model.train()
         return float(torch.stack(losses).mean())
 
-    rows = [(0, float("nan"), float("nan"), test_loss())]
+    lrs, train_losses, test_losses = [float("nan")], [], {0: test_loss()}
     t0 = time.perf_counter()
     bar = tqdm(range(1, steps + 1), desc=desc or f"{chain.name} {'tied' if config.tied else 'untied'}",
                disable=not progress, leave=False, mininterval=0.5)
@@ -163,17 +163,19 @@ def train(chain: MarkovChain, config: TransformerConfig, *, steps: int, batch_si
         loss = cross_entropy(model, x)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        lr_now = optimizer.param_groups[0]["lr"]
+        lrs.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         scheduler.step()
-        evaluated = step % eval_every == 0 or step == steps
-        rows.append((step, lr_now, loss.item(), test_loss() if evaluated else float("nan")))
-        if evaluated:
-            bar.set_postfix(train=f"{rows[-1][2]:.4f}", test=f"{rows[-1][3]:.4f}")
+        train_losses.append(loss.detach())  # kept on the device: no host sync per step on CUDA
+        if step % eval_every == 0 or step == steps:
+            test_losses[step] = test_loss()
+            bar.set_postfix(train=f"{train_losses[-1].item():.4f}", test=f"{test_losses[step]:.4f}")
     bar.close()
     seconds = time.perf_counter() - t0
     model.eval()
-    history = pd.DataFrame(rows, columns=["step", "lr", "train_loss", "test_loss"])
+    history = pd.DataFrame({"step": np.arange(steps + 1), "lr": lrs,
+                            "train_loss": [float("nan")] + torch.stack(train_losses).tolist(),
+                            "test_loss": [test_losses.get(s, float("nan")) for s in range(steps + 1)]})
     settings = dict(steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr, eval_every=eval_every,
                     eval_batches=eval_batches, schedule=schedule, weight_decay=weight_decay, start=start,
                     device=str(device))
