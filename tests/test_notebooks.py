@@ -30,9 +30,13 @@ def test_structure(path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     first = code[0]
     assert "parameters" in first.metadata.get("tags", []), "first code cell must be tagged 'parameters'"
-    names = {t.id for node in ast.parse(first.source).body for t in node.targets}
-    assert {"p", "q", "seed", "scale"} <= names
-    assert 'scale = "auto"' in first.source
+    values = {}
+    for node in ast.parse(first.source).body:  # plain or annotated assignments of literals only
+        assert isinstance(node, (ast.Assign, ast.AnnAssign)), ast.dump(node)
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        values.update({t.id: ast.literal_eval(node.value) for t in targets})
+    assert {"p", "q", "seed", "scale"} <= set(values)
+    assert values["scale"] == "auto"
     assert "assert " in code[-1].source, "the last cell asserts the chapter's claims"
     assert nb.metadata["kernelspec"]["name"] == "python3"
 
