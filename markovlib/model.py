@@ -65,8 +65,44 @@ class TransformerConfig:
         return asdict(self)
 
 
+# Ensembles: an ensemble of N models is one Transformer whose parameters carry a leading model axis
+# (shape (N, *shape)) and whose inputs are (N, batch, length). The three layers below fall back to the
+# plain torch layers for a single model and broadcast over the model axis otherwise, so that the whole
+# ensemble runs as batched matmuls and one merged attention call (torch.func.vmap has no batching rule
+# for the fused CPU attention kernel).
+class Linear(nn.Linear):
+    """nn.Linear that also takes stacked weights (N, out, in) and inputs (N, ..., in)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight.dim() == 2:
+            return super().forward(x)
+        w = self.weight.mT.reshape(self.weight.shape[0], *[1] * (x.dim() - 3), self.in_features, self.out_features)
+        out = x @ w
+        return out if self.bias is None else out + self.bias.view(self.bias.shape[0], *[1] * (x.dim() - 2), -1)
+
+
+class Embedding(nn.Embedding):
+    """nn.Embedding that also takes stacked tables (N, V, d) and indices (N, ...)."""
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        if self.weight.dim() == 2:
+            return super().forward(idx)
+        members = torch.arange(self.weight.shape[0], device=idx.device).view(-1, *[1] * (idx.dim() - 1))
+        return self.weight[members, idx]
+
+
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm (gain only) that also takes stacked gains (N, d) and inputs (N, ..., d)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight.dim() == 1:
+            return super().forward(x)
+        gain = self.weight.view(self.weight.shape[0], *[1] * (x.dim() - 2), -1)
+        return F.layer_norm(x, self.normalized_shape, eps=self.eps) * gain
+
+
 def _norm(cfg: TransformerConfig) -> nn.Module:
-    return nn.LayerNorm(cfg.d_model, bias=False) if cfg.layer_norm else nn.Identity()
+    return LayerNorm(cfg.d_model, bias=False) if cfg.layer_norm else nn.Identity()
 
 
 class CausalSelfAttention(nn.Module):
@@ -76,8 +112,8 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         d = cfg.d_model
         self.n_heads, self.window = cfg.n_heads, cfg.window
-        self.W_Q, self.W_K, self.W_V = (nn.Linear(d, d, bias=False) for _ in range(3))
-        self.W_O = nn.Linear(d, d, bias=False)
+        self.W_Q, self.W_K, self.W_V = (Linear(d, d, bias=False) for _ in range(3))
+        self.W_O = Linear(d, d, bias=False)
 
     def mask(self, length: int, device) -> torch.Tensor:
         """Boolean (L, L) mask: True where position n may attend to position i (i ≤ n, n - i ≤ window)."""
@@ -87,8 +123,9 @@ class CausalSelfAttention(nn.Module):
         return allowed & (gap <= self.window) if self.window is not None else allowed
 
     def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
-        B, L, d = x.shape
-        q, k, v = (W(x).view(B, L, self.n_heads, -1).transpose(1, 2) for W in (self.W_Q, self.W_K, self.W_V))
+        *lead, L, d = x.shape   # lead: (batch,) or (models, batch); merged into one attention batch
+        q, k, v = (W(x).reshape(-1, L, self.n_heads, d // self.n_heads).transpose(1, 2)
+                   for W in (self.W_Q, self.W_K, self.W_V))
         if trace is None:
             mask = None if self.window is None else self.mask(L, x.device)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
@@ -97,7 +134,7 @@ class CausalSelfAttention(nn.Module):
             att = scores.masked_fill(~self.mask(L, x.device), float("-inf")).softmax(-1)
             trace["attention_weights"] = att
             out = att @ v
-        return self.W_O(out.transpose(1, 2).reshape(B, L, d))
+        return self.W_O(out.transpose(1, 2).reshape(*lead, L, d))
 
 
 class FeedForward(nn.Module):
@@ -105,8 +142,8 @@ class FeedForward(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.W_1 = nn.Linear(cfg.d_model, cfg.ff_mult * cfg.d_model, bias=False)
-        self.W_2 = nn.Linear(cfg.ff_mult * cfg.d_model, cfg.d_model, bias=False)
+        self.W_1 = Linear(cfg.d_model, cfg.ff_mult * cfg.d_model, bias=False)
+        self.W_2 = Linear(cfg.ff_mult * cfg.d_model, cfg.d_model, bias=False)
         self.act = nn.ReLU() if cfg.activation == "relu" else nn.GELU()
 
     def forward(self, y: torch.Tensor) -> torch.Tensor:
@@ -130,40 +167,78 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    """Next-state predictor: (batch, length) int64 states → (batch, length, k) logits."""
+    """Next-state predictor: (batch, length) int64 states → (batch, length, k) logits.
 
-    def __init__(self, config: TransformerConfig, *, generator: torch.Generator | None = None):
+    With ``n_models=N`` it is an ensemble of N independent models of one architecture: every parameter
+    has a leading model axis, inputs are (N, batch, length) and logits (N, batch, length, k); member i
+    is initialised exactly as a single model with ``generators[i]`` (see :meth:`member`).
+    """
+
+    def __init__(self, config: TransformerConfig, *, generator: torch.Generator | None = None,
+                 n_models: int | None = None, generators: list[torch.Generator] | None = None):
         super().__init__()
         self.config = cfg = config
-        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)          # token embeddings e_1..e_k
-        self.wpe = nn.Embedding(cfg.max_len, cfg.d_model)             # positional embeddings p_n
+        self.n_models = n_models
+        self.wte = Embedding(cfg.vocab_size, cfg.d_model)             # token embeddings e_1..e_k
+        self.wpe = Embedding(cfg.max_len, cfg.d_model)                # positional embeddings p_n
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = _norm(cfg)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=True)  # logits = A z + b
+        self.head = Linear(cfg.d_model, cfg.vocab_size, bias=True)    # logits = A z + b
+        if n_models is not None:
+            if isinstance(n_models, bool) or not isinstance(n_models, int) or n_models < 1:
+                raise ValueError(f"n_models must be None or an integer >= 1; got {n_models!r}")
+            for module in self.modules():
+                for name, p in list(module.named_parameters(recurse=False)):
+                    setattr(module, name, nn.Parameter(p.detach().expand(n_models, *p.shape).clone()))
         if cfg.tied:
             self.head.weight = self.wte.weight                          # one Parameter, not a copy
-        self.reset_parameters(generator)
+        if n_models is None:
+            self.reset_parameters(generator)
+        else:
+            generators = generators if generators is not None else [generator] * n_models
+            if len(generators) != n_models:
+                raise ValueError(f"generators must have n_models={n_models} entries; got {len(generators)}")
+            for i, g in enumerate(generators):
+                self.reset_parameters(g, member=i)
 
     @torch.no_grad()
-    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+    def reset_parameters(self, generator: torch.Generator | None = None, member: int | None = None) -> None:
         """N(0, init_std) weights, N(0, init_std/sqrt(2L)) for W_O and W_2, zero biases, unit LN gains."""
         std = self.config.init_std
         for name, p in self.named_parameters():
+            p = p if member is None else p[member]
             if p.dim() == 1:
                 nn.init.ones_(p) if "ln" in name else nn.init.zeros_(p)
             else:
                 scale = 1 / math.sqrt(2 * self.config.n_layers) if name.endswith(("W_O.weight", "W_2.weight")) else 1.0
                 nn.init.normal_(p, 0.0, std * scale, generator=generator)
 
+    @torch.no_grad()
+    def member(self, i: int) -> "Transformer":
+        """Member i of an ensemble as a single model (a copy of its weights)."""
+        if self.n_models is None:
+            raise ValueError("member() needs an ensemble (n_models is None)")
+        single = Transformer(self.config).to(next(self.parameters()).device)
+        for (name, p), q in zip(single.named_parameters(), self.parameters()):
+            p.copy_(q[i])
+        return single
+
+    def matrix_parameters(self) -> list[nn.Parameter]:
+        """Parameters that are matrices for each model (weight decay applies to these only)."""
+        lead = 0 if self.n_models is None else 1
+        return [p for p in self.parameters() if p.dim() - lead >= 2]
+
     def n_params(self) -> int:
         """Number of distinct scalar parameters (a tied head counts once)."""
         return sum(p.numel() for p in self.parameters())
 
     def embed(self, idx: torch.Tensor) -> torch.Tensor:
-        L = idx.shape[1]
+        L = idx.shape[-1]
         if L > self.config.max_len:
             raise ValueError(f"sequence length {L} exceeds max_len={self.config.max_len}")
-        return self.wte(idx) + self.wpe(torch.arange(L, device=idx.device))
+        if self.n_models is None:
+            return self.wte(idx) + self.wpe(torch.arange(L, device=idx.device))
+        return self.wte(idx) + self.wpe.weight[:, None, :L]
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         x = self.embed(idx)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,7 +22,7 @@ from .chains import MarkovChain
 from .model import Transformer, TransformerConfig
 from .presets import resolve_device
 
-__all__ = ["train", "TrainResult", "make_optimizer", "make_schedule", "cross_entropy"]
+__all__ = ["train", "train_many", "TrainResult", "make_optimizer", "make_schedule", "cross_entropy"]
 
 
 def _check_positive_int(name: str, value) -> int:
@@ -36,17 +37,28 @@ def _generator(seed: int, device: torch.device) -> torch.Generator:
     return g
 
 
-def cross_entropy(model: Transformer, x: torch.Tensor) -> torch.Tensor:
-    """Next-state cross entropy averaged over positions: inputs x[:, :-1], targets x[:, 1:] (nats)."""
-    logits = model(x[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+def cross_entropy(model, x: torch.Tensor) -> torch.Tensor:
+    """Next-state cross entropy averaged over positions: inputs x[..., :-1], targets x[..., 1:] (nats).
+
+    For a single model x is (batch, length + 1) and the result a scalar; for an ensemble x is
+    (N, batch, length + 1) and the result the N per-model losses.
+    """
+    logits = model(x[..., :-1])
+    if x.dim() == 2:
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[..., 1:].reshape(-1), reduction="none")
+    return nll.view(x.shape[0], -1).mean(1)
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float = 1e-3) -> torch.optim.AdamW:
-    """AdamW(0.9, 0.95) with weight decay on matrix parameters (dim ≥ 2) only."""
+def make_optimizer(model: Transformer, lr: float, weight_decay: float = 1e-3) -> torch.optim.AdamW:
+    """AdamW(0.9, 0.95) with weight decay on matrix parameters only (per model: dim ≥ 2).
+
+    AdamW is elementwise, so on an ensemble's stacked parameters it is N independent optimisers.
+    """
+    matrices = {id(p) for p in model.matrix_parameters()}
     params = list(model.parameters())  # a tied weight appears once
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [{"params": [p for p in params if id(p) in matrices], "weight_decay": weight_decay},
+              {"params": [p for p in params if id(p) not in matrices], "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
 
 
@@ -94,6 +106,11 @@ class TrainResult:
     def final_test_loss(self) -> float:
         return float(self.test_history["test_loss"].iloc[-1])
 
+    def escape_step(self, tol: float = 0.005) -> int | None:
+        """First step at which the test loss came within ``tol`` nats of H_rate (None if never)."""
+        close = self.test_history[self.test_history["test_loss"] <= self.chain.entropy_rate() + tol]
+        return None if close.empty else int(close["step"].iloc[0])
+
     def test_sequence(self, length: int | None = None, *, seed: int | None = None) -> torch.Tensor:
         """One fresh test path (1, length) drawn from the chain (reproducible from the run's seed)."""
         length = length or self.settings["seq_len"]
@@ -128,6 +145,36 @@ def train(chain: MarkovChain, config: TransformerConfig, *, steps: int, batch_si
           eval_batches: int = 4, schedule: str = "one-cycle", weight_decay: float = 1e-3,
           start: str = "stationary", progress: bool = True, desc: str | None = None) -> TrainResult:
     """Train a fresh :class:`Transformer` on samples of ``chain``; returns a :class:`TrainResult`."""
+    return _fit([chain], config, [seed], False, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
+                device=device, eval_every=eval_every, eval_batches=eval_batches, schedule=schedule,
+                weight_decay=weight_decay, start=start, progress=progress,
+                desc=desc or f"{chain.name} {'tied' if config.tied else 'untied'}")[0]
+
+
+def train_many(chains: MarkovChain | Sequence[MarkovChain], config: TransformerConfig, *, seeds: Sequence[int],
+               steps: int, batch_size: int, seq_len: int, lr: float = 2e-3, device: str | torch.device = "auto",
+               eval_every: int = 10, eval_batches: int = 4, schedule: str = "one-cycle", weight_decay: float = 1e-3,
+               start: str = "stationary", progress: bool = True, desc: str | None = None) -> list[TrainResult]:
+    """Train N = len(seeds) independent models of one architecture in one batched step (an ensemble).
+
+    Member i has its own seed and chain (``chains`` is one chain for all or a list of N) and gives the
+    same history, to float rounding, as ``train(chains[i], config, seed=seeds[i], ...)``.
+    """
+    seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
+    if not seeds or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in seeds):
+        raise ValueError(f"seeds must be a non-empty list of integers; got {seeds!r}")
+    chains = [chains] * len(seeds) if isinstance(chains, MarkovChain) else list(chains)
+    if len(chains) != len(seeds):
+        raise ValueError(f"chains must be one chain or one per seed ({len(seeds)}); got {len(chains)}")
+    return _fit(chains, config, seeds, True, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
+                device=device, eval_every=eval_every, eval_batches=eval_batches, schedule=schedule,
+                weight_decay=weight_decay, start=start, progress=progress,
+                desc=desc or f"ensemble of {len(seeds)} {'tied' if config.tied else 'untied'}")
+
+
+def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int], ensemble: bool, *, steps, batch_size,
+         seq_len, lr, device, eval_every, eval_batches, schedule, weight_decay, start, progress, desc) -> list[TrainResult]:
+    """The training loop of :func:`train` (one model) and :func:`train_many` (an ensemble)."""
     steps, batch_size, seq_len = (_check_positive_int(n, v) for n, v in
                                   (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)))
     eval_every, eval_batches = _check_positive_int("eval_every", eval_every), _check_positive_int("eval_batches", eval_batches)
@@ -135,48 +182,62 @@ def train(chain: MarkovChain, config: TransformerConfig, *, steps: int, batch_si
         raise ValueError(f"lr must be a positive number; got {lr!r}")
     if seq_len > config.max_len:
         raise ValueError(f"seq_len must be <= config.max_len ({config.max_len}); got {seq_len}")
-    if config.vocab_size != chain.k:
-        raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
+    for chain in chains:
+        if config.vocab_size != chain.k:
+            raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
 
     device = resolve_device(device)
-    init_seed, train_seed, test_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(3))
-    model = Transformer(config, generator=_generator(init_seed, torch.device("cpu"))).to(device)
+    n = len(seeds)
+    # per member: initialisation, training data and test data streams, all derived from its seed
+    streams = [[int(s) for s in np.random.SeedSequence(seed).generate_state(3)] for seed in seeds]
+    cpu = torch.device("cpu")
+    if ensemble:
+        model = Transformer(config, n_models=n, generators=[_generator(s[0], cpu) for s in streams]).to(device)
+    else:
+        model = Transformer(config, generator=_generator(streams[0][0], cpu)).to(device)
     optimizer = make_optimizer(model, lr, weight_decay)
     scheduler = make_schedule(optimizer, schedule, steps, lr)
-    train_gen, test_gen = _generator(train_seed, device), _generator(test_seed, device)
+    train_gens = [_generator(s[1], device) for s in streams]
+    test_gens = [_generator(s[2], device) for s in streams]
+
+    def draw(gens) -> torch.Tensor:
+        xs = [c.sample(batch_size, seq_len + 1, generator=g, device=device, start=start) for c, g in zip(chains, gens)]
+        return torch.stack(xs) if ensemble else xs[0]
 
     @torch.no_grad()
-    def test_loss() -> float:
+    def test_loss() -> torch.Tensor:
         model.eval()
-        losses = [cross_entropy(model, chain.sample(batch_size, seq_len + 1, generator=test_gen, device=device, start=start))
-                  for _ in range(eval_batches)]
+        losses = torch.stack([cross_entropy(model, draw(test_gens)) for _ in range(eval_batches)]).mean(0)
         model.train()
-        return float(torch.stack(losses).mean())
+        return losses.reshape(n).cpu()
 
     lrs, train_losses, test_losses = [float("nan")], [], {0: test_loss()}
     t0 = time.perf_counter()
-    bar = tqdm(range(1, steps + 1), desc=desc or f"{chain.name} {'tied' if config.tied else 'untied'}",
-               disable=not progress, leave=False, mininterval=0.5)
+    bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, leave=False, mininterval=0.5)
     model.train()
     for step in bar:
-        x = chain.sample(batch_size, seq_len + 1, generator=train_gen, device=device, start=start)
-        loss = cross_entropy(model, x)
+        losses = cross_entropy(model, draw(train_gens))
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        losses.sum().backward()            # member i's gradient is that of its own loss
         lrs.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         scheduler.step()
-        train_losses.append(loss.detach())  # kept on the device: no host sync per step on CUDA
+        train_losses.append(losses.detach().reshape(n))  # kept on the device: no host sync per step on CUDA
         if step % eval_every == 0 or step == steps:
             test_losses[step] = test_loss()
-            bar.set_postfix(train=f"{train_losses[-1].item():.4f}", test=f"{test_losses[step]:.4f}")
+            bar.set_postfix(train=f"{train_losses[-1].mean().item():.4f}", test=f"{test_losses[step].mean():.4f}")
     bar.close()
     seconds = time.perf_counter() - t0
     model.eval()
-    history = pd.DataFrame({"step": np.arange(steps + 1), "lr": lrs,
-                            "train_loss": [float("nan")] + torch.stack(train_losses).tolist(),
-                            "test_loss": [test_losses.get(s, float("nan")) for s in range(steps + 1)]})
+    train_matrix = torch.stack(train_losses).cpu().T.tolist()       # (n, steps)
     settings = dict(steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr, eval_every=eval_every,
                     eval_batches=eval_batches, schedule=schedule, weight_decay=weight_decay, start=start,
-                    device=str(device))
-    return TrainResult(chain, config, model, history, seed, settings, seconds, test_seed)
+                    device=str(device), ensemble_size=n if ensemble else 1)
+    results = []
+    for i, (chain, seed, stream) in enumerate(zip(chains, seeds, streams)):
+        history = pd.DataFrame({"step": np.arange(steps + 1), "lr": lrs, "train_loss": [float("nan")] + train_matrix[i],
+                                "test_loss": [float(test_losses[s][i]) if s in test_losses else float("nan")
+                                              for s in range(steps + 1)]})
+        member = model.member(i) if ensemble else model
+        results.append(TrainResult(chain, config, member.eval(), history, int(seed), settings, seconds, stream[2]))
+    return results
