@@ -1,0 +1,6 @@
+"""python -m markovlib: the same as the markovlib command."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,87 @@
+"""The result store and sweeps: nothing lost, nothing recomputed, interrupted runs resume."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from markovlib.chains import binary
+from markovlib.sweep import ResultStore, RunSpec, grid, make_chain, sweep
+from markovlib.train import train
+
+TINY = dict(steps=6, batch_size=2, seq_len=16, eval_every=3, eval_batches=1)
+
+
+def test_spec_key_is_stable_and_specific():
+    a = grid([0.2], [0.3], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **TINY)[0]
+    b = grid([0.2], [0.3], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **TINY)[0]
+    assert a.key == b.key and len(a.key) == 20
+    others = [grid([0.2], [0.3], tied=[False], seeds=[0], config_kwargs=dict(max_len=32), **TINY)[0],
+              grid([0.2], [0.3], tied=[True], seeds=[1], config_kwargs=dict(max_len=32), **TINY)[0],
+              grid([0.2], [0.4], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **TINY)[0],
+              grid([0.2], [0.3], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **{**TINY, "steps": 7})[0]]
+    assert len({a.key, *(o.key for o in others)}) == 5
+
+
+def test_grid_validates():
+    with pytest.raises(ValueError, match="^p"):
+        grid([1.2], [0.3], **TINY)
+    with pytest.raises(ValueError, match="unknown training settings"):
+        grid([0.2], [0.3], epochs=3)
+    with pytest.raises(ValueError, match="kind"):
+        make_chain({"kind": "ternary"})
+
+
+def test_sweep_stores_what_train_computes_and_skips_it_next_time(tmp_path, monkeypatch):
+    specs = grid([0.2, 0.6], [0.3], tied=[True, False], seeds=[0, 1], config_kwargs=dict(max_len=32), **TINY)
+    frame = sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=False)
+    assert len(frame) == len(specs) == 8 and set(frame["key"]) == {s.key for s in specs}
+    # a stored run equals a single train() with the same chain, config and seed
+    spec = specs[5]
+    single = train(make_chain(spec.chain), spec.config, seed=spec.seed, device="cpu", progress=False, **spec.train)
+    row = frame.set_index("key").loc[spec.key]
+    assert row["final_test_loss"] == pytest.approx(single.final_test_loss, abs=2e-5)
+    assert row["entropy_rate"] == pytest.approx(binary(spec.chain["p"], spec.chain["q"]).entropy_rate())
+    stored = ResultStore(tmp_path).history(spec.key)
+    pd.testing.assert_frame_equal(stored, single.history, check_exact=False, atol=2e-5, rtol=0, check_dtype=False)
+    # second run: nothing is trained again
+    monkeypatch.setattr("markovlib.sweep.train_many", lambda *a, **k: pytest.fail("re-trained a stored run"))
+    again = sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=False)
+    pd.testing.assert_frame_equal(again, frame)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig):
+    results = tmp_path / "results"
+    cmd = [sys.executable, "-m", "markovlib", "sweep", "--p", "0.2,0.5,0.8", "--q", "0.3,0.7", "--tied", "both",
+           "--seeds", "1", "--steps", "40", "--batch-size", "8", "--seq-len", "128", "--ensemble-size", "1",
+           "--scale", "smoke", "--device", "cpu", "--results", str(results)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    store_file = results / "runs.sqlite"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if store_file.exists() and len(ResultStore(results)) >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep finished before it could be interrupted"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "re-run" in err
+    first = ResultStore(results).frame()
+    assert 2 <= len(first) < 12
+    # re-run: only the rest is trained, the finished rows are kept as they were
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"({12 - len(first)} new)" in done.stdout
+    final = ResultStore(results).frame().set_index("key")
+    assert len(final) == 12
+    kept = final.loc[first["key"]]
+    assert list(kept["created"]) == list(first["created"])
