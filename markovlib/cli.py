@@ -69,14 +69,16 @@ def _add_training(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--layers", type=_positive_int, default=1)
     sub.add_argument("--lr", type=float)
     sub.add_argument("--preset", choices=["gpt2", "theory"], default="gpt2")
-    sub.add_argument("--device", default="auto")
+    sub.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
+    sub.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="bf16: bfloat16 autocast")
+    sub.add_argument("--compile", action="store_true", help="train through torch.compile")
 
 
 def _settings(args) -> tuple[dict, dict]:
     scale = presets.resolve(args.scale)
     train = dict(steps=args.steps or scale.steps, batch_size=args.batch_size or scale.batch_size,
                  seq_len=args.seq_len or scale.seq_len, lr=args.lr if args.lr is not None else scale.lr,
-                 eval_every=scale.eval_every, eval_batches=scale.eval_batches)
+                 eval_every=scale.eval_every, eval_batches=scale.eval_batches, precision=args.precision)
     config = dict(d_model=args.d_model or scale.d_model, n_layers=args.layers, max_len=max(1024, train["seq_len"]))
     return train, config
 
@@ -89,7 +91,7 @@ def cmd_train(args) -> int:
     chain = binary(args.p, args.q)
     train_kwargs, config_kwargs = _settings(args)
     config = getattr(TransformerConfig, args.preset)(tied=args.tied, **config_kwargs)
-    result = train(chain, config, seed=args.seed, device=args.device, **train_kwargs)
+    result = train(chain, config, seed=args.seed, device=args.device, compile=args.compile, **train_kwargs)
     final, h_rate, h_pi = result.final_test_loss, chain.entropy_rate(), chain.unigram_entropy()
     kernel = result.learnt_kernel()
     print(f"{chain.name}, {'tied' if args.tied else 'untied'} {args.preset}, {train_kwargs['steps']} steps, seed {args.seed}")
@@ -110,7 +112,7 @@ def cmd_sweep(args) -> int:
     store = ResultStore(args.results)
     before = len(store)
     try:
-        frame = sweep(specs, store, ensemble_size=args.ensemble_size, device=args.device)
+        frame = sweep(specs, store, ensemble_size=args.ensemble_size, device=args.device, compile=args.compile)
     except KeyboardInterrupt:
         print(f"interrupted: {len(store)} runs stored in {store.path} ({len(store) - before} new); "
               "re-run the same command to finish the rest", file=sys.stderr)

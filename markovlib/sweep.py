@@ -27,7 +27,8 @@ from .train import TrainResult, train_many
 
 __all__ = ["RunSpec", "ResultStore", "grid", "sweep", "make_chain"]
 
-TRAIN_KEYS = ("steps", "batch_size", "seq_len", "lr", "eval_every", "eval_batches", "schedule", "weight_decay", "start")
+TRAIN_KEYS = ("steps", "batch_size", "seq_len", "lr", "eval_every", "eval_batches", "schedule", "weight_decay", "start",
+              "precision")
 
 
 def make_chain(spec: dict) -> MarkovChain:
@@ -167,7 +168,7 @@ def _sigterm_as_interrupt():
 
 
 def sweep(specs: Sequence[RunSpec], store: ResultStore | str | Path, *, ensemble_size: int = 8,
-          device: str = "auto", progress: bool = True) -> pd.DataFrame:
+          device: str = "auto", compile: bool = False, progress: bool = True) -> pd.DataFrame:
     """Train every spec the store does not hold yet, ``ensemble_size`` models per batched step.
 
     Each finished ensemble is written at once. Returns the store's frame restricted to ``specs``.
@@ -187,7 +188,8 @@ def sweep(specs: Sequence[RunSpec], store: ResultStore | str | Path, *, ensemble
             for lo in range(0, len(members), ensemble_size):
                 chunk = members[lo:lo + ensemble_size]
                 results = train_many([make_chain(s.chain) for s in chunk], chunk[0].config,
-                                     seeds=[s.seed for s in chunk], device=device, progress=False, **chunk[0].train)
+                                     seeds=[s.seed for s in chunk], device=device, compile=compile, progress=False,
+                                     **chunk[0].train)
                 store.put(list(zip(chunk, results)))
                 bar.update(len(chunk))
     bar.close()

@@ -143,18 +143,24 @@ class TrainResult:
 def train(chain: MarkovChain, config: TransformerConfig, *, steps: int, batch_size: int, seq_len: int,
           lr: float = 2e-3, seed: int = 0, device: str | torch.device = "auto", eval_every: int = 10,
           eval_batches: int = 4, schedule: str = "one-cycle", weight_decay: float = 1e-3,
-          start: str = "stationary", progress: bool = True, desc: str | None = None) -> TrainResult:
-    """Train a fresh :class:`Transformer` on samples of ``chain``; returns a :class:`TrainResult`."""
+          start: str = "stationary", precision: str = "fp32", compile: bool = False, progress: bool = True,
+          desc: str | None = None) -> TrainResult:
+    """Train a fresh :class:`Transformer` on samples of ``chain``; returns a :class:`TrainResult`.
+
+    ``device="auto"`` picks CUDA when present (data are sampled on the device); ``precision="bf16"`` runs
+    forward passes under bfloat16 autocast; ``compile=True`` trains through ``torch.compile``.
+    """
     return _fit([chain], config, [seed], False, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
                 device=device, eval_every=eval_every, eval_batches=eval_batches, schedule=schedule,
-                weight_decay=weight_decay, start=start, progress=progress,
+                weight_decay=weight_decay, start=start, precision=precision, compile=compile, progress=progress,
                 desc=desc or f"{chain.name} {'tied' if config.tied else 'untied'}")[0]
 
 
 def train_many(chains: MarkovChain | Sequence[MarkovChain], config: TransformerConfig, *, seeds: Sequence[int],
                steps: int, batch_size: int, seq_len: int, lr: float = 2e-3, device: str | torch.device = "auto",
                eval_every: int = 10, eval_batches: int = 4, schedule: str = "one-cycle", weight_decay: float = 1e-3,
-               start: str = "stationary", progress: bool = True, desc: str | None = None) -> list[TrainResult]:
+               start: str = "stationary", precision: str = "fp32", compile: bool = False, progress: bool = True,
+               desc: str | None = None) -> list[TrainResult]:
     """Train N = len(seeds) independent models of one architecture in one batched step (an ensemble).
 
     Member i has its own seed and chain (``chains`` is one chain for all or a list of N) and gives the
@@ -168,12 +174,13 @@ def train_many(chains: MarkovChain | Sequence[MarkovChain], config: TransformerC
         raise ValueError(f"chains must be one chain or one per seed ({len(seeds)}); got {len(chains)}")
     return _fit(chains, config, seeds, True, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
                 device=device, eval_every=eval_every, eval_batches=eval_batches, schedule=schedule,
-                weight_decay=weight_decay, start=start, progress=progress,
+                weight_decay=weight_decay, start=start, precision=precision, compile=compile, progress=progress,
                 desc=desc or f"ensemble of {len(seeds)} {'tied' if config.tied else 'untied'}")
 
 
 def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int], ensemble: bool, *, steps, batch_size,
-         seq_len, lr, device, eval_every, eval_batches, schedule, weight_decay, start, progress, desc) -> list[TrainResult]:
+         seq_len, lr, device, eval_every, eval_batches, schedule, weight_decay, start, precision, compile, progress,
+         desc) -> list[TrainResult]:
     """The training loop of :func:`train` (one model) and :func:`train_many` (an ensemble)."""
     steps, batch_size, seq_len = (_check_positive_int(n, v) for n, v in
                                   (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)))
@@ -182,6 +189,8 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
         raise ValueError(f"lr must be a positive number; got {lr!r}")
     if seq_len > config.max_len:
         raise ValueError(f"seq_len must be <= config.max_len ({config.max_len}); got {seq_len}")
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be 'fp32' or 'bf16'; got {precision!r}")
     for chain in chains:
         if config.vocab_size != chain.k:
             raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
@@ -197,6 +206,12 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
         model = Transformer(config, generator=_generator(streams[0][0], cpu)).to(device)
     optimizer = make_optimizer(model, lr, weight_decay)
     scheduler = make_schedule(optimizer, schedule, steps, lr)
+    forward = torch.compile(model) if compile else model   # shares the parameters of model
+
+    def loss_of(x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            return cross_entropy(forward, x).float()
+
     train_gens = [_generator(s[1], device) for s in streams]
     test_gens = [_generator(s[2], device) for s in streams]
 
@@ -207,7 +222,7 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
     @torch.no_grad()
     def test_loss() -> torch.Tensor:
         model.eval()
-        losses = torch.stack([cross_entropy(model, draw(test_gens)) for _ in range(eval_batches)]).mean(0)
+        losses = torch.stack([loss_of(draw(test_gens)) for _ in range(eval_batches)]).mean(0)
         model.train()
         return losses.reshape(n).cpu()
 
@@ -216,7 +231,7 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
     bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, leave=False, mininterval=0.5)
     model.train()
     for step in bar:
-        losses = cross_entropy(model, draw(train_gens))
+        losses = loss_of(draw(train_gens))
         optimizer.zero_grad(set_to_none=True)
         losses.sum().backward()            # member i's gradient is that of its own loss
         lrs.append(optimizer.param_groups[0]["lr"])
@@ -232,7 +247,7 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
     train_matrix = torch.stack(train_losses).cpu().T.tolist()       # (n, steps)
     settings = dict(steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr, eval_every=eval_every,
                     eval_batches=eval_batches, schedule=schedule, weight_decay=weight_decay, start=start,
-                    device=str(device), ensemble_size=n if ensemble else 1)
+                    device=str(device), precision=precision, compile=compile, ensemble_size=n if ensemble else 1)
     results = []
     for i, (chain, seed, stream) in enumerate(zip(chains, seeds, streams)):
         history = pd.DataFrame({"step": np.arange(steps + 1), "lr": lrs, "train_loss": [float("nan")] + train_matrix[i],
