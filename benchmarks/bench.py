@@ -1,31 +1,57 @@
-"""Benchmark markovlib's Markov sampler and training step against the authors' way of doing it.
+"""Benchmark markovlib's Markov sampler, training step, ensembles and book against the authors' way of doing it.
 
-Usage: ``python benchmarks/bench.py [--quick] [--device auto|cpu|cuda] [--threads N] [--json PATH]``
+Usage: ``python benchmarks/bench.py [--quick] [--book] [--e2e-steps S] [--device auto|cpu|cuda] [--threads N]
+[--json PATH]``
 
-What is measured (every number is the median over trials of the per-call time of one timing helper, ``measure``:
-warm-up calls first, then each trial repeats the call for about ``min_time`` seconds, the number of calls set
-from one timed call, with ``torch.cuda.synchronize()`` around each trial on CUDA):
+Timing: every number except the book rows is the median over trials of the per-call time of one timing helper,
+``measure``: warm-up calls first, then each trial repeats the call for about ``min_time`` seconds, the number of
+calls set from one timed call, with ``torch.cuda.synchronize()`` around each trial on CUDA. Long calls (rows 4 and
+5) use ``min_time = 0``, one call per trial.
+
+The rows, each with its baseline (the "baseline is" column):
 
 1. Sampler throughput (tokens/s) for a batch of 64 paths of length 1024, for the binary chain binary(0.2, 0.3)
-   (markovlib's closed-form k = 2 path) and the 5-state chain symmetric(5, 0.3) (markovlib's log-depth scan).
+   (markovlib's closed-form k = 2 path), the 5-state chain symmetric(5, 0.3) and a random 8-state chain, rows
+   drawn from Dirichlet(1) with ``numpy.random.default_rng(0)`` (both through markovlib's log-depth scan).
+   Baseline: ``authors_sampler``, the authors' loop with one ``torch.multinomial`` call per position.
 2. Time per optimisation step at the paper's size (d = 8, 1 layer, GPT-2 block, tied head, batch 16, sequence
    length 1024 and 256, binary(0.5, 0.8)): draw a fresh batch, forward, cross entropy, backward, AdamW step,
-   one-cycle scheduler step, ``loss.item()`` (as ``markovlib.train.train`` does). Both columns use markovlib's
-   model, ``make_optimizer``, ``make_schedule`` and ``cross_entropy``; only the sampler differs, so the ratio
-   is what the sampler alone changes in a whole step.
-3. ``markovlib.train.train`` end to end for a short run (model construction, test loss at step 0 and at the
+   one-cycle scheduler step (the loop of ``markovlib.train.train``). Both columns use markovlib's model,
+   ``make_optimizer``, ``make_schedule`` and ``cross_entropy``; only the sampler differs (baseline: the same
+   step fed by ``authors_sampler``), so the ratio is what the sampler alone changes in a whole step.
+3. Ensemble throughput (model·tokens/s: models × batch × positions per second) of one ``train_many``-style step
+   of ``Transformer(config, n_models=N)`` for N = 1, 8, 32 (same architecture as 2, batch 16 × seq 256 per
+   model; full mode also seq 1024 for N = 1 and 8): each member's batch drawn by markovlib's sampler with its
+   own generator, stacked to (N, batch, length + 1), forward, the N per-model losses of ``cross_entropy``,
+   ``.sum().backward()``, AdamW step, scheduler step. Baseline: markovlib's own single-model step
+   (``Transformer(config)``, as ``train`` builds it, row 2's markovlib column) at the same length, so a ratio
+   >= 1 means that training N models as one ensemble is no slower per model than training them one by one
+   (the N = 1 row is the cost of the ensemble code path itself).
+4. ``markovlib.train.train`` end to end for a short run (model construction, test loss at step 0 and at the
    end, history bookkeeping; one whole run per trial) divided by its number of steps, next to the bare step
-   of 2: the overhead of evaluation and set-up.
+   of 2: the overhead of evaluation and set-up. No baseline.
+5. The paper's run as the authors schedule it: one model, batch 16 × seq 1024, d = 8, binary(0.5, 0.8), test
+   loss after EVERY step on 24 fresh batches. markovlib: ``train(..., eval_every=1, eval_batches=24)``.
+   Baseline: ``authors_paper_run``, the same model, optimiser, schedule and evaluation, every batch (training
+   and evaluation) drawn with ``authors_sampler``. A 400-iteration baseline run takes minutes, so both run
+   ``--e2e-steps`` S iterations (default 10 with --quick, 40 otherwise), one timed run each; the row reports
+   the whole run's seconds / S (set-up and the step-0 evaluation included on both sides, a bias of about 1/S),
+   and a second row projects it to 400 iterations (per-iteration × 400: projected, not measured).
+6. Book execution (full mode, or --book): seconds of one ``jupyter-book build`` of the repository into a fresh
+   temporary ``--path-output`` (no execution cache), with MARKOVLIB_SCALE=smoke and with MARKOVLIB_SCALE=cpu,
+   the ``jupyter-book`` installed beside this Python. These are subprocesses, timed once each with a wall
+   clock rather than ``measure``. No baseline.
 
-Why the baseline is what it is: the authors' code (PAPER.md, "Training settings") samples the chain with a Python
-loop over positions and one ``torch.multinomial`` call per position, the first state drawn from the stationary
-law. ``authors_sampler`` reproduces exactly that loop (transition matrix as a tensor on the device, rows picked by
-the previous states), so the ratio measures markovlib's vectorised sampler against the reference implementation
-rather than against a straw man. It is built once per chain, outside the timed region, as is markovlib's own
-table of thresholds.
+Why the sampler baseline is what it is: the authors' code (PAPER.md, "Training settings") samples the chain with
+a Python loop over positions and one ``torch.multinomial`` call per position, the first state drawn from the
+stationary law. ``authors_sampler`` reproduces exactly that loop (transition matrix as a tensor on the device,
+rows picked by the previous states), so the ratio measures markovlib's vectorised sampler against the reference
+implementation rather than against a straw man. It is built once per chain, outside the timed region, as is
+markovlib's own table of thresholds.
 
-The ratio column is always markovlib's speed-up: markovlib / baseline for throughputs, baseline / markovlib for
-times (> 1: markovlib is faster). Seeds are fixed; the timings, of course, depend on the machine and its load.
+The ratio column is always markovlib / baseline in speed: markovlib / baseline for throughputs, baseline /
+markovlib for times (> 1: markovlib, or the ensemble, is faster). Seeds are fixed; the timings, of course, depend
+on the machine and its load (the 1-minute load average is printed at the start and at the end).
 """
 from __future__ import annotations
 
@@ -36,9 +62,13 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
+import numpy as np
 import torch
 
 import markovlib
@@ -47,11 +77,15 @@ from markovlib.model import Transformer, TransformerConfig
 from markovlib.presets import resolve_device
 from markovlib.train import cross_entropy, make_optimizer, make_schedule, train
 
+ROOT = Path(__file__).resolve().parent.parent   # the repository: what the book rows build
 SEED = 0
 LR = 2e-3
 SAMPLER_BATCH, SAMPLER_LEN = 64, 1024
 TRAIN_BATCH, TRAIN_LENS = 16, (1024, 256)
 E2E_STEPS = 50
+ENSEMBLE_SIZES = {256: (1, 8, 32), 1024: (1, 8)}   # seq length → N; seq 1024 in full mode only
+PAPER_LEN, PAPER_EVAL_BATCHES, PAPER_ITERATIONS = 1024, 24, 400
+BOOK_SCALES = ("smoke", "cpu")
 
 
 # ---------------------------------------------------------------- timing
@@ -102,55 +136,121 @@ def authors_sampler(chain: MarkovChain, device: torch.device):
 SAMPLERS = {"markovlib": markovlib_sampler, "baseline": authors_sampler}
 
 
+def dirichlet_chain(k: int, seed: int = 0) -> MarkovChain:
+    """A random k-state chain whose rows are drawn from Dirichlet(1, …, 1) (numpy ``default_rng(seed)``)."""
+    P = np.random.default_rng(seed).dirichlet(np.ones(k), size=k)
+    return MarkovChain(P, name=f"dirichlet(k={k}, seed={seed})")
+
+
 # ---------------------------------------------------------------- workloads
 def sampler_call(make_sampler, chain: MarkovChain, device: torch.device):
     sample, g = make_sampler(chain, device), generator(device)
     return lambda: sample(SAMPLER_BATCH, SAMPLER_LEN, g)
 
 
-def train_step(make_sampler, chain: MarkovChain, config: TransformerConfig, seq_len: int, device: torch.device):
-    """One optimisation step as in markovlib.train.train, drawing its batch with ``make_sampler``."""
-    model = Transformer(config, generator=generator(torch.device("cpu"))).to(device)
+def train_step(make_sampler, chain: MarkovChain, config: TransformerConfig, seq_len: int, device: torch.device, *,
+               n_models: int | None = None, steps: int = 10**9):
+    """One optimisation step as in markovlib.train's loop, drawing its batches with ``make_sampler``; (step, model).
+
+    ``n_models=None``: one model, as ``train`` builds it; ``n_models=N``: an ensemble stepped as ``train_many``
+    does it, each member's batch drawn with its own generator and the N batches stacked. ``steps`` only sets
+    the length of the one-cycle schedule (the default never runs out while timing).
+    """
+    model = Transformer(config, n_models=n_models, generator=generator(torch.device("cpu"))).to(device)
     optimizer = make_optimizer(model, LR)
-    scheduler = make_schedule(optimizer, "one-cycle", 10**9, LR)  # never runs out of steps while timing
-    sample, g = make_sampler(chain, device), generator(device)
+    scheduler = make_schedule(optimizer, "one-cycle", steps, LR)
+    sample = make_sampler(chain, device)
+    gens = [generator(device, SEED + i) for i in range(n_models or 1)]
     model.train()
 
-    def step() -> float:
-        loss = cross_entropy(model, sample(TRAIN_BATCH, seq_len + 1, g))
+    def step() -> torch.Tensor:
+        xs = [sample(TRAIN_BATCH, seq_len + 1, g) for g in gens]
+        losses = cross_entropy(model, torch.stack(xs) if n_models else xs[0])   # N per-model losses (or one)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        losses.sum().backward()              # member i's gradient is that of its own loss
         optimizer.step()
         scheduler.step()
-        return loss.item()
+        return losses.detach()
 
-    return step
+    return step, model
+
+
+def authors_paper_run(chain: MarkovChain, config: TransformerConfig, steps: int, device: torch.device):
+    """``train(..., eval_every=1, eval_batches=24)`` with every batch drawn by ``authors_sampler`` (one whole run)."""
+    def run() -> list[float]:
+        step, model = train_step(authors_sampler, chain, config, PAPER_LEN, device, steps=steps)
+        sample, g = authors_sampler(chain, device), generator(device, SEED + 1)   # the test stream
+
+        @torch.no_grad()
+        def test_loss() -> torch.Tensor:
+            model.eval()
+            batches = (sample(TRAIN_BATCH, PAPER_LEN + 1, g) for _ in range(PAPER_EVAL_BATCHES))
+            loss = torch.stack([cross_entropy(model, x) for x in batches]).mean()
+            model.train()
+            return loss
+
+        history = [test_loss()]
+        for _ in range(steps):
+            step()
+            history.append(test_loss())
+        return torch.stack(history).tolist()
+
+    return run
+
+
+def build_book(scale: str, threads: int) -> float:
+    """Wall-clock seconds of one ``jupyter-book build`` of ROOT at MARKOVLIB_SCALE=scale into a fresh folder."""
+    exe = Path(sys.executable).with_name("jupyter-book")
+    env = {"OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg", **os.environ, "MARKOVLIB_SCALE": scale}
+    with tempfile.TemporaryDirectory(prefix=f"markovlib-bench-book-{scale}-") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.run([str(exe), "build", str(ROOT), "--path-output", out], env=env,
+                              capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+    if proc.returncode:
+        raise RuntimeError(f"jupyter-book build at scale {scale} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return seconds
 
 
 # ---------------------------------------------------------------- report
 def fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "—"
-    return f"{value / 1e6:,.2f} M" if unit == "tokens/s" else f"{value:,.1f}"
+    if unit.endswith("tokens/s"):
+        return f"{value / 1e6:,.2f} M"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value)))) if value else 0   # 3 significant digits
+    return f"{value:,.{decimals}f}"
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| what | markovlib | baseline (authors-style) | ratio (markovlib speed-up) |",
-             "|---|---:|---:|---:|"]
+    lines = ["| what | markovlib | baseline | baseline is | ratio (markovlib speed-up) |",
+             "|---|---:|---:|---|---:|"]
     for r in rows:
-        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.1f}×"
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.{2 if r['ratio'] < 10 else 1}f}×"
         lines.append(f"| {r['what']} ({r['unit']}) | {fmt(r['markovlib'], r['unit'])} "
-                     f"| {fmt(r['baseline'], r['unit'])} | {ratio} |")
+                     f"| {fmt(r['baseline'], r['unit'])} | {r['baseline_is']} | {ratio} |")
     return "\n".join(lines)
+
+
+def row(what: str, unit: str, markovlib: float, baseline: float | None = None, baseline_is: str = "—") -> dict:
+    """A table row; the ratio is markovlib's speed-up (throughputs: markovlib / baseline, times: the inverse)."""
+    ratio = None if baseline is None else (markovlib / baseline if unit.endswith("/s") else baseline / markovlib)
+    return dict(what=what, unit=unit, markovlib=markovlib, baseline=baseline, baseline_is=baseline_is, ratio=ratio)
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer, shorter trials (< 30 s)")
+    ap.add_argument("--quick", action="store_true", help="fewer, shorter trials, no book builds (< 40 s)")
+    ap.add_argument("--book", action="store_true", help="also time the book builds in --quick mode")
+    ap.add_argument("--e2e-steps", type=int, default=None, metavar="S",
+                    help="iterations of the paper-run row (default 10 with --quick, 40 otherwise)")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     ap.add_argument("--json", metavar="PATH", help="also write the numbers to this JSON file")
     args = ap.parse_args(argv)
+    paper_steps = args.e2e_steps or (10 if args.quick else 40)
+    if paper_steps < 1:
+        ap.error("--e2e-steps must be >= 1")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(SEED)
@@ -159,38 +259,72 @@ def main(argv: list[str] | None = None) -> dict:
         ap.error("--device cuda: CUDA is not available to this torch build")
     timing = dict(min_time=0.1, trials=3, warmup=1) if args.quick else dict(min_time=0.5, trials=5, warmup=2)
     time_it = lambda fn, **kw: measure(fn, device=device, **{**timing, **kw})  # noqa: E731
+    load_start = os.getloadavg()[0]
     t_start = time.perf_counter()
     rows: list[dict] = []
 
     # 1. sampler throughput
     tokens = SAMPLER_BATCH * SAMPLER_LEN
-    for label, chain in (("binary(0.2, 0.3)", binary(0.2, 0.3)), ("symmetric(5, 0.3)", symmetric(5, 0.3))):
+    for label, chain in (("binary(0.2, 0.3)", binary(0.2, 0.3)), ("symmetric(5, 0.3)", symmetric(5, 0.3)),
+                         ("random k = 8, rows ~ Dirichlet(1)", dirichlet_chain(8))):
         tput = {name: tokens / time_it(sampler_call(make, chain, device)) for name, make in SAMPLERS.items()}
-        rows.append(dict(what=f"sample {label}, {SAMPLER_BATCH}×{SAMPLER_LEN}", unit="tokens/s", **tput,
-                         ratio=tput["markovlib"] / tput["baseline"]))
+        rows.append(row(f"sample {label}, {SAMPLER_BATCH}×{SAMPLER_LEN}", "tokens/s", **tput,
+                        baseline_is="authors' multinomial loop"))
 
-    # 2. one training step at the paper's size, and 3. train() end to end
+    # 2. one training step at the paper's size
     chain, config = binary(0.5, 0.8), TransformerConfig.gpt2(tied=True)
     bare = {}
     for seq_len in TRAIN_LENS:
-        ms = {name: 1e3 * time_it(train_step(make, chain, config, seq_len, device)) for name, make in SAMPLERS.items()}
+        ms = {name: 1e3 * time_it(train_step(make, chain, config, seq_len, device)[0]) for name, make in SAMPLERS.items()}
         bare[seq_len] = ms["markovlib"]
-        rows.append(dict(what=f"train step, batch {TRAIN_BATCH} × seq {seq_len}", unit="ms/step", **ms,
-                         ratio=ms["baseline"] / ms["markovlib"]))
+        rows.append(row(f"train step, batch {TRAIN_BATCH} × seq {seq_len}", "ms/step", **ms,
+                        baseline_is="same step, authors' sampler"))
+
+    # 3. ensembles: train_many-style step of N models vs markovlib's single-model step
+    for seq_len, sizes in ENSEMBLE_SIZES.items():
+        if args.quick and seq_len != 256:
+            continue
+        per_model = TRAIN_BATCH * seq_len
+        single = per_model / (1e-3 * bare[seq_len]) if seq_len in bare else \
+            per_model / time_it(train_step(markovlib_sampler, chain, config, seq_len, device)[0])
+        for n in sizes:
+            tput = n * per_model / time_it(train_step(markovlib_sampler, chain, config, seq_len, device, n_models=n)[0])
+            rows.append(row(f"ensemble step, N = {n}, batch {TRAIN_BATCH} × seq {seq_len} per model",
+                            "model·tokens/s", tput, single, "single-model step (N = 1, `train`)"))
+
+    # 4. train() end to end, evaluation at the start and the end only
     e2e_len = TRAIN_LENS[0]
     short_run = lambda: train(chain, config, steps=E2E_STEPS, batch_size=TRAIN_BATCH, seq_len=e2e_len, lr=LR,  # noqa: E731
-                        seed=SEED, device=device, eval_every=E2E_STEPS, progress=False)
+                              seed=SEED, device=device, eval_every=E2E_STEPS, progress=False)
     e2e = 1e3 * time_it(short_run, min_time=0.0, warmup=1) / E2E_STEPS  # one whole train() per trial
-    rows.append(dict(what=f"train() end to end, {E2E_STEPS} steps, eval_every={E2E_STEPS}, seq {e2e_len}",
-                     unit="ms/step", markovlib=e2e, baseline=None, ratio=None))
+    rows.append(row(f"`train()` end to end, {E2E_STEPS} steps, eval_every={E2E_STEPS}, seq {e2e_len}", "ms/step", e2e))
 
+    # 5. the paper's run, evaluation every step on 24 fresh batches, S iterations, one timed run each
+    paper = {"markovlib": lambda: train(chain, config, steps=paper_steps, batch_size=TRAIN_BATCH, seq_len=PAPER_LEN,
+                                        lr=LR, seed=SEED, device=device, eval_every=1,
+                                        eval_batches=PAPER_EVAL_BATCHES, progress=False),
+             "baseline": authors_paper_run(chain, config, paper_steps, device)}
+    per_iter = {name: time_it(run, min_time=0.0, trials=1, warmup=0) / paper_steps for name, run in paper.items()}
+    what = (f"paper run (eval every step on {PAPER_EVAL_BATCHES} batches), batch {TRAIN_BATCH} × seq {PAPER_LEN}")
+    rows.append(row(f"{what}, measured over {paper_steps} iterations", "s/iteration", **per_iter,
+                    baseline_is="same run, authors' sampler"))
+    rows.append(row(f"{what}, {PAPER_ITERATIONS} iterations projected from {paper_steps}", "s, projected",
+                    **{k: PAPER_ITERATIONS * v for k, v in per_iter.items()}, baseline_is="same run, authors' sampler"))
+
+    # 6. book execution, a fresh output folder each (subprocesses: one wall-clock run each, not measure())
+    if not args.quick or args.book:
+        for scale in BOOK_SCALES:
+            rows.append(row(f"`jupyter-book build`, MARKOVLIB_SCALE={scale}, fresh output folder", "s",
+                            build_book(scale, args.threads)))
+
+    total = time.perf_counter() - t_start
     env = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
            "mode": "quick" if args.quick else "full",
            "torch": torch.__version__, "markovlib": markovlib.__version__, "python": platform.python_version(),
            "device": str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
            "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
-           "timing": timing, "seed": SEED}
-    total = time.perf_counter() - t_start
+           "timing": timing, "seed": SEED, "paper_run_iterations": paper_steps,
+           "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]}}
     print("## markovlib benchmark\n")
     print("\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n")
     print(table(rows) + "\n")

@@ -9,7 +9,9 @@ re-running the same sweep trains only what the store does not hold.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import os
 import signal
 import sqlite3
 import time
@@ -21,11 +23,19 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
+import numpy as np
+import torch
+
 from .chains import MarkovChain, binary, symmetric
-from .model import TransformerConfig
+from .model import Transformer, TransformerConfig
 from .train import TrainResult, train_many
 
-__all__ = ["RunSpec", "ResultStore", "grid", "sweep", "make_chain"]
+__all__ = ["RunSpec", "ResultStore", "grid", "sweep", "sweep_results", "make_chain", "default_results_dir"]
+
+
+def default_results_dir() -> Path:
+    """``$MARKOVLIB_RESULTS`` if set, else ``results/`` in the repository (ignored by git)."""
+    return Path(os.environ.get("MARKOVLIB_RESULTS") or Path(__file__).resolve().parents[1] / "results")
 
 TRAIN_KEYS = ("steps", "batch_size", "seq_len", "lr", "eval_every", "eval_batches", "schedule", "weight_decay", "start",
               "precision")
@@ -93,7 +103,7 @@ class ResultStore:
 
     SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
         key TEXT PRIMARY KEY, created REAL NOT NULL, version TEXT NOT NULL, seed INTEGER NOT NULL,
-        spec TEXT NOT NULL, metrics TEXT NOT NULL, history TEXT NOT NULL)"""
+        spec TEXT NOT NULL, metrics TEXT NOT NULL, history TEXT NOT NULL, weights BLOB NOT NULL)"""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
@@ -123,11 +133,15 @@ class ResultStore:
     def put(self, pairs: Sequence[tuple[RunSpec, TrainResult]]) -> None:
         """Write finished runs, all in one transaction."""
         from . import __version__
-        rows = [(spec.key, time.time(), __version__, spec.seed, json.dumps(spec.as_dict(), sort_keys=True),
-                 json.dumps(_metrics(result)), result.history.to_json(orient="split", index=False))
-                for spec, result in pairs]
+        rows = []
+        for spec, result in pairs:
+            weights = io.BytesIO()
+            torch.save({k: v.detach().cpu() for k, v in result.model.state_dict().items()}, weights)
+            rows.append((spec.key, time.time(), __version__, spec.seed, json.dumps(spec.as_dict(), sort_keys=True),
+                         json.dumps(_metrics(result)), result.history.to_json(orient="split", index=False),
+                         weights.getvalue()))
         with self._connect() as con:
-            con.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            con.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def frame(self) -> pd.DataFrame:
         """One row per run: key, created, version, seed, flattened chain / config / train fields, metrics."""
@@ -147,8 +161,21 @@ class ResultStore:
             row = con.execute("SELECT history FROM runs WHERE key = ?", (key,)).fetchone()
         if row is None:
             raise KeyError(key)
-        from io import StringIO
-        return pd.read_json(StringIO(row[0]), orient="split")
+        return pd.read_json(io.StringIO(row[0]), orient="split")
+
+    def load(self, spec: RunSpec, device: str | torch.device = "cpu") -> TrainResult:
+        """The stored run of ``spec`` as a :class:`TrainResult` (trained model included)."""
+        with self._connect() as con:
+            row = con.execute("SELECT history, weights, metrics FROM runs WHERE key = ?", (spec.key,)).fetchone()
+        if row is None:
+            raise KeyError(f"run {spec.key} is not in {self.path}")
+        model = Transformer(spec.config)
+        model.load_state_dict(torch.load(io.BytesIO(row[1]), weights_only=True))
+        test_seed = int(np.random.SeedSequence(spec.seed).generate_state(3)[2])   # as in train()
+        settings = {**spec.train, "device": str(device), "stored": str(self.path)}
+        return TrainResult(make_chain(spec.chain), spec.config, model.to(device).eval(),
+                           pd.read_json(io.StringIO(row[0]), orient="split"), spec.seed, settings,
+                           json.loads(row[2])["seconds"], test_seed)
 
 
 @contextmanager
@@ -195,3 +222,12 @@ def sweep(specs: Sequence[RunSpec], store: ResultStore | str | Path, *, ensemble
     bar.close()
     frame = store.frame()
     return frame[frame["key"].isin(unique)].reset_index(drop=True)
+
+
+def sweep_results(specs: Sequence[RunSpec], store: ResultStore | str | Path | None = None, *,
+                  device: str = "auto", **sweep_kwargs) -> list[TrainResult]:
+    """Run what is missing (see :func:`sweep`), then load every spec's result, in order, from the store."""
+    store = ResultStore(default_results_dir() if store is None else store) if not isinstance(store, ResultStore) else store
+    sweep(specs, store, device=device, **sweep_kwargs)
+    from .presets import resolve_device
+    return [store.load(spec, resolve_device(device)) for spec in specs]

@@ -8,8 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from markovlib.chains import binary
 from markovlib.sweep import ResultStore, RunSpec, grid, make_chain, sweep
@@ -85,3 +87,23 @@ def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig):
     assert len(final) == 12
     kept = final.loc[first["key"]]
     assert list(kept["created"]) == list(first["created"])
+
+
+def test_sweep_results_reload_models_equal_to_fresh_training(tmp_path, monkeypatch):
+    from markovlib.sweep import sweep_results
+    specs = grid([0.2], [0.3], tied=[True, False], seeds=[4], config_kwargs=dict(max_len=32), **TINY)
+    loaded = sweep_results(specs, tmp_path, ensemble_size=2, device="cpu", progress=False)
+    for spec, result in zip(specs, loaded):
+        fresh = train(make_chain(spec.chain), spec.config, seed=spec.seed, device="cpu", progress=False, **spec.train)
+        assert result.test_seed == fresh.test_seed and result.seed == fresh.seed
+        assert torch.equal(result.test_sequence(16), fresh.test_sequence(16))
+        for p, q in zip(result.model.parameters(), fresh.model.parameters()):
+            torch.testing.assert_close(p, q, atol=2e-5, rtol=0)
+        if spec.config.tied:
+            assert result.model.head.weight is result.model.wte.weight
+        np.testing.assert_allclose(result.learnt_kernel(), fresh.learnt_kernel(), atol=1e-4)
+    # loading again trains nothing
+    monkeypatch.setattr("markovlib.sweep.train_many", lambda *a, **k: pytest.fail("re-trained a stored run"))
+    again = sweep_results(specs, tmp_path, device="cpu", progress=False)
+    for a, b in zip(again, loaded):
+        pd.testing.assert_frame_equal(a.history, b.history)
