@@ -38,9 +38,10 @@ The rows, each with its baseline (the "baseline is" column):
    the whole run's seconds / S (set-up and the step-0 evaluation included on both sides, a bias of about 1/S),
    and a second row projects it to 400 iterations (per-iteration × 400: projected, not measured).
 6. Book execution (full mode, or --book): seconds of one ``jupyter-book build`` of the repository into a fresh
-   temporary ``--path-output`` (no execution cache), with MARKOVLIB_SCALE=smoke and with MARKOVLIB_SCALE=cpu,
-   the ``jupyter-book`` installed beside this Python. These are subprocesses, timed once each with a wall
-   clock rather than ``measure``. No baseline.
+   temporary ``--path-output`` (no execution cache) and with a fresh, empty result store (``MARKOVLIB_RESULTS``
+   in the same temporary folder: no stored runs are read back, every chapter trains from scratch), with
+   MARKOVLIB_SCALE=smoke and with MARKOVLIB_SCALE=cpu, the ``jupyter-book`` installed beside this Python. These
+   are subprocesses, timed once each with a wall clock rather than ``measure``. No baseline.
 
 Why the sampler baseline is what it is: the authors' code (PAPER.md, "Training settings") samples the chain with
 a Python loop over positions and one ``torch.multinomial`` call per position, the first state drawn from the
@@ -199,10 +200,11 @@ def authors_paper_run(chain: MarkovChain, config: TransformerConfig, steps: int,
 
 
 def build_book(scale: str, threads: int) -> float:
-    """Wall-clock seconds of one ``jupyter-book build`` of ROOT at MARKOVLIB_SCALE=scale into a fresh folder."""
+    """Wall-clock seconds of one ``jupyter-book build`` of ROOT at MARKOVLIB_SCALE=scale, nothing cached or stored."""
     exe = Path(sys.executable).with_name("jupyter-book")
-    env = {"OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg", **os.environ, "MARKOVLIB_SCALE": scale}
     with tempfile.TemporaryDirectory(prefix=f"markovlib-bench-book-{scale}-") as out:
+        env = {"OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg", **os.environ, "MARKOVLIB_SCALE": scale,
+               "MARKOVLIB_RESULTS": str(Path(out) / "results")}     # an empty result store: every run trains
         t0 = time.perf_counter()
         proc = subprocess.run([str(exe), "build", str(ROOT), "--path-output", out], env=env,
                               capture_output=True, text=True)
