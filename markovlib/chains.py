@@ -74,6 +74,11 @@ class MarkovChain:
         # inverse-CDF thresholds used by the sampler: state j is chosen when U >= cumsum(P[i])[j-1]
         self._cdf = np.cumsum(self.P, axis=1)[:, :-1]
         self._cdf_pi = np.cumsum(self._pi)[:-1]
+        # the coupled map f_U depends only on which interval between consecutive thresholds (of all rows) U is
+        # in: at most k(k-1)+1 intervals, each with its map, so a step's map is one bucketize + one lookup
+        self._breaks = np.unique(self._cdf)
+        starts = np.concatenate([[0.0], self._breaks])
+        self._interval_maps = (self._cdf[None, :, :] <= starts[:, None, None]).sum(-1)   # (intervals, k)
         self._cache: dict = {}
 
     # ---------------------------------------------------------------- closed forms
@@ -114,7 +119,9 @@ class MarkovChain:
     def _tables(self, device: torch.device):
         if device not in self._cache:
             self._cache[device] = (torch.tensor(self._cdf, dtype=torch.float32, device=device),
-                                   torch.tensor(self._cdf_pi, dtype=torch.float32, device=device))
+                                   torch.tensor(self._cdf_pi, dtype=torch.float32, device=device),
+                                   torch.tensor(self._breaks, dtype=torch.float32, device=device),
+                                   torch.tensor(self._interval_maps, dtype=torch.int64, device=device))
         return self._cache[device]
 
     def sample(self, batch: int, length: int, *, seed: int | None = None,
@@ -129,7 +136,7 @@ class MarkovChain:
             raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")
         device = torch.device(device)
         gen = _make_generator(seed, generator, device)
-        cdf, cdf_pi = self._tables(device)
+        cdf, cdf_pi, breaks, interval_maps = self._tables(device)
         u = torch.rand(batch, length, generator=gen, device=device)
         if start == "uniform":
             x0 = (u[:, 0] * self.k).long().clamp_(max=self.k - 1)
@@ -140,7 +147,7 @@ class MarkovChain:
         if self.k == 2:
             return _binary_paths(x0, u, cdf[0, 0], cdf[1, 0])
         # f[b, n, i]: state after step n from state i, all states driven by the same uniform
-        f = (u[:, 1:, None, None] >= cdf).sum(-1)          # (batch, length-1, k)
+        f = interval_maps[torch.bucketize(u[:, 1:].contiguous(), breaks, right=True)]   # (batch, length-1, k)
         f = _prefix_compose(f)                              # f[:, n] = f_n ∘ … ∘ f_1
         rest = f.gather(-1, x0[:, None, None].expand(-1, length - 1, 1)).squeeze(-1)
         return torch.cat([x0[:, None], rest], dim=1)

@@ -440,3 +440,18 @@ def test_sample_rejects_bad_length(length):
 def test_sample_rejects_bad_start(start):
     with pytest.raises(ValueError, match=r"^start\b"):
         binary(0.2, 0.3).sample(2, 5, start=start)
+
+
+@pytest.mark.parametrize("P", [symmetric(5, 0.3).P, np.random.default_rng(1).dirichlet(np.ones(8), size=8),
+                               np.array([[0.5, 0.5, 0.0], [0.0, 0.2, 0.8], [1.0, 0.0, 0.0]])],
+                         ids=["symmetric5", "dirichlet8", "with-zeros"])
+def test_interval_lookup_equals_inverse_cdf_maps(P):
+    """The sampler's step maps (one bucketize into the merged thresholds + a table lookup) equal the
+    inverse-CDF maps computed row by row, also exactly at and just below every threshold."""
+    chain = MarkovChain(P)
+    cdf, _, breaks, table = chain._tables(torch.device("cpu"))
+    edges = cdf.flatten()
+    u = torch.cat([torch.rand(50_000, generator=torch.Generator().manual_seed(0)), edges,
+                   torch.nextafter(edges, torch.tensor(0.0)), torch.tensor([0.0])])
+    direct = (u[:, None, None] >= cdf).sum(-1)
+    assert torch.equal(table[torch.bucketize(u, breaks, right=True)], direct)
