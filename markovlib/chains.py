@@ -176,14 +176,20 @@ def _binary_paths(x0: torch.Tensor, u: torch.Tensor, t0: torch.Tensor, t1: torch
 
 
 def _prefix_compose(f: torch.Tensor) -> torch.Tensor:
-    """Inclusive scan of maps along dim 1: out[:, n] = f[:, n] ∘ … ∘ f[:, 0] (Hillis–Steele, log2 L steps)."""
+    """Inclusive scan of maps along dim 1: out[:, n] = f[:, n] ∘ … ∘ f[:, 0] (Hillis–Steele, log2 L steps).
+
+    Two buffers are reused across the passes (gather writes into a view of the other one): allocating a
+    fresh table per pass cost more than the gathers themselves.
+    """
     n = f.shape[1]
+    src, dst = f.clone(), torch.empty_like(f)
     offset = 1
     while offset < n:
-        later = f[:, offset:]
-        f = torch.cat([f[:, :offset], later.gather(-1, f[:, :-offset])], dim=1)
+        dst[:, :offset] = src[:, :offset]
+        torch.gather(src[:, offset:], -1, src[:, :-offset], out=dst[:, offset:])
+        src, dst = dst, src
         offset *= 2
-    return f
+    return src
 
 
 def binary(p: float, q: float) -> MarkovChain:
