@@ -21,14 +21,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
-from tqdm import tqdm
-
-import numpy as np
 import torch
+from tqdm import tqdm
 
 from .chains import MarkovChain, binary, symmetric
 from .model import Transformer, TransformerConfig
-from .train import TrainResult, train_many
+from .train import TrainResult, seed_streams, train_many
 
 __all__ = ["RunSpec", "ResultStore", "grid", "sweep", "sweep_results", "make_chain", "default_results_dir"]
 
@@ -171,7 +169,7 @@ class ResultStore:
             raise KeyError(f"run {spec.key} is not in {self.path}")
         model = Transformer(spec.config)
         model.load_state_dict(torch.load(io.BytesIO(row[1]), weights_only=True))
-        test_seed = int(np.random.SeedSequence(spec.seed).generate_state(3)[2])   # as in train()
+        test_seed = seed_streams(spec.seed)[2]
         settings = {**spec.train, "device": str(device), "stored": str(self.path)}
         return TrainResult(make_chain(spec.chain), spec.config, model.to(device).eval(),
                            pd.read_json(io.StringIO(row[0]), orient="split"), spec.seed, settings,

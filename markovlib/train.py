@@ -22,7 +22,7 @@ from .chains import MarkovChain
 from .model import Transformer, TransformerConfig
 from .presets import resolve_device
 
-__all__ = ["train", "train_many", "TrainResult", "make_optimizer", "make_schedule", "cross_entropy"]
+__all__ = ["train", "train_many", "TrainResult", "seed_streams", "make_optimizer", "make_schedule", "cross_entropy"]
 
 
 def _check_positive_int(name: str, value) -> int:
@@ -35,6 +35,12 @@ def _generator(seed: int, device: torch.device) -> torch.Generator:
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
     return g
+
+
+def seed_streams(seed: int) -> tuple[int, int, int]:
+    """The (initialisation, training data, test data) seeds of a run, derived from ``seed`` (numpy SeedSequence)."""
+    init, data, test = (int(s) for s in np.random.SeedSequence(seed).generate_state(3))
+    return init, data, test
 
 
 def cross_entropy(model, x: torch.Tensor) -> torch.Tensor:
@@ -198,7 +204,7 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
     device = resolve_device(device)
     n = len(seeds)
     # per member: initialisation, training data and test data streams, all derived from its seed
-    streams = [[int(s) for s in np.random.SeedSequence(seed).generate_state(3)] for seed in seeds]
+    streams = [seed_streams(seed) for seed in seeds]
     cpu = torch.device("cpu")
     if ensemble:
         model = Transformer(config, n_models=n, generators=[_generator(s[0], cpu) for s in streams]).to(device)
