@@ -26,27 +26,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _probability_list(name: str):
-    def parse(text: str) -> list[float]:
-        try:
-            values = [float(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be comma-separated numbers in [0, 1]; got {text!r}") from None
-        if not values or any(not 0 <= v <= 1 for v in values):
-            raise argparse.ArgumentTypeError(f"must be numbers in [0, 1]; got {text!r}")
-        return values
-    parse.__name__ = name
-    return parse
+def _probabilities(text: str) -> list[float]:
+    """'0.2,0.4' → [0.2, 0.4], each in [0, 1]."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated numbers in [0, 1]; got {text!r}") from None
+    if not values or any(not 0 <= v <= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"must be numbers in [0, 1]; got {text!r}")
+    return values
 
 
-def _probability(name: str):
-    def parse(text: str) -> float:
-        values = _probability_list(name)(text)
-        if len(values) != 1:
-            raise argparse.ArgumentTypeError(f"must be one number in [0, 1]; got {text!r}")
-        return values[0]
-    parse.__name__ = name
-    return parse
+def _probability(text: str) -> float:
+    values = _probabilities(text)
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"must be one number in [0, 1]; got {text!r}")
+    return values[0]
 
 
 def _positive_int(text: str) -> int:
@@ -155,16 +150,16 @@ def build_parser() -> Parser:
     subs = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     train = subs.add_parser("train", help="train one model and compare its loss with H_rate and H(pi)")
-    train.add_argument("--p", type=_probability("--p"), required=True)
-    train.add_argument("--q", type=_probability("--q"), required=True)
+    train.add_argument("--p", type=_probability, required=True)
+    train.add_argument("--q", type=_probability, required=True)
     train.add_argument("--tied", action=argparse.BooleanOptionalAction, default=True)
     train.add_argument("--seed", type=int, default=0)
     _add_training(train)
     train.set_defaults(run=cmd_train)
 
     sweep = subs.add_parser("sweep", help="train a (p, q) grid × tying × seeds into a result store")
-    sweep.add_argument("--p", type=_probability_list("--p"), required=True)
-    sweep.add_argument("--q", type=_probability_list("--q"), required=True)
+    sweep.add_argument("--p", type=_probabilities, required=True)
+    sweep.add_argument("--q", type=_probabilities, required=True)
     sweep.add_argument("--tied", choices=["both", "tied", "untied"], default="both")
     sweep.add_argument("--seeds", type=_positive_int, default=1, help="number of seeds per cell")
     sweep.add_argument("--seed", type=int, default=0, help="first seed")
@@ -174,8 +169,8 @@ def build_parser() -> Parser:
     sweep.set_defaults(run=cmd_sweep)
 
     book = subs.add_parser("book", help="execute every chapter with your (p, q) and build your own HTML edition")
-    book.add_argument("--p", type=_probability("--p"), required=True)
-    book.add_argument("--q", type=_probability("--q"), required=True)
+    book.add_argument("--p", type=_probability, required=True)
+    book.add_argument("--q", type=_probability, required=True)
     book.add_argument("--seed", type=int, default=0)
     book.add_argument("--scale", choices=["auto", *presets.PRESETS], default="auto")
     book.add_argument("--out", default=None, help="output directory (default: editions/p<p>-q<q>)")

@@ -219,7 +219,7 @@ class Transformer(nn.Module):
         if self.n_models is None:
             raise ValueError("member() needs an ensemble (n_models is None)")
         single = Transformer(self.config).to(next(self.parameters()).device)
-        for (name, p), q in zip(single.named_parameters(), self.parameters()):
+        for p, q in zip(single.parameters(), self.parameters()):
             p.copy_(q[i])
         return single
 

@@ -166,28 +166,30 @@ def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256
     """
     if exact:
         value = float(expected_loss(model, chain, length, start))
-        bayes = float(expected_loss(_bayes(chain), chain, length, start)) if np.all(chain.P > 0) else float("nan")
+        x, prob = _all_paths(chain, length, start)
+        bayes = float((prob * _bayes_nll(chain, x).mean(1)).sum())
         return PopulationLoss(value, 0.0, True, length, chain.k ** length, value - bayes, 0.0)
     if n_sequences < 2:
         raise ValueError(f"n_sequences must be >= 2 for a standard error; got {n_sequences}")
     device = next(model.parameters()).device
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
-    log_P = torch.as_tensor(np.log(np.clip(chain.P, 1e-300, None)), device=device)
     per_seq, excess = [], []
     for lo in range(0, n_sequences, batch_size):
         x = chain.sample(min(batch_size, n_sequences - lo), length, generator=g, device=device, start=start)
         nll = F.cross_entropy(model(x[:, :-1]).transpose(1, 2), x[:, 1:], reduction="none").double()
         per_seq.append(nll.mean(1).cpu())
-        excess.append((nll + log_P[x[:, :-1], x[:, 1:]]).mean(1).cpu())
+        excess.append((nll - _bayes_nll(chain, x)).mean(1).cpu())
     per_seq, excess = torch.cat(per_seq), torch.cat(excess)
     se = math.sqrt(n_sequences)
     return PopulationLoss(float(per_seq.mean()), float(per_seq.std() / se), False, length, n_sequences,
                           float(excess.mean()), float(excess.std() / se))
 
 
-def _bayes(chain: MarkovChain) -> Transformer:
-    return global_minimum(chain, TransformerConfig.theory(vocab_size=chain.k, d_model=chain.k, max_len=64, tied=False)).double()
+def _bayes_nll(chain: MarkovChain, x: torch.Tensor) -> torch.Tensor:
+    """-log P[x_n, x_{n+1}] at every position of the paths x: the loss of the Bayes predictor (float64)."""
+    log_P = torch.as_tensor(np.log(np.clip(chain.P, 1e-300, None)), device=x.device)
+    return -log_P[x[:, :-1], x[:, 1:]]
 
 
 @torch.no_grad()
