@@ -1,7 +1,7 @@
 """Benchmark markovlib's Markov sampler, training step, ensembles and book against the authors' way of doing it.
 
 Usage: ``python benchmarks/bench.py [--quick] [--book] [--e2e-steps S] [--device auto|cpu|cuda] [--threads N]
-[--json PATH]``
+[--processes P] [--json PATH]``
 
 Timing: every number except the book rows is the median over trials of the per-call time of one timing helper,
 ``measure``: warm-up calls first, then each trial repeats the call for about ``min_time`` seconds, the number of
@@ -12,13 +12,19 @@ The rows, each with its baseline (the "baseline is" column):
 
 1. Sampler throughput (tokens/s) for a batch of 64 paths of length 1024, for the binary chain binary(0.2, 0.3)
    (markovlib's closed-form k = 2 path), the 5-state chain symmetric(5, 0.3) and a random 8-state chain, rows
-   drawn from Dirichlet(1) with ``numpy.random.default_rng(0)`` (both through markovlib's log-depth scan).
-   Baseline: ``authors_sampler``, the authors' loop with one ``torch.multinomial`` call per position.
+   drawn from Dirichlet(1) with ``numpy.random.default_rng(0)`` (both through markovlib's blocked scan).
+   Baseline: ``authors_sampler``, the authors' loop with one ``torch.multinomial`` call per position. Each
+   chain is timed in ``--processes`` fresh Python processes (default 5; 1 with --quick) and the row gives the
+   medians, the range is printed below the table: on the 2-core VM the draw time is bimodal from one process
+   to the next (the binary draw takes about 0.6 or 1.3 ms, whichever CPU it runs on and whatever the address
+   layout), so one process can land in either mode.
 2. Time per optimisation step at the paper's size (d = 8, 1 layer, GPT-2 block, tied head, batch 16, sequence
    length 1024 and 256, binary(0.5, 0.8)): draw a fresh batch, forward, cross entropy, backward, AdamW step,
    one-cycle scheduler step (the loop of ``markovlib.train.train``). Both columns use markovlib's model,
    ``make_optimizer``, ``make_schedule`` and ``cross_entropy``; only the sampler differs (baseline: the same
-   step fed by ``authors_sampler``), so the ratio is what the sampler alone changes in a whole step.
+   step fed by ``authors_sampler``), so the ratio is what the sampler alone changes in a whole step. A second
+   row per length times the same step fed one fixed, pre-drawn batch (``no_sampler``: sampling costs nothing)
+   against the same baseline: the largest ratio any sampler could reach with this model on this machine.
 3. Ensemble throughput (model·tokens/s: models × batch × positions per second) of one ``train_many``-style step
    of ``Transformer(config, n_models=N)`` for N = 1, 8, 32 (same architecture as 2, batch 16 × seq 256 per
    model; full mode also seq 1024 for N = 1 and 8): each member's batch drawn by markovlib's sampler with its
@@ -137,10 +143,45 @@ def authors_sampler(chain: MarkovChain, device: torch.device):
 SAMPLERS = {"markovlib": markovlib_sampler, "baseline": authors_sampler}
 
 
+def no_sampler(chain: MarkovChain, device: torch.device):
+    """Draws one batch per shape once, then returns it again: a sampler that costs nothing (the ceiling row)."""
+    drawn: dict = {}
+
+    def sample(batch: int, length: int, g: torch.Generator) -> torch.Tensor:
+        if (batch, length) not in drawn:
+            drawn[batch, length] = chain.sample(batch, length, generator=g, device=device)
+        return drawn[batch, length]
+
+    return sample
+
+
 def dirichlet_chain(k: int, seed: int = 0) -> MarkovChain:
     """A random k-state chain whose rows are drawn from Dirichlet(1, …, 1) (numpy ``default_rng(seed)``)."""
     P = np.random.default_rng(seed).dirichlet(np.ones(k), size=k)
     return MarkovChain(P, name=f"dirichlet(k={k}, seed={seed})")
+
+
+SAMPLER_TOKENS = SAMPLER_BATCH * SAMPLER_LEN
+SAMPLER_CHAINS = {"binary(0.2, 0.3)": lambda: binary(0.2, 0.3), "symmetric(5, 0.3)": lambda: symmetric(5, 0.3),
+                  "random k = 8, rows ~ Dirichlet(1)": lambda: dirichlet_chain(8)}
+
+
+def sampler_times(label: str, device: torch.device, quick: bool) -> dict[str, float]:
+    """Seconds per draw of both samplers for one chain of SAMPLER_CHAINS (``measure``, this process)."""
+    timing = dict(min_time=0.1, trials=3, warmup=1) if quick else dict(min_time=0.5, trials=5, warmup=2)
+    chain = SAMPLER_CHAINS[label]()
+    return {name: measure(sampler_call(make, chain, device), device=device, **timing) for name, make in SAMPLERS.items()}
+
+
+def sampler_times_in_subprocess(label: str, device: torch.device, threads: int, quick: bool) -> dict[str, float]:
+    """:func:`sampler_times` in a fresh Python process: on the 2-core VM the draw time is bimodal from one
+    process to the next (e.g. 0.6 or 1.3 ms for the binary draw, whatever the CPU or the address layout), so
+    a single process can land in either mode."""
+    code = (f"import json, sys, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench; "
+            f"torch.set_num_threads({threads}); "
+            f"print(json.dumps(bench.sampler_times({label!r}, torch.device({str(device)!r}), {quick})))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------- workloads
@@ -249,10 +290,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     ap.add_argument("--json", metavar="PATH", help="also write the numbers to this JSON file")
+    ap.add_argument("--processes", type=int, default=5,
+                    help="fresh processes per sampler row (median reported; default 5, 1 with --quick)")
     args = ap.parse_args(argv)
     paper_steps = args.e2e_steps or (10 if args.quick else 40)
     if paper_steps < 1:
         ap.error("--e2e-steps must be >= 1")
+    if args.processes < 1:
+        ap.error("--processes must be >= 1")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(SEED)
@@ -265,13 +310,17 @@ def main(argv: list[str] | None = None) -> dict:
     t_start = time.perf_counter()
     rows: list[dict] = []
 
-    # 1. sampler throughput
-    tokens = SAMPLER_BATCH * SAMPLER_LEN
-    for label, chain in (("binary(0.2, 0.3)", binary(0.2, 0.3)), ("symmetric(5, 0.3)", symmetric(5, 0.3)),
-                         ("random k = 8, rows ~ Dirichlet(1)", dirichlet_chain(8))):
-        tput = {name: tokens / time_it(sampler_call(make, chain, device)) for name, make in SAMPLERS.items()}
-        rows.append(row(f"sample {label}, {SAMPLER_BATCH}×{SAMPLER_LEN}", "tokens/s", **tput,
-                        baseline_is="authors' multinomial loop"))
+    # 1. sampler throughput, each chain timed in several fresh processes (median; the range is printed)
+    processes = 1 if args.quick else args.processes
+    spread = {}
+    for label in SAMPLER_CHAINS:
+        runs = [sampler_times_in_subprocess(label, device, args.threads, args.quick) for _ in range(processes)]
+        tput = {name: statistics.median(SAMPLER_TOKENS / r[name] for r in runs) for name in SAMPLERS}
+        spread[label] = {name: (min(SAMPLER_TOKENS / r[name] for r in runs), max(SAMPLER_TOKENS / r[name] for r in runs))
+                         for name in SAMPLERS} | {"ratio": (min(r["baseline"] / r["markovlib"] for r in runs),
+                                                            max(r["baseline"] / r["markovlib"] for r in runs))}
+        rows.append(row(f"sample {label}, {SAMPLER_BATCH}×{SAMPLER_LEN}" + (f", median of {processes} processes"
+                        if processes > 1 else ""), "tokens/s", **tput, baseline_is="authors' multinomial loop"))
 
     # 2. one training step at the paper's size
     chain, config = binary(0.5, 0.8), TransformerConfig.gpt2(tied=True)
@@ -281,6 +330,9 @@ def main(argv: list[str] | None = None) -> dict:
         bare[seq_len] = ms["markovlib"]
         rows.append(row(f"train step, batch {TRAIN_BATCH} × seq {seq_len}", "ms/step", **ms,
                         baseline_is="same step, authors' sampler"))
+        free = 1e3 * time_it(train_step(no_sampler, chain, config, seq_len, device)[0])
+        rows.append(row(f"train step without sampling (one fixed batch), seq {seq_len}: the ceiling", "ms/step",
+                        free, ms["baseline"], "same step, authors' sampler"))
 
     # 3. ensembles: train_many-style step of N models vs markovlib's single-model step
     for seq_len, sizes in ENSEMBLE_SIZES.items():
@@ -330,11 +382,16 @@ def main(argv: list[str] | None = None) -> dict:
     print("## markovlib benchmark\n")
     print("\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n")
     print(table(rows) + "\n")
+    for label, r in spread.items():
+        if processes > 1:
+            print(f"sample {label}: range over {processes} processes: markovlib {fmt(r['markovlib'][0], 'tokens/s')}"
+                  f" – {fmt(r['markovlib'][1], 'tokens/s')}, baseline {fmt(r['baseline'][0], 'tokens/s')} – "
+                  f"{fmt(r['baseline'][1], 'tokens/s')}, ratio {r['ratio'][0]:.1f}× – {r['ratio'][1]:.1f}×.")
     print(f"train() overhead (test loss at step 0 and {E2E_STEPS}, set-up, bookkeeping): "
           f"{e2e / bare[e2e_len]:.2f}× the bare markovlib step at seq {e2e_len}.")
     print(f"Total benchmark time: {total:.1f} s")
 
-    result = {"environment": env, "results": rows, "e2e_over_bare_step": e2e / bare[e2e_len], "total_seconds": total}
+    result = {"environment": env, "results": rows, "sampler_spread": spread, "e2e_over_bare_step": e2e / bare[e2e_len], "total_seconds": total}
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=2)

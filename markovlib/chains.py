@@ -2,14 +2,18 @@
 
 The sampler draws one uniform ``U_n`` per position and turns step ``n`` into the map
 ``f_n(i) = F_i^{-1}(U_n)`` (inverse CDF of row ``i`` of ``P``): every state is moved by the same
-uniform, a grand coupling. Then ``x_{n+1} = f_n(x_n)`` and ``x_n = (f_{n-1} ∘ … ∘ f_1)(x_1)``; the
-prefix compositions are computed with a Hillis–Steele scan in ``ceil(log2 L)`` vectorised steps
-instead of ``L`` sequential ``torch.multinomial`` calls. For k = 2 every map is a constant, the identity
-or the swap, and the scan has a closed form (last constant step + parity of swaps since), used instead. Each ``x_{n+1}`` given the past has law
-``P[x_n]`` because ``U_n`` is independent of ``U_1..U_{n-1}``.
+uniform, a grand coupling. Then ``x_{n+1} = f_n(x_n)`` and ``x_n = (f_{n-1} ∘ … ∘ f_1)(x_1)``. The
+positions are cut into blocks of about sqrt(L/2) steps, all advanced together: one pass composes each
+block's maps (the k coupled paths that enter it, one vectorised gather per step), one short pass carries
+the real state from block to block, one pass fills in the path inside every block: about 3 sqrt(L)
+vectorised steps instead of ``L`` sequential ``torch.multinomial`` calls. For k = 2 every map is a constant, the
+identity or the swap, and the composition has a closed form (last constant step + parity of swaps since),
+used instead. Each ``x_{n+1}`` given the past has law ``P[x_n]`` because ``U_n`` is independent of
+``U_1..U_{n-1}``.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Literal
 
@@ -75,10 +79,11 @@ class MarkovChain:
         self._cdf = np.cumsum(self.P, axis=1)[:, :-1]
         self._cdf_pi = np.cumsum(self._pi)[:-1]
         # the coupled map f_U depends only on which interval between consecutive thresholds (of all rows) U is
-        # in: at most k(k-1)+1 intervals, each with its map, so a step's map is one bucketize + one lookup
+        # in: at most k(k-1)+1 intervals, each with its map, so a step's map is one grid lookup + one table lookup
         self._breaks = np.unique(self._cdf)
         starts = np.concatenate([[0.0], self._breaks])
         self._interval_maps = (self._cdf[None, :, :] <= starts[:, None, None]).sum(-1)   # (intervals, k)
+        self._grid = _interval_grid(self._breaks.astype(np.float32))
         self._cache: dict = {}
 
     # ---------------------------------------------------------------- closed forms
@@ -118,9 +123,11 @@ class MarkovChain:
     # ---------------------------------------------------------------- sampling
     def _tables(self, device: torch.device):
         if device not in self._cache:
+            lo, inner = self._grid
             self._cache[device] = (torch.tensor(self._cdf, dtype=torch.float32, device=device),
                                    torch.tensor(self._cdf_pi, dtype=torch.float32, device=device),
-                                   torch.tensor(self._breaks, dtype=torch.float32, device=device),
+                                   torch.tensor(lo, dtype=torch.int32, device=device),
+                                   torch.tensor(inner, dtype=torch.float32, device=device).T.contiguous(),
                                    torch.tensor(self._interval_maps, dtype=torch.int64, device=device))
         return self._cache[device]
 
@@ -136,7 +143,7 @@ class MarkovChain:
             raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")
         device = torch.device(device)
         gen = _make_generator(seed, generator, device)
-        cdf, cdf_pi, breaks, interval_maps = self._tables(device)
+        cdf, cdf_pi, lo, inner, interval_maps = self._tables(device)
         u = torch.rand(batch, length, generator=gen, device=device)
         if start == "uniform":
             x0 = (u[:, 0] * self.k).long().clamp_(max=self.k - 1)
@@ -146,11 +153,7 @@ class MarkovChain:
             return x0[:, None]
         if self.k == 2:
             return _binary_paths(x0, u, cdf[0, 0], cdf[1, 0])
-        # f[b, n, i]: state after step n from state i, all states driven by the same uniform
-        f = interval_maps[torch.bucketize(u[:, 1:].contiguous(), breaks, right=True)]   # (batch, length-1, k)
-        f = _prefix_compose(f)                              # f[:, n] = f_n ∘ … ∘ f_1
-        rest = f.gather(-1, x0[:, None, None].expand(-1, length - 1, 1)).squeeze(-1)
-        return torch.cat([x0[:, None], rest], dim=1)
+        return _blocked_paths(x0, u[:, 1:], lo, inner, interval_maps)
 
     def transition_counts(self, x: torch.Tensor) -> np.ndarray:
         """k×k matrix of observed transitions i→j in the paths ``x`` (batch, length)."""
@@ -169,27 +172,77 @@ def _binary_paths(x0: torch.Tensor, u: torch.Tensor, t0: torch.Tensor, t1: torch
     """
     from0, from1 = u >= t0, u >= t1
     from0[:, 0] = from1[:, 0] = x0.bool()
-    parity = torch.cumsum(from0 & ~from1, dim=1, dtype=torch.int32) & 1
-    idx = torch.arange(u.shape[1], device=u.device, dtype=torch.int32) << 2
-    last = torch.cummax(torch.where(from0 == from1, idx | (parity << 1) | from0, 0), dim=1).values
-    return ((last ^ (last >> 1) ^ parity) & 1).long()
+    parity = torch.cumsum(from0 & ~from1, dim=1, dtype=torch.int32).bitwise_and_(1)
+    key = (parity << 1).bitwise_or_(from0).bitwise_or_(torch.arange(u.shape[1], device=u.device, dtype=torch.int32) << 2)
+    last = torch.cummax(key.masked_fill_(from0 != from1, 0), dim=1).values
+    return last.bitwise_xor_(last >> 1).bitwise_xor_(parity).bitwise_and_(1).long()
 
 
-def _prefix_compose(f: torch.Tensor) -> torch.Tensor:
-    """Inclusive scan of maps along dim 1: out[:, n] = f[:, n] ∘ … ∘ f[:, 0] (Hillis–Steele, log2 L steps).
+def _interval_grid(breaks: np.ndarray, cells: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """Tables that give ``#{breaks <= u}`` (``torch.bucketize(u, breaks, right=True)``) for float32 ``u`` in [0, 1).
 
-    Two buffers are reused across the passes (gather writes into a view of the other one): allocating a
-    fresh table per pass cost more than the gathers themselves.
+    Cell c = floor(u * cells) is exact for a power-of-two ``cells``. ``lo[c]`` counts the breaks <= c / cells,
+    ``inner[c]`` lists the breaks strictly inside cell c (padded with 2 > u), so the count is
+    ``lo[c] + sum_j [u >= inner[c, j]]``: a lookup and a few comparisons instead of a binary search.
     """
-    n = f.shape[1]
-    src, dst = f.clone(), torch.empty_like(f)
-    offset = 1
-    while offset < n:
-        dst[:, :offset] = src[:, :offset]
-        torch.gather(src[:, offset:], -1, src[:, :-offset], out=dst[:, offset:])
-        src, dst = dst, src
-        offset *= 2
-    return src
+    edges = np.arange(cells, dtype=np.float32) / np.float32(cells)
+    lo = np.searchsorted(breaks, edges, side="right")
+    cell = np.floor(breaks.astype(np.float64) * cells).astype(np.int64)
+    strictly_inside = (breaks.astype(np.float64) * cells != cell) & (cell < cells)
+    counts = np.bincount(cell[strictly_inside], minlength=cells)
+    inner = np.full((cells, max(int(counts.max(initial=0)), 0)), 2.0, dtype=np.float32)
+    fill = np.zeros(cells, dtype=np.int64)
+    for b, c in zip(breaks[strictly_inside], cell[strictly_inside]):
+        inner[c, fill[c]] = b
+        fill[c] += 1
+    return lo, inner
+
+
+def _buckets(u: torch.Tensor, lo: torch.Tensor, inner: torch.Tensor) -> torch.Tensor:
+    """``torch.bucketize(u, breaks, right=True)`` through the tables of :func:`_interval_grid` (u contiguous)."""
+    cell = (u * lo.shape[0]).to(lo.dtype).clamp_(max=lo.shape[0] - 1).view(-1)
+    bucket = lo.index_select(0, cell)
+    for row in inner:                   # inner is stored transposed: one row per rank within a cell
+        bucket += u.view(-1) >= row.index_select(0, cell)
+    return bucket.view(u.shape)
+
+
+def _blocked_paths(x0: torch.Tensor, u: torch.Tensor, lo: torch.Tensor, inner: torch.Tensor,
+                   interval_maps: torch.Tensor) -> torch.Tensor:
+    """Paths x (batch, 1 + n) from x_0 and the uniforms u (batch, n) of the steps: x_{m+1} = f_m(x_m).
+
+    The step maps are f_m = interval_maps[bucket(u_m)] (one k-vector each). The n steps are cut into nb
+    blocks of L ≈ sqrt(n / 2), all advanced together. Pass 1 (L steps over batch × nb × k): the composed map
+    of each block, i.e. where the coupled path that enters block j in state s leaves it. Pass 2 (nb steps
+    over batch): the state entering block j is block j-1's map applied to the state entering block j-1.
+    Pass 3 (L steps over batch × nb): the real path inside every block from its entry state. Work O(n k)
+    and few large temporaries (fresh large buffers cost page faults, which here cost more than the gathers).
+    """
+    batch, n = u.shape
+    k = interval_maps.shape[1]
+    L = max(1, math.isqrt(n // 2))
+    nb = -(-n // L)
+    # steps laid out (L, batch, nb) so that each step is one contiguous slab; the padding after step n only
+    # ever follows the real steps, so it does not change them
+    u = torch.nn.functional.pad(u, (0, nb * L - n)).view(batch, nb, L).permute(2, 0, 1).contiguous()
+    bucket = _buckets(u, lo, inner)
+    block = interval_maps.index_select(0, bucket[0].view(-1)).view(batch, nb, k)
+    for t in range(1, L):
+        step = interval_maps.index_select(0, bucket[t].view(-1)).view(batch, nb, k)
+        block = step.gather(-1, block)
+    entry = torch.empty(nb, batch, 1, dtype=interval_maps.dtype, device=u.device)
+    entry[0, :, 0] = x0
+    for j in range(1, nb):
+        torch.gather(block[:, j - 1], -1, entry[j - 1], out=entry[j])
+    flat, rest = interval_maps.view(-1), torch.empty(L + 1, batch, nb, dtype=interval_maps.dtype, device=u.device)
+    rest[0] = entry.view(nb, batch).T
+    bucket.mul_(k)
+    for t in range(L):
+        torch.index_select(flat, 0, (bucket[t] + rest[t]).view(-1), out=rest[t + 1].view(-1))
+    x = torch.empty(batch, 1 + nb * L, dtype=torch.int64, device=u.device)
+    x[:, 0] = x0
+    x[:, 1:].view(batch, nb, L).copy_(rest[1:].permute(1, 2, 0))
+    return x if nb * L == n else x[:, : 1 + n].contiguous()
 
 
 def binary(p: float, q: float) -> MarkovChain:

@@ -9,7 +9,8 @@ import pytest
 import torch
 from scipy import stats
 
-from markovlib.chains import MarkovChain, _binary_paths, _prefix_compose, binary, binary_entropy, symmetric
+from markovlib.chains import (MarkovChain, _binary_paths, _blocked_paths, _buckets, _interval_grid, binary,
+                              binary_entropy, symmetric)
 
 P_MIN = 1e-4      # a correct sampler with a fixed seed passes a test at this level essentially always
 Z_MAX = 5.0
@@ -44,7 +45,7 @@ def test_binary_transition_frequencies_match_kernel(p, q, markov_chi2):
 @pytest.mark.parametrize("name", ["symmetric(5,0.3)", "random 3x3", "random 4x4"])
 def test_kstate_transition_frequencies_match_kernel(name, random_kernel, markov_chi2):
     chain = _kstate_chains(random_kernel)[name]
-    x = chain.sample(200, 1000, seed=5)          # 1000 > 2**9: ten Hillis-Steele levels
+    x = chain.sample(200, 1000, seed=5)          # 999 steps: 32 blocks of 31, the last one padded
     counts = chain.transition_counts(x)
     assert counts.sum() == 200 * 999
     _, _, pval = markov_chi2(counts, chain.P)
@@ -120,16 +121,32 @@ def _sequential_from_uniforms(P: np.ndarray, x0: torch.Tensor, u: torch.Tensor) 
     return torch.stack(states, 1)
 
 
-@pytest.mark.parametrize("length", [2, 3, 7, 8, 9, 64, 257])
-def test_prefix_compose_equals_sequential_composition(length):
+@pytest.mark.parametrize("length", [2, 3, 4, 5, 10, 17, 65, 257, 1025])
+@pytest.mark.parametrize("P", [symmetric(3, 0.6).P, np.random.default_rng(4).dirichlet(np.ones(6), size=6)],
+                         ids=["symmetric3", "dirichlet6"])
+def test_blocked_paths_equal_sequential(length, P):
+    """Lengths with every block shape: exact squares, a padded last block, a single step."""
+    chain = MarkovChain(P)
     g = torch.Generator().manual_seed(length)
-    k = 4
-    f = torch.randint(0, k, (5, length, k), generator=g)
-    out = _prefix_compose(f.clone())
-    ref = [f[:, 0]]
-    for n in range(1, length):
-        ref.append(f[:, n].gather(-1, ref[-1]))      # f_n ∘ (f_{n-1} ∘ … ∘ f_0)
-    assert torch.equal(out, torch.stack(ref, 1))
+    u = torch.rand(32, length, generator=g)
+    x0 = torch.randint(0, chain.k, (32,), generator=g)
+    _, _, lo, inner, maps = chain._tables(torch.device("cpu"))
+    got = _blocked_paths(x0, u[:, 1:].contiguous(), lo, inner, maps)
+    assert torch.equal(got, _sequential_from_uniforms(chain.P, x0, u))
+
+
+def test_interval_grid_equals_bucketize():
+    """The grid lookup counts #{breaks <= u} exactly like torch.bucketize(right=True): breaks on cell edges,
+    several in one cell, duplicates, 0 and 1, probed at, just below and just above every break and edge."""
+    cells = 16
+    breaks = np.sort(np.array([0.0, 0.0625, 0.1, 0.1001, 0.10011, 0.5, 0.5, 0.75, 0.999, 1.0], dtype=np.float32))
+    lo, inner = (torch.tensor(a) for a in _interval_grid(breaks, cells=cells))
+    assert inner.shape[1] == 3                         # 0.1, 0.1001, 0.10011 share cell 1
+    b = torch.tensor(breaks)
+    probes = torch.cat([b, torch.arange(cells) / cells, torch.rand(20_000, generator=torch.Generator().manual_seed(1))])
+    probes = torch.cat([probes, torch.nextafter(probes, torch.tensor(0.0)), torch.nextafter(probes, torch.tensor(1.0))])
+    probes = probes[(probes >= 0) & (probes < 1)].contiguous()
+    assert torch.equal(_buckets(probes, lo, inner.T.contiguous()), torch.bucketize(probes, b, right=True))
 
 
 @pytest.mark.parametrize("p,q", [(0.2, 0.3), (0.7, 0.9), (1.0, 1.0), (0.0, 0.4), (0.5, 0.5)])
@@ -446,12 +463,13 @@ def test_sample_rejects_bad_start(start):
                                np.array([[0.5, 0.5, 0.0], [0.0, 0.2, 0.8], [1.0, 0.0, 0.0]])],
                          ids=["symmetric5", "dirichlet8", "with-zeros"])
 def test_interval_lookup_equals_inverse_cdf_maps(P):
-    """The sampler's step maps (one bucketize into the merged thresholds + a table lookup) equal the
-    inverse-CDF maps computed row by row, also exactly at and just below every threshold."""
+    """The sampler's step maps (grid lookup of the interval between merged thresholds + a table lookup) equal
+    the inverse-CDF maps computed row by row, also exactly at and just below every threshold."""
     chain = MarkovChain(P)
-    cdf, _, breaks, table = chain._tables(torch.device("cpu"))
+    cdf, _, lo, inner, table = chain._tables(torch.device("cpu"))
     edges = cdf.flatten()
     u = torch.cat([torch.rand(50_000, generator=torch.Generator().manual_seed(0)), edges,
                    torch.nextafter(edges, torch.tensor(0.0)), torch.tensor([0.0])])
+    u = u[u < 1].contiguous()
     direct = (u[:, None, None] >= cdf).sum(-1)
-    assert torch.equal(table[torch.bucketize(u, breaks, right=True)], direct)
+    assert torch.equal(table[_buckets(u, lo, inner)], direct)
