@@ -91,13 +91,23 @@ def probability_along(positions: np.ndarray, probs: np.ndarray, references: Mapp
 
 
 def heatmap(values: np.ndarray, ps: Sequence[float], qs: Sequence[float], ax=None, *, title: str = "",
-            cbar_label: str = "nats", cmap: str = "viridis", fmt: str | None = None, **kw):
-    """A (p, q) grid as a heatmap: rows q (increasing upwards), columns p; ``values[i, j]`` is at (qs[i], ps[j])."""
+            cbar_label: str = "nats", cmap: str = "viridis", fmt: str | None = None, switching_line: bool = False, **kw):
+    """A (p, q) grid as a heatmap: rows q (increasing upwards), columns p; ``values[i, j]`` is at (qs[i], ps[j]).
+
+    ``switching_line`` draws p + q = 1 (sorted ``ps`` and ``qs``), the boundary of Thm 2.
+    """
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4.2))
     frame = pd.DataFrame(np.asarray(values), index=np.round(qs, 3), columns=np.round(ps, 3))
     sns.heatmap(frame.iloc[::-1], ax=ax, cmap=cmap, cbar_kws={"label": cbar_label},
                 annot=fmt is not None, fmt=fmt or "", **kw)
+    if switching_line:   # p + q = 1 through the cell centres (cell j of p at x = j + 0.5, q_i at y = n - i - 0.5)
+        p_line = np.linspace(min(ps), max(ps), 200)
+        keep = (1 - p_line >= min(qs)) & (1 - p_line <= max(qs))
+        x = np.interp(p_line[keep], ps, np.arange(len(ps))) + 0.5
+        y = len(qs) - 0.5 - np.interp(1 - p_line[keep], qs, np.arange(len(qs)))
+        ax.plot(x, y, color="white", ls="--", lw=2, label="p + q = 1")
+        ax.legend(loc="upper right", fontsize="small")
     ax.set_xlabel(r"$p = P(1 \mid 0)$")
     ax.set_ylabel(r"$q = P(0 \mid 1)$")
     ax.set_title(title)

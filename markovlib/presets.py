@@ -22,6 +22,7 @@ class Scale:
     batch_size: int
     seq_len: int
     seeds: int          # independent runs where a chapter reports seed statistics
+    trap_seeds: int     # runs where a chapter reports the fraction of runs on a plateau (needs many)
     d_model: int
     eval_every: int     # steps between two test-loss evaluations
     eval_batches: int   # fresh batches per test-loss evaluation
@@ -36,13 +37,13 @@ class Scale:
 
 PRESETS: dict[str, Scale] = {
     # seconds: exercises every code path, claims nothing about convergence
-    "smoke": Scale("smoke", steps=30, batch_size=4, seq_len=64, seeds=2, d_model=8,
+    "smoke": Scale("smoke", steps=30, batch_size=4, seq_len=64, seeds=2, trap_seeds=4, d_model=8,
                    eval_every=10, eval_batches=1, converges=False),
     # minutes on a 2-core laptop: the paper's model and optimiser, shorter sequences
-    "cpu": Scale("cpu", steps=400, batch_size=16, seq_len=256, seeds=3, d_model=8,
+    "cpu": Scale("cpu", steps=400, batch_size=16, seq_len=256, seeds=3, trap_seeds=32, d_model=8,
                  eval_every=10, eval_batches=4),
     # the authors' settings (PAPER.md): batch 16, length 1024, 1000 iterations
-    "paper": Scale("paper", steps=1000, batch_size=16, seq_len=1024, seeds=5, d_model=8,
+    "paper": Scale("paper", steps=1000, batch_size=16, seq_len=1024, seeds=5, trap_seeds=64, d_model=8,
                    eval_every=10, eval_batches=8),
 }
 

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call
+from torch.func import functional_call, grad, jvp, vmap
 
 from .chains import MarkovChain
 from .model import Transformer, TransformerConfig
 
 __all__ = ["global_minimum", "unigram_point", "expected_loss", "population_loss", "PopulationLoss",
-           "gradient_norm", "loss_slice", "attention_ratio", "ablate_attention", "singular_values", "positional_spread"]
+           "gradient_norm", "loss_slice", "attention_ratio", "ablate_attention", "singular_values", "positional_spread",
+           "hessian", "UnigramHessian", "unigram_hessian", "unigram_curvature", "perturbed"]
 
 _MAX_ENUMERATED = 2 ** 18
 
@@ -95,7 +96,10 @@ def global_minimum(chain: MarkovChain, config: TransformerConfig, route: str = "
 
 @torch.no_grad()
 def unigram_point(chain: MarkovChain, config: TransformerConfig) -> Transformer:
-    """Thm 2's θ_π: a = e = 0 (the output ignores the input), b = log π, so every prediction is π."""
+    """Thm 2's θ_π: a = e = 0 (the output ignores the input), b = log π, so every prediction is π.
+
+    Every other weight is 0 too, except layer-norm gains (GPT-2 preset), which keep their initial value 1.
+    """
     if config.vocab_size != chain.k:
         raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
     pi = chain.stationary()
@@ -103,6 +107,9 @@ def unigram_point(chain: MarkovChain, config: TransformerConfig) -> Transformer:
         raise ValueError("unigram_point needs a stationary law with every entry > 0")
     model = _zero_model(config)
     model.head.bias.copy_(torch.as_tensor(np.log(pi)))
+    for name, p in model.named_parameters():
+        if "ln" in name:
+            p.fill_(1.0)
     return model
 
 
@@ -124,14 +131,23 @@ def expected_loss(model: Transformer, chain: MarkovChain, length: int = 10, star
     Enumerates all k**length paths with their probabilities; differentiable (for gradients, Hessians).
     ``params`` (name → tensor) evaluates the model at other weights via ``torch.func.functional_call``.
     """
+    return _exact_loss_function(model, chain, length, start)(params)
+
+
+def _exact_loss_function(model: Transformer, chain: MarkovChain, length: int, start: str):
+    """params ↦ exact population loss, with the enumerated paths built once (outside any torch.func transform)."""
     if not isinstance(length, int) or length < 2:
         raise ValueError(f"length must be an integer >= 2; got {length!r}")
-    x, prob = _all_paths(chain, length, start)
     param = next(model.parameters())
-    x, prob = x.to(param.device), prob.to(param.device, param.dtype)
-    logits = model(x[:, :-1]) if params is None else functional_call(model, params, (x[:, :-1],))
-    nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").mean(1)
-    return (prob * nll).sum()
+    x, prob = (t.to(param.device) for t in _all_paths(chain, length, start))
+    prob = prob.to(param.dtype)
+
+    def loss(params: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+        logits = model(x[:, :-1]) if params is None else functional_call(model, params, (x[:, :-1],))
+        nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").mean(1)
+        return (prob * nll).sum()
+
+    return loss
 
 
 @dataclass(frozen=True)
@@ -241,3 +257,141 @@ def positional_spread(model: Transformer, length: int) -> float:
     p = model.wpe.weight[:length].double()
     e = model.wte.weight.double()
     return float((p - p.mean(0)).norm(dim=-1).mean() / (e[1] - e[0]).norm())
+
+
+# ---------------------------------------------------------------- second order: Thm 2 and Thm 3
+def _exact_math():
+    """Exact second derivatives need an attention that autograd can differentiate twice: the math backend."""
+    return torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH)
+
+
+def _hessian_of(f, x: torch.Tensor, chunk_size: int = 64) -> torch.Tensor:
+    """Hessian of the scalar function f at the vector x: Hessian-vector products (forward over reverse), vmapped."""
+    def hvp(v):
+        return jvp(grad(f), (x,), (v,))[1]
+    with _exact_math():
+        H = vmap(hvp, chunk_size=chunk_size)(torch.eye(x.numel(), dtype=x.dtype, device=x.device))
+    return (H + H.T) / 2
+
+
+def hessian(model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary") -> tuple[np.ndarray, list[str]]:
+    """Exact Hessian of the population loss over all parameters of ``model`` (flattened), and a label per coordinate.
+
+    The positional table counts in full: build the model with ``max_len = length`` to keep the matrix small.
+    """
+    named = [(n, p.detach()) for n, p in model.named_parameters()]      # a tied weight appears once
+    shapes = [p.shape for _, p in named]
+    flat = torch.cat([p.reshape(-1) for _, p in named])
+
+    loss = _exact_loss_function(model, chain, length, start)
+
+    def f(v: torch.Tensor) -> torch.Tensor:
+        params, i = {}, 0
+        for (name, _), shape in zip(named, shapes):
+            n = math.prod(shape)
+            params[name] = v[i:i + n].view(shape)
+            i += n
+        return loss(params)
+
+    labels = [f"{name}{list(idx)}" for name, p in named for idx in np.ndindex(*p.shape)]
+    return _hessian_of(f, flat).cpu().numpy(), labels
+
+
+@dataclass
+class UnigramHessian:
+    """Exact Hessian of the population loss at θ_π (Thm 2 tied, Thm 3 untied) in the paper's coordinates.
+
+    Coordinates: the embeddings e_i = E[i] and (untied) head rows a_i = A[i], and the biases b_i, for the
+    states i = 1..k-1; state 0 is held at its value at θ_π (E[0] = A[0] = 0, b_0 = log π_0). This removes
+    the directions along which the softmax does not change (adding one vector to every row, one number to
+    every bias); for k = 2 it is exactly the paper's single-logit model, logit = <a, x_n e + ...> + b.
+    Every other parameter (attention, feed-forward, positions) stays at θ_π: at θ_π the Hessian has no
+    entries between those and these coordinates (see the book's chapter), so this block carries the
+    curvature. ``matrix`` is ordered e, [a], b.
+    """
+
+    matrix: np.ndarray
+    labels: list[str]
+    blocks: dict[str, slice]
+    model: Transformer
+
+    @property
+    def eigenvalues(self) -> np.ndarray:
+        return np.linalg.eigvalsh(self.matrix)
+
+    @property
+    def min_eigenvalue(self) -> float:
+        return float(self.eigenvalues[0])
+
+    def eigenvector(self, i: int = 0) -> np.ndarray:
+        """Unit eigenvector of the i-th smallest eigenvalue (0: the direction of most negative curvature)."""
+        return np.linalg.eigh(self.matrix)[1][:, i]
+
+    def params(self, v: np.ndarray) -> dict[str, torch.Tensor]:
+        """Parameters θ_π + v (v in these coordinates), for ``expected_loss(model, chain, params=...)``."""
+        return _unigram_params(self.model, torch.as_tensor(np.asarray(v), dtype=torch.float64))
+
+
+def _unigram_params(model: Transformer, v: torch.Tensor) -> dict[str, torch.Tensor]:
+    cfg = model.config
+    k, d = cfg.vocab_size, cfg.d_model
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    i = 0
+    names = ["wte.weight"] + ([] if cfg.tied else ["head.weight"])
+    for name in names:
+        rows = v[i:i + (k - 1) * d].view(k - 1, d)
+        params[name] = params[name] + torch.cat([rows.new_zeros(1, d), rows])
+        i += (k - 1) * d
+    params["head.bias"] = params["head.bias"] + torch.cat([v.new_zeros(1), v[i:i + k - 1]])
+    return params
+
+
+def unigram_hessian(chain: MarkovChain, config: TransformerConfig, *, length: int = 10,
+                    start: str = "stationary") -> UnigramHessian:
+    """The exact Hessian at Thm 2's θ_π in the coordinates of :class:`UnigramHessian` (float64)."""
+    model = unigram_point(chain, config).double()
+    with torch.no_grad():
+        model.head.bias.copy_(torch.as_tensor(np.log(chain.stationary())))   # b = log π in float64, not float32
+    k, d = config.vocab_size, config.d_model
+    n_emb = (k - 1) * d
+    embeddings = ["e"] if config.tied else ["e", "a"]
+    blocks = {name: slice(i * n_emb, (i + 1) * n_emb) for i, name in enumerate(embeddings)}
+    size = len(embeddings) * n_emb + k - 1
+    blocks["b"] = slice(size - (k - 1), size)
+
+    loss = _exact_loss_function(model, chain, length, start)
+
+    def f(v: torch.Tensor) -> torch.Tensor:
+        return loss(_unigram_params(model, v))
+
+    labels = [f"{name}_{i}[{j}]" for name in embeddings for i in range(1, k) for j in range(d)]
+    labels += [f"b_{i}" for i in range(1, k)]
+    H = _hessian_of(f, torch.zeros(size, dtype=torch.float64)).numpy()
+    return UnigramHessian(H, labels, blocks, model)
+
+
+def unigram_curvature(chain: MarkovChain, tied: bool = True) -> float:
+    """Closed form of the smallest Hessian eigenvalue at θ_π in :class:`UnigramHessian` coordinates, k = 2.
+
+    With c = E[x_n (π_1 - x_{n+1})] = pq(p+q-1)/(p+q)^2, the e-block is 2c I (tied) or, with a, the block
+    [[0, c I], [c I, 0]] with eigenvalues ±c (untied); the bias curvature is π_0 π_1. So the tied minimum
+    is min(2c, π_0 π_1), positive exactly when p + q > 1, and the untied one is -|c| < 0 unless p + q = 1.
+    """
+    if chain.k != 2:
+        raise ValueError(f"unigram_curvature is the binary closed form; got k = {chain.k}")
+    p, q = chain.P[0, 1], chain.P[1, 0]
+    c = p * q * (p + q - 1) / (p + q) ** 2
+    pi0, pi1 = chain.stationary()
+    return float(min(2 * c, pi0 * pi1)) if tied else float(min(-abs(c), pi0 * pi1))
+
+
+@torch.no_grad()
+def perturbed(model: Transformer, std: float, *, seed: int = 0) -> Transformer:
+    """A copy of ``model`` with independent N(0, std^2) noise added to every parameter (seeded)."""
+    if not std >= 0:
+        raise ValueError(f"std must be >= 0; got {std!r}")
+    out = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(int(seed))
+    for p in out.parameters():
+        p.add_(std * torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device))
+    return out

@@ -7,6 +7,7 @@ derived from ``seed`` through ``numpy.random.SeedSequence``: same seed, same his
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Sequence
@@ -21,8 +22,10 @@ from tqdm import tqdm  # text bars (stderr): no widget dependency in notebooks a
 from .chains import MarkovChain
 from .model import Transformer, TransformerConfig
 from .presets import resolve_device
+from .theory import expected_loss
 
-__all__ = ["train", "train_many", "TrainResult", "seed_streams", "make_optimizer", "make_schedule", "cross_entropy"]
+__all__ = ["train", "train_many", "TrainResult", "seed_streams", "make_optimizer", "make_schedule", "cross_entropy",
+           "escape_curve", "population_descent"]
 
 
 def _check_positive_int(name: str, value) -> int:
@@ -262,3 +265,39 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
         member = model.member(i) if ensemble else model
         results.append(TrainResult(chain, config, member.eval(), history, int(seed), settings, seconds, stream[2]))
     return results
+
+
+def escape_curve(results: Sequence[TrainResult], tol: float = 0.005) -> pd.DataFrame:
+    """Fraction of ``results`` that have escaped (test loss within ``tol`` of H_rate at least once) by each
+    evaluated step; columns step, escaped, plateau (= 1 - escaped)."""
+    if not results:
+        raise ValueError("results must hold at least one run")
+    steps = results[0].test_history["step"].to_numpy()
+    first = np.array([np.inf if (s := r.escape_step(tol)) is None else s for r in results])
+    escaped = (first[None, :] <= steps[:, None]).mean(1)
+    return pd.DataFrame({"step": steps, "escaped": escaped, "plateau": 1 - escaped})
+
+
+def population_descent(model: Transformer, chain: MarkovChain, *, steps: int, lr: float, length: int = 10,
+                       start: str = "stationary") -> tuple[Transformer, np.ndarray]:
+    """Plain gradient descent θ ← θ - lr ∇L(θ) on the exact population loss over paths of ``length`` states.
+
+    No sampling noise, no optimiser state: the deterministic dynamics near a stationary point (Thm 2, 3).
+    Returns a trained copy of ``model`` and the exact loss before every step and after the last.
+    """
+    steps = _check_positive_int("steps", steps)
+    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"lr must be a positive number; got {lr!r}")
+    model = copy.deepcopy(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    losses = []
+    for _ in range(steps):
+        loss = expected_loss(model, chain, length, start)
+        losses.append(float(loss.detach()))
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p.sub_(lr * g)
+    with torch.no_grad():
+        losses.append(float(expected_loss(model, chain, length, start)))
+    return model.eval(), np.array(losses)

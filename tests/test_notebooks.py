@@ -17,7 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 # a (p, q) different from each chapter's default, on the other side of p + q = 1 where that matters
-READER_CHAINS = {"framework": dict(p=0.3, q=0.4), "global_minimum": dict(p=0.6, q=0.7)}
+READER_CHAINS = {"framework": dict(p=0.3, q=0.4), "global_minimum": dict(p=0.6, q=0.7),
+                 "bad_local_minima": dict(p=0.3, q=0.4), "saddles": dict(p=0.2, q=0.6)}
 
 
 def test_every_chapter_has_a_reader_chain():

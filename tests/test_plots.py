@@ -147,3 +147,14 @@ def test_heatmap_layout():
     np.testing.assert_array_equal(np.asarray(mesh.get_array()).reshape(2, 3), values[::-1])
     annotations = [t.get_text() for t in ax.texts]
     assert annotations == ["3.0", "4.0", "5.0", "0.0", "1.0", "2.0"]
+
+
+def test_heatmap_switching_line_passes_through_the_cells_with_p_plus_q_one():
+    grid = [0.2, 0.4, 0.5, 0.6, 0.8]
+    ax = plots.heatmap(np.zeros((5, 5)), grid, grid, switching_line=True)
+    line = next(l for l in ax.get_lines() if l.get_label() == "p + q = 1")
+    x, y = line.get_xdata(), line.get_ydata()
+    # cell (p_j, q_i) has its centre at (j + 0.5, 4 - i + 0.5); p + q = 1 holds at (j, i) = (0, 4), (2, 2), (4, 0)
+    for j, i in ((0, 4), (2, 2), (4, 0)):
+        assert np.min(np.hypot(x - (j + 0.5), y - (4 - i + 0.5))) < 0.05
+    assert plots.heatmap(np.zeros((5, 5)), grid, grid).get_legend() is None     # off by default

@@ -57,7 +57,8 @@ def test_unknown_scale_from_environment_raises(monkeypatch):
 
 
 def test_scale_object_passes_through():
-    custom = Scale("custom", steps=7, batch_size=2, seq_len=8, seeds=1, d_model=4, eval_every=1, eval_batches=1)
+    custom = Scale("custom", steps=7, batch_size=2, seq_len=8, seeds=1, trap_seeds=2, d_model=4, eval_every=1,
+                   eval_batches=1)
     assert resolve(custom) is custom
 
 

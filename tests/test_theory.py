@@ -11,8 +11,9 @@ import torch
 
 from markovlib.chains import MarkovChain, binary, symmetric
 from markovlib.model import Transformer, TransformerConfig
-from markovlib.theory import (ablate_attention, attention_ratio, expected_loss, global_minimum, gradient_norm, loss_slice,
-                              population_loss, positional_spread, singular_values, unigram_point)
+from markovlib.theory import (ablate_attention, attention_ratio, expected_loss, global_minimum, gradient_norm, hessian,
+                              loss_slice, perturbed, population_loss, positional_spread, singular_values, unigram_curvature,
+                              unigram_hessian, unigram_point)
 
 
 def _exact_length(chain: MarkovChain) -> int:
@@ -384,3 +385,109 @@ def test_loss_slice_matches_manual_perturbation(tied):
         assert value == pytest.approx(expected_loss(moved, chain, 6).item(), abs=1e-12)
     assert got[1] == pytest.approx(chain.entropy_rate(), abs=1e-9)
     assert got[0] > got[1] and got[2] > got[1]
+
+
+# ---------------------------------------------------------------- Thm 2 / Thm 3: Hessian at the unigram point
+@pytest.mark.parametrize("p,q", [(0.5, 0.8), (0.2, 0.3), (0.6, 0.7), (0.9, 0.05), (0.3, 0.7)])
+@pytest.mark.parametrize("tied", [True, False])
+def test_unigram_hessian_matches_closed_form(p, q, tied):
+    """Autodiff Hessian of the exact loss = the hand-derived block: e-block 2c I (tied) or [[0, cI], [cI, 0]]
+    (untied), bias curvature pi_0 pi_1, no cross terms; c = pq(p+q-1)/(p+q)^2."""
+    chain = binary(p, q)
+    d = 4
+    H = unigram_hessian(chain, TransformerConfig.theory(d_model=d, tied=tied, max_len=8), length=6)
+    c = p * q * (p + q - 1) / (p + q) ** 2
+    pi0, pi1 = chain.stationary()
+    expected = np.zeros((H.matrix.shape[0],) * 2)
+    if tied:
+        expected[:d, :d] = 2 * c * np.eye(d)
+    else:
+        expected[:d, d:2 * d] = expected[d:2 * d, :d] = c * np.eye(d)
+    expected[-1, -1] = pi0 * pi1
+    np.testing.assert_allclose(H.matrix, expected, atol=1e-10)
+    assert H.min_eigenvalue == pytest.approx(unigram_curvature(chain, tied), abs=1e-10)
+    if abs(p + q - 1) > 1e-9:                                    # at p + q = 1, c = 0: no sign to check
+        assert (H.min_eigenvalue > 0) == (tied and p + q > 1)      # Thm 2: positive exactly when p+q > 1, tied
+    assert list(H.blocks) == (["e", "b"] if tied else ["e", "a", "b"]) and len(H.labels) == H.matrix.shape[0]
+
+
+def test_unigram_hessian_is_the_restriction_of_the_full_hessian():
+    """The full Hessian over every parameter (independent flattening, label by label) has the (E, b) block
+    and nothing else: eigenvalues 4c (d of them, direction E_1 - E_0), 2 pi_0 pi_1 (b_1 - b_0), zeros."""
+    chain = binary(0.5, 0.8)
+    d, length = 4, 5
+    model = unigram_point(chain, TransformerConfig.theory(d_model=d, max_len=length)).double()
+    H, labels = hessian(model, chain, length)
+    assert H.shape == (len(labels), len(labels)) == (sum(p.numel() for p in model.parameters()),) * 2
+    inside = np.array([lab.startswith(("wte.weight", "head.bias")) for lab in labels])
+    # 1e-8, not 0: unigram_point rounds b = log(pi) to float32, which leaves a 1e-9 residual gradient
+    assert np.abs(H[~inside]).max() < 1e-8 and np.abs(H[:, ~inside]).max() < 1e-8
+    c = 0.5 * 0.8 * 0.3 / 1.3 ** 2
+    pi0, pi1 = chain.stationary()
+    ev = np.sort(np.linalg.eigvalsh(H))
+    np.testing.assert_allclose(ev[-d - 1:], np.sort([4 * c] * d + [2 * pi0 * pi1]), atol=1e-8)
+    np.testing.assert_allclose(ev[:-d - 1], 0, atol=1e-8)
+
+
+def test_hessian_matches_finite_differences_of_the_gradient():
+    """At a random point (not a stationary one) the Hessian equals central differences of the exact gradient."""
+    chain = binary(0.3, 0.6)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.theory(d_model=2, max_len=4), generator=torch.Generator().manual_seed(3)).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, dtype=p.dtype))
+    H, _ = hessian(model, chain, 4)
+    params = list(model.parameters())
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+
+    def grad_at(v):
+        with torch.no_grad():
+            i = 0
+            for p in params:
+                p.copy_(v[i:i + p.numel()].view(p.shape))
+                i += p.numel()
+        g = torch.autograd.grad(expected_loss(model, chain, 4), params)
+        return torch.cat([x.reshape(-1) for x in g])
+
+    h = 1e-5
+    cols = [(grad_at(flat + h * e) - grad_at(flat - h * e)) / (2 * h) for e in torch.eye(len(flat), dtype=flat.dtype)[:12]]
+    np.testing.assert_allclose(H[:, :12], torch.stack(cols, 1).numpy(), atol=1e-6)
+
+
+def test_unigram_hessian_params_moves_along_a_direction():
+    """params(v) is theta_pi + v in the paper's coordinates: the loss along the untied negative-curvature
+    eigenvector goes below H(pi) as -|c| t^2 / 2 to second order, and along a tied direction above it."""
+    chain = binary(0.5, 0.8)
+    for tied in (True, False):
+        H = unigram_hessian(chain, TransformerConfig.theory(d_model=4, tied=tied, max_len=8), length=6)
+        v = H.eigenvector(0)
+        t = 1e-2
+        loss = float(expected_loss(H.model, chain, 6, params=H.params(t * v)))
+        assert loss - chain.unigram_entropy() == pytest.approx(0.5 * H.min_eigenvalue * t ** 2, rel=1e-2)
+
+
+def test_unigram_point_gpt2_keeps_layer_norm_gains():
+    chain = binary(0.5, 0.8)
+    model = unigram_point(chain, TransformerConfig.gpt2(max_len=16))
+    gains = [p for n, p in model.named_parameters() if "ln" in n]
+    assert gains and all(torch.all(g == 1) for g in gains)
+    probs = model.probabilities(chain.sample(4, 16, seed=0))
+    torch.testing.assert_close(probs[..., 1], torch.full_like(probs[..., 1], chain.stationary()[1]), rtol=0, atol=1e-6)
+
+
+def test_perturbed_adds_seeded_gaussian_noise():
+    model = unigram_point(binary(0.5, 0.8), TransformerConfig.theory(max_len=256))
+    a, b, c = (perturbed(model, 0.05, seed=s) for s in (1, 1, 2))
+    delta = torch.cat([(pa - p0).reshape(-1) for pa, p0 in zip(a.parameters(), model.parameters())])
+    assert delta.numel() > 2000 and abs(float(delta.std()) - 0.05) < 0.003 and abs(float(delta.mean())) < 0.003
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    assert not all(torch.equal(x, y) for x, y in zip(a.parameters(), c.parameters()))
+    assert all(torch.equal(x, y) for x, y in zip(perturbed(model, 0.0).parameters(), model.parameters()))
+    with pytest.raises(ValueError, match="^std"):
+        perturbed(model, -1.0)
+
+
+def test_unigram_curvature_rejects_kstate():
+    with pytest.raises(ValueError, match="binary"):
+        unigram_curvature(symmetric(3, 0.5))

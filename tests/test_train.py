@@ -11,8 +11,9 @@ import torch
 
 from markovlib.chains import binary, symmetric
 from markovlib.model import Transformer, TransformerConfig
-from markovlib.theory import global_minimum
-from markovlib.train import TrainResult, cross_entropy, make_optimizer, make_schedule, train
+from markovlib.theory import expected_loss, global_minimum, perturbed, unigram_point
+from markovlib.train import (TrainResult, cross_entropy, escape_curve, make_optimizer, make_schedule, population_descent,
+                             train)
 
 TINY = dict(batch_size=4, seq_len=32, device="cpu", progress=False)
 
@@ -270,3 +271,50 @@ def test_learnt_kernel_rows_sum_to_one(tiny_run):
     x = tiny_run.chain.sample(3, 16, seed=2)
     np.testing.assert_allclose(tiny_run.learnt_kernel(x).sum(1), 1.0, atol=1e-9)
     assert np.array_equal(tiny_run.learnt_kernel(), tiny_run.learnt_kernel())     # default paths are seeded
+
+
+# ---------------------------------------------------------------- escape statistics and exact gradient descent
+def _history_result(chain, test_losses, steps):
+    history = pd.DataFrame({"step": steps, "lr": np.nan, "train_loss": np.nan, "test_loss": test_losses})
+    return TrainResult(chain, TransformerConfig.theory(), None, history, seed=0, settings={"seq_len": 8})
+
+
+def test_escape_curve_counts_first_arrivals():
+    chain = binary(0.5, 0.8)
+    h, u = chain.entropy_rate(), chain.unigram_entropy()
+    steps = [0, 10, 20, 30]
+    runs = [_history_result(chain, [0.69, u, h + 0.001, h], steps),      # escapes at 20
+            _history_result(chain, [0.69, h + 0.004, u, u], steps),      # within tol at 10, then back: still 10
+            _history_result(chain, [0.69, u, u, u], steps)]              # never
+    assert [r.escape_step(0.005) for r in runs] == [20, 10, None]
+    curve = escape_curve(runs, 0.005)
+    assert curve["step"].tolist() == steps
+    np.testing.assert_allclose(curve["escaped"], [0, 1 / 3, 2 / 3, 2 / 3])
+    np.testing.assert_allclose(curve["plateau"], 1 - curve["escaped"])
+    with pytest.raises(ValueError, match="results"):
+        escape_curve([])
+
+
+@pytest.mark.parametrize("p,q,tied,returns", [(0.5, 0.8, True, True), (0.2, 0.3, True, False), (0.5, 0.8, False, False)])
+def test_population_descent_from_a_perturbed_unigram_point(p, q, tied, returns):
+    """Thm 2 / 3 dynamically: from theta_pi + noise, exact gradient descent returns to H(pi) in the tied model with
+    p+q > 1 and leaves it (towards H_rate) when p+q < 1 or the model is untied."""
+    chain = binary(p, q)
+    start = perturbed(unigram_point(chain, TransformerConfig.theory(d_model=4, tied=tied, max_len=6)).double(), 0.05, seed=0)
+    model, losses = population_descent(start, chain, steps=150, lr=0.5, length=6)
+    assert len(losses) == 151 and losses[0] == pytest.approx(float(expected_loss(start, chain, 6)))
+    assert model is not start and all(torch.equal(a, b) for a, b in
+                                      zip(perturbed(unigram_point(chain, start.config).double(), 0.05, seed=0).parameters(),
+                                          start.parameters()))     # the start is not modified
+    if returns:
+        assert abs(losses[-1] - chain.unigram_entropy()) < 1e-4
+    else:
+        assert losses[-1] < chain.unigram_entropy() - 0.5 * chain.mutual_information()
+
+
+def test_population_descent_validates():
+    model = unigram_point(binary(0.5, 0.8), TransformerConfig.theory(max_len=6))
+    with pytest.raises(ValueError, match="^steps"):
+        population_descent(model, binary(0.5, 0.8), steps=0, lr=0.1)
+    with pytest.raises(ValueError, match="^lr"):
+        population_descent(model, binary(0.5, 0.8), steps=1, lr=-1)
