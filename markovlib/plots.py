@@ -94,7 +94,8 @@ def heatmap(values: np.ndarray, ps: Sequence[float], qs: Sequence[float], ax=Non
             cbar_label: str = "nats", cmap: str = "viridis", fmt: str | None = None, switching_line: bool = False, **kw):
     """A (p, q) grid as a heatmap: rows q (increasing upwards), columns p; ``values[i, j]`` is at (qs[i], ps[j]).
 
-    ``switching_line`` draws p + q = 1 (sorted ``ps`` and ``qs``), the boundary of Thm 2.
+    ``switching_line`` draws p + q = 1 as a white dashed line (sorted ``ps`` and ``qs``), the boundary of Thm 2;
+    say so in the caption or the title.
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4.2))
@@ -106,8 +107,7 @@ def heatmap(values: np.ndarray, ps: Sequence[float], qs: Sequence[float], ax=Non
         keep = (1 - p_line >= min(qs)) & (1 - p_line <= max(qs))
         x = np.interp(p_line[keep], ps, np.arange(len(ps))) + 0.5
         y = len(qs) - 0.5 - np.interp(1 - p_line[keep], qs, np.arange(len(qs)))
-        ax.plot(x, y, color="white", ls="--", lw=2, label="p + q = 1")
-        ax.legend(loc="upper right", fontsize="small")
+        ax.plot(x, y, color="white", ls="--", lw=2, label="p + q = 1")   # no legend: it would hide a cell
     ax.set_xlabel(r"$p = P(1 \mid 0)$")
     ax.set_ylabel(r"$q = P(0 \mid 1)$")
     ax.set_title(title)
