@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-__all__ = ["MarkovChain", "binary", "symmetric", "binary_entropy"]
+__all__ = ["MarkovChain", "HigherOrderChain", "binary", "symmetric", "lag_switching", "random_kth_order", "binary_entropy"]
 
 _ATOL = 1e-8
 
@@ -264,3 +264,89 @@ def symmetric(k: int, p: float) -> MarkovChain:
     P = np.full((k, k), p / (k - 1))
     np.fill_diagonal(P, 1 - p)
     return MarkovChain(P, name=f"symmetric(k={k}, p={p:g})")
+
+
+class HigherOrderChain:
+    """A chain of order ``order`` on {0, …, k-1}: x_{n+1} ~ P[(x_{n-order+1}, …, x_n)] (poster: "masking helps").
+
+    ``P`` has one row per context, k**order rows, the context read as a base-k number whose last digit is x_n.
+    The maths runs on the first-order chain of contexts (k**order states), :attr:`lifted`: its stationary law
+    gives the law of the symbols, the entropy rate and the sampler (a path of contexts, one new symbol each).
+    """
+
+    def __init__(self, P, order: int, *, name: str | None = None):
+        if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
+            raise ValueError(f"order must be an integer >= 1; got {order!r}")
+        P = np.array(P, dtype=np.float64)
+        if P.ndim != 2 or P.shape[1] < 2 or P.shape[0] != P.shape[1] ** order:
+            raise ValueError(f"P must have k**order rows and k >= 2 columns; got shape {P.shape} for order {order}")
+        if not np.all(np.isfinite(P)) or np.any(P < 0) or np.any(np.abs(P.sum(1) - 1) > 1e-6):
+            raise ValueError("P must have entries in [0, 1] and rows that sum to 1")
+        self.P, self.order, self.k = P / P.sum(1, keepdims=True), int(order), P.shape[1]
+        self.name = name or f"order-{order} chain on {self.k} states"
+        n = self.k ** order
+        lifted = np.zeros((n, n))
+        for context in range(n):
+            lifted[context, (context * self.k) % n + np.arange(self.k)] = self.P[context]
+        self.lifted = MarkovChain(lifted, name=f"contexts of {self.name}")
+
+    def context_law(self) -> np.ndarray:
+        """Stationary law of the context (x_{n-order+1}, …, x_n), indexed as the rows of P."""
+        return self.lifted.stationary()
+
+    def stationary(self) -> np.ndarray:
+        """Stationary law of one symbol."""
+        return self.context_law().reshape(-1, self.k).sum(0)
+
+    def entropy_rate(self) -> float:
+        """H_rate = Σ_c π(c) H(P[c]): the loss of the Bayes predictor that sees the last ``order`` symbols."""
+        return float(-(self.context_law() * _xlogx(self.P).sum(1)).sum())
+
+    def unigram_entropy(self) -> float:
+        """H(π) of one symbol: the loss of predicting the marginal law everywhere."""
+        return float(-_xlogx(self.stationary()).sum())
+
+    def bigram_entropy(self) -> float:
+        """H(x_{n+1} | x_n): the loss of the best predictor that sees only the last symbol (a first-order model)."""
+        joint = (self.context_law()[:, None] * self.P).reshape(-1, self.k, self.k).sum(0)   # (x_n, x_{n+1})
+        return float(-(_xlogx(joint).sum() - _xlogx(joint.sum(1)).sum()))
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def sample(self, batch: int, length: int, *, seed: int | None = None, generator: torch.Generator | None = None,
+               device: str | torch.device = "cpu", start: Literal["stationary", "uniform"] = "stationary") -> torch.Tensor:
+        """``batch`` paths of ``length`` symbols (int64); the first ``order`` symbols are one context drawn from
+        its stationary (or uniform) law, then one symbol per step of the lifted chain."""
+        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
+            raise ValueError(f"length must be an integer >= 1; got {length!r}")
+        steps = max(1, length - self.order + 1)
+        contexts = self.lifted.sample(batch, steps, seed=seed, generator=generator, device=device, start=start)
+        powers = self.k ** torch.arange(self.order - 1, -1, -1, device=contexts.device)
+        first = (contexts[:, :1] // powers) % self.k                        # digits of the first context
+        return torch.cat([first, contexts[:, 1:] % self.k], dim=1)[:, :length]
+
+
+def lag_switching(order: int, p: float, q: float) -> HigherOrderChain:
+    """Binary chain of order ``order`` where x_{n+1} depends only on x_{n-order+1}: switch 0→1 with p, 1→0 with q.
+
+    It interleaves ``order`` independent copies of binary(p, q), so its entropy rate is binary(p, q)'s, and for
+    order >= 2 the last symbol says nothing about the next one: a first-order predictor is stuck at H(π).
+    """
+    base = binary(p, q)
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
+        raise ValueError(f"order must be an integer >= 1; got {order!r}")
+    oldest = np.arange(2 ** order) >> (order - 1)                 # x_{n-order+1}, the leading digit of the context
+    return HigherOrderChain(base.P[oldest], order, name=f"lag-{order} switching(p={p:g}, q={q:g})")
+
+
+def random_kth_order(order: int, k: int = 2, *, alpha: float = 1.0, seed: int = 0) -> HigherOrderChain:
+    """A chain of order ``order`` on k symbols whose rows are drawn from Dirichlet(alpha, …, alpha) (numpy, seeded)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+        raise ValueError(f"k must be an integer >= 2; got {k!r}")
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0; got {alpha!r}")
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
+        raise ValueError(f"order must be an integer >= 1; got {order!r}")
+    P = np.random.default_rng(seed).dirichlet(np.full(k, float(alpha)), size=k ** order)
+    return HigherOrderChain(P, order, name=f"random order-{order} chain (k={k}, alpha={alpha:g}, seed={seed})")

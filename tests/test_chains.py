@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import stats
 
-from markovlib.chains import (MarkovChain, _binary_paths, _blocked_paths, _buckets, _interval_grid, binary,
-                              binary_entropy, symmetric)
+from markovlib.chains import (HigherOrderChain, MarkovChain, _binary_paths, _blocked_paths, _buckets, _interval_grid,
+                              binary, binary_entropy, lag_switching, random_kth_order, symmetric)
 
 P_MIN = 1e-4      # a correct sampler with a fixed seed passes a test at this level essentially always
 Z_MAX = 5.0
@@ -473,3 +473,85 @@ def test_interval_lookup_equals_inverse_cdf_maps(P):
     u = u[u < 1].contiguous()
     direct = (u[:, None, None] >= cdf).sum(-1)
     assert torch.equal(table[_buckets(u, lo, inner)], direct)
+
+
+# ---------------------------------------------------------------- higher-order chains
+def _path_entropy(chain: HigherOrderChain, n: int) -> float:
+    """H(x_1..x_n) by enumerating every path: first `order` symbols from the context law, then the kernel."""
+    total = 0.0
+    for path in itertools.product(range(chain.k), repeat=n):
+        context = 0
+        for s in path[:chain.order]:
+            context = context * chain.k + s
+        prob = chain.context_law()[context]
+        for s in path[chain.order:]:
+            prob *= chain.P[context, s]
+            context = (context * chain.k + s) % chain.k ** chain.order
+        total -= prob * math.log(prob) if prob > 0 else 0.0
+    return total
+
+
+@pytest.mark.parametrize("chain", [lag_switching(2, 0.5, 0.8), lag_switching(3, 0.2, 0.3), random_kth_order(2, 3, seed=4)],
+                         ids=lambda c: c.name)
+def test_higher_order_entropy_rate_is_the_increment_of_path_entropy(chain):
+    """Stationary: H(x_1..x_{n+1}) - H(x_1..x_n) = H_rate for n >= order (independent computation by enumeration)."""
+    n = chain.order + 1
+    assert _path_entropy(chain, n + 1) - _path_entropy(chain, n) == pytest.approx(chain.entropy_rate(), abs=1e-12)
+
+
+def test_lag_switching_interleaves_binary_chains():
+    base = binary(0.5, 0.8)
+    one = lag_switching(1, 0.5, 0.8)
+    np.testing.assert_allclose(one.P, base.P)
+    for order in (1, 2, 3):
+        chain = lag_switching(order, 0.5, 0.8)
+        assert chain.entropy_rate() == pytest.approx(base.entropy_rate(), abs=1e-12)
+        assert chain.unigram_entropy() == pytest.approx(base.unigram_entropy(), abs=1e-12)
+        np.testing.assert_allclose(chain.stationary(), base.stationary(), atol=1e-12)
+    # order 1: the last symbol is the context; order >= 2: it is independent of the next symbol
+    assert one.bigram_entropy() == pytest.approx(base.entropy_rate(), abs=1e-12)
+    assert lag_switching(2, 0.5, 0.8).bigram_entropy() == pytest.approx(base.unigram_entropy(), abs=1e-12)
+
+
+@pytest.mark.parametrize("chain", [lag_switching(2, 0.3, 0.9), random_kth_order(2, 3, alpha=0.7, seed=1)], ids=lambda c: c.name)
+def test_higher_order_sampler_matches_the_kernel(chain):
+    """Context → next-symbol frequencies within 4.5 binomial standard errors of P; symbol frequencies vs pi."""
+    x = chain.sample(400, 500, seed=3).numpy()
+    assert x.shape == (400, 500) and x.min() >= 0 and x.max() < chain.k
+    n = chain.k ** chain.order
+    contexts = np.zeros_like(x[:, chain.order - 1:-1])
+    for lag in range(chain.order):
+        contexts = contexts * chain.k + x[:, lag:x.shape[1] - chain.order + lag]
+    nxt = x[:, chain.order:]
+    counts = np.zeros((n, chain.k))
+    np.add.at(counts, (contexts.ravel(), nxt.ravel()), 1)
+    total = counts.sum(1, keepdims=True)
+    assert total.min() > 1000
+    freq = counts / total
+    se = np.sqrt(chain.P * (1 - chain.P) / total) + 1e-12
+    assert np.all(np.abs(freq - chain.P) < 4.5 * se + 1e-9)
+    marg = np.bincount(x.ravel(), minlength=chain.k) / x.size
+    assert np.abs(marg - chain.stationary()).max() < 0.01
+    # the first context comes from the stationary context law
+    first = np.zeros(400, dtype=np.int64)
+    for lag in range(chain.order):
+        first = first * chain.k + x[:, lag]
+    assert np.abs(np.bincount(first, minlength=n) / 400 - chain.context_law()).max() < 0.1
+
+
+def test_higher_order_sampler_short_and_seeded():
+    chain = random_kth_order(3, 2, seed=0)
+    assert chain.sample(5, 2, seed=1).shape == (5, 2)
+    assert torch.equal(chain.sample(5, 40, seed=1), chain.sample(5, 40, seed=1))
+    assert not torch.equal(chain.sample(5, 40, seed=1), chain.sample(5, 40, seed=2))
+
+
+@pytest.mark.parametrize("call,match", [(lambda: HigherOrderChain(np.ones((3, 2)) / 2, 2), "rows"),
+                                        (lambda: HigherOrderChain(np.ones((4, 2)), 2), "sum to 1"),
+                                        (lambda: lag_switching(0, 0.2, 0.3), "^order"),
+                                        (lambda: lag_switching(2, 1.5, 0.3), "^p"),
+                                        (lambda: random_kth_order(2, 1), "^k"),
+                                        (lambda: random_kth_order(2, 2, alpha=0.0), "^alpha")])
+def test_higher_order_rejects_bad_parameters(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

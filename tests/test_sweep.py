@@ -65,7 +65,10 @@ def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig):
            "--seeds", "1", "--steps", "40", "--batch-size", "8", "--seq-len", "128", "--ensemble-size", "1",
            "--scale", "smoke", "--device", "cpu", "--results", str(results)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # a terminal's Ctrl-C: SIGINT at its default disposition in the child, even when this test itself runs as a
+    # background job of a non-interactive shell (which starts with SIGINT ignored, and Python keeps it ignored)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     store_file = results / "runs.sqlite"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:

@@ -479,7 +479,7 @@ def test_unigram_point_gpt2_keeps_layer_norm_gains():
 def test_perturbed_adds_seeded_gaussian_noise():
     model = unigram_point(binary(0.5, 0.8), TransformerConfig.theory(max_len=256))
     a, b, c = (perturbed(model, 0.05, seed=s) for s in (1, 1, 2))
-    delta = torch.cat([(pa - p0).reshape(-1) for pa, p0 in zip(a.parameters(), model.parameters())])
+    delta = torch.cat([(pa - p0).reshape(-1) for pa, p0 in zip(a.parameters(), model.parameters())]).detach()
     assert delta.numel() > 2000 and abs(float(delta.std()) - 0.05) < 0.003 and abs(float(delta.mean())) < 0.003
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
     assert not all(torch.equal(x, y) for x, y in zip(a.parameters(), c.parameters()))
