@@ -28,7 +28,7 @@ from .chains import MarkovChain, binary, symmetric
 from .model import Transformer, TransformerConfig
 from .train import TrainResult, seed_streams, train_many
 
-__all__ = ["RunSpec", "ResultStore", "grid", "sweep", "sweep_results", "make_chain", "default_results_dir"]
+__all__ = ["RunSpec", "ResultStore", "grid", "chain_grid", "sweep", "sweep_results", "make_chain", "default_results_dir"]
 
 
 def default_results_dir() -> Path:
@@ -76,16 +76,25 @@ class RunSpec:
 def grid(ps: Sequence[float], qs: Sequence[float], *, tied: Iterable[bool] = (True, False), seeds: Iterable[int] = (0,),
          preset: str = "gpt2", config_kwargs: dict | None = None, **train_kwargs) -> list[RunSpec]:
     """Specs for binary chains over ps × qs × tying × seeds (train_kwargs: steps, batch_size, seq_len, ...)."""
-    unknown = set(train_kwargs) - set(TRAIN_KEYS)
-    if unknown:
-        raise ValueError(f"unknown training settings {sorted(unknown)}; allowed: {list(TRAIN_KEYS)}")
     for p in ps:
         for q in qs:
             binary(p, q)  # validates p, q (ValueError naming the parameter)
+    return chain_grid([{"kind": "binary", "p": float(p), "q": float(q)} for p in ps for q in qs], tied=tied, seeds=seeds,
+                      preset=preset, config_kwargs=config_kwargs, **train_kwargs)
+
+
+def chain_grid(chains: Sequence[dict], *, tied: Iterable[bool] = (True, False), seeds: Iterable[int] = (0,),
+               preset: str = "gpt2", config_kwargs: dict | None = None, **train_kwargs) -> list[RunSpec]:
+    """Specs for any chains (dicts as in :func:`make_chain`) × tying × seeds; the vocabulary is each chain's k."""
+    unknown = set(train_kwargs) - set(TRAIN_KEYS)
+    if unknown:
+        raise ValueError(f"unknown training settings {sorted(unknown)}; allowed: {list(TRAIN_KEYS)}")
+    if preset not in ("gpt2", "theory"):
+        raise ValueError(f"preset must be 'gpt2' or 'theory'; got {preset!r}")
     make = {"gpt2": TransformerConfig.gpt2, "theory": TransformerConfig.theory}[preset]
-    return [RunSpec({"kind": "binary", "p": float(p), "q": float(q)}, make(tied=t, **(config_kwargs or {})),
-                    dict(train_kwargs), int(s))
-            for t in tied for p in ps for q in qs for s in seeds]
+    tied, seeds = list(tied), list(seeds)
+    return [RunSpec(dict(c), make(vocab_size=make_chain(c).k, tied=t, **(config_kwargs or {})), dict(train_kwargs), int(s))
+            for t in tied for c in chains for s in seeds]
 
 
 def _metrics(result: TrainResult) -> dict:

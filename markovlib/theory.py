@@ -371,18 +371,23 @@ def unigram_hessian(chain: MarkovChain, config: TransformerConfig, *, length: in
 
 
 def unigram_curvature(chain: MarkovChain, tied: bool = True) -> float:
-    """Closed form of the smallest Hessian eigenvalue at θ_π in :class:`UnigramHessian` coordinates, k = 2.
+    """Closed form of the smallest Hessian eigenvalue at θ_π in :class:`UnigramHessian` coordinates (any k).
 
-    With c = E[x_n (π_1 - x_{n+1})] = pq(p+q-1)/(p+q)^2, the e-block is 2c I (tied) or, with a, the block
-    [[0, c I], [c I, 0]] with eigenvalues ±c (untied); the bias curvature is π_0 π_1. So the tied minimum
-    is min(2c, π_0 π_1), positive exactly when p + q > 1, and the untied one is -|c| < 0 unless p + q = 1.
+    To second order at θ_π the loss changes by Σ_ij M_ij <a_j, e_i> + the bias term, with
+    M = diag(π)(1 π^T - P) (M_ij = E[1{x_n=i}(π_j - 1{x_{n+1}=j})]). Tied (a = e) the embedding block is
+    (M + M^T) ⊗ I; untied it is [[0, M ⊗ I], [M^T ⊗ I, 0]], eigenvalues ±(singular values of M); the bias block
+    is diag(π) - π π^T. All restricted to states 1..k-1 (state 0 is the reference). For k = 2, M_11 =
+    c = pq(p+q-1)/(p+q)^2: tied min(2c, π_0 π_1), positive exactly when p + q > 1; untied -|c|.
     """
-    if chain.k != 2:
-        raise ValueError(f"unigram_curvature is the binary closed form; got k = {chain.k}")
-    p, q = chain.P[0, 1], chain.P[1, 0]
-    c = p * q * (p + q - 1) / (p + q) ** 2
-    pi0, pi1 = chain.stationary()
-    return float(min(2 * c, pi0 * pi1)) if tied else float(min(-abs(c), pi0 * pi1))
+    pi = chain.stationary()
+    M = (np.diag(pi) @ (np.outer(np.ones(chain.k), pi) - chain.P))[1:, 1:]
+    bias = (np.diag(pi) - np.outer(pi, pi))[1:, 1:]
+    if tied:
+        emb = np.linalg.eigvalsh(M + M.T)
+    else:
+        s = np.linalg.svd(M, compute_uv=False)
+        emb = np.concatenate([-s, s])
+    return float(min(emb.min(), np.linalg.eigvalsh(bias).min()))
 
 
 @torch.no_grad()

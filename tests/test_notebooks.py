@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 # a (p, q) different from each chapter's default, on the other side of p + q = 1 where that matters
 READER_CHAINS = {"framework": dict(p=0.3, q=0.4), "global_minimum": dict(p=0.6, q=0.7),
-                 "bad_local_minima": dict(p=0.3, q=0.4), "saddles": dict(p=0.2, q=0.6)}
+                 "bad_local_minima": dict(p=0.3, q=0.4), "saddles": dict(p=0.2, q=0.6),
+                 "multi_state": dict(k=4, p=0.9)}
 
 
 def test_every_chapter_has_a_reader_chain():
@@ -36,7 +37,7 @@ def test_structure(path):
         assert isinstance(node, (ast.Assign, ast.AnnAssign)), ast.dump(node)
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         values.update({t.id: ast.literal_eval(node.value) for t in targets})
-    assert {"p", "q", "seed", "scale"} <= set(values)
+    assert {"p", "seed", "scale"} <= set(values)      # and q for binary chapters, k for the k-state one
     assert values["scale"] == "auto"
     assert "assert " in code[-1].source, "the last cell asserts the chapter's claims"
     assert nb.metadata["kernelspec"]["name"] == "python3"
@@ -58,3 +59,20 @@ def test_runs_with_new_chain(path, tmp_path, monkeypatch):
     assert injected and f"p = {params['p']}" in injected[0].source
     last = out.cells[-1]
     assert not any(o.output_type == "error" for o in last.outputs)
+
+
+def test_check_rejects_outputs_and_glue_in_golden_cells(tmp_path):
+    def check(nb) -> subprocess.CompletedProcess:
+        path = tmp_path / "chapter.ipynb"
+        nbformat.write(nb, path)
+        return subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"), "check", str(path)],
+                              capture_output=True, text=True)
+
+    clean = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(1)")])
+    assert check(clean).returncode == 0
+    with_output = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    with_output.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    assert check(with_output).returncode == 1
+    glued = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nglue('a', 1, display=False)")])
+    result = check(glued)
+    assert result.returncode == 1 and "glue" in result.stdout

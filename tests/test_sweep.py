@@ -110,3 +110,19 @@ def test_sweep_results_reload_models_equal_to_fresh_training(tmp_path, monkeypat
     again = sweep_results(specs, tmp_path, device="cpu", progress=False)
     for a, b in zip(again, loaded):
         pd.testing.assert_frame_equal(a.history, b.history)
+
+
+def test_chain_grid_builds_k_state_specs_and_matches_grid():
+    from markovlib.sweep import chain_grid
+    specs = chain_grid([{"kind": "symmetric", "k": 5, "p": 0.6}, {"kind": "binary", "p": 0.2, "q": 0.3}],
+                       tied=[True, False], seeds=[0, 1], preset="theory", config_kwargs=dict(max_len=32), **TINY)
+    assert len(specs) == 8
+    assert [s.config.vocab_size for s in specs[:4]] == [5, 5, 2, 2]
+    assert all(not s.config.layer_norm for s in specs) and [s.config.tied for s in specs] == [True] * 4 + [False] * 4
+    binary_specs = [s for s in specs if s.chain["kind"] == "binary"]
+    assert [s.key for s in binary_specs] == [s.key for s in grid([0.2], [0.3], seeds=[0, 1], preset="theory",
+                                                                     config_kwargs=dict(max_len=32), **TINY)]
+    with pytest.raises(ValueError, match="preset"):
+        chain_grid([{"kind": "binary", "p": 0.2, "q": 0.3}], preset="bert")
+    with pytest.raises(ValueError, match="unknown training settings"):
+        chain_grid([{"kind": "binary", "p": 0.2, "q": 0.3}], epochs=3)

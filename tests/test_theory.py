@@ -488,6 +488,19 @@ def test_perturbed_adds_seeded_gaussian_noise():
         perturbed(model, -1.0)
 
 
-def test_unigram_curvature_rejects_kstate():
-    with pytest.raises(ValueError, match="binary"):
-        unigram_curvature(symmetric(3, 0.5))
+@pytest.mark.parametrize("chain", [symmetric(3, 0.5), symmetric(5, 0.9), symmetric(4, 0.2),
+                                   MarkovChain(np.random.default_rng(2).dirichlet(np.ones(3), size=3)),
+                                   MarkovChain(np.random.default_rng(5).dirichlet(np.ones(4) * 0.5, size=4))],
+                         ids=lambda c: c.name)
+@pytest.mark.parametrize("tied", [True, False])
+def test_unigram_curvature_closed_form_matches_autodiff_for_k_states(chain, tied):
+    H = unigram_hessian(chain, TransformerConfig.theory(vocab_size=chain.k, d_model=4, tied=tied, max_len=4), length=3)
+    assert H.min_eigenvalue == pytest.approx(unigram_curvature(chain, tied), abs=1e-8)
+
+
+@pytest.mark.parametrize("k", [2, 3, 5, 8])
+def test_symmetric_chain_threshold_is_k_minus_one_over_k(k):
+    """For symmetric(k, p) the tied curvature at theta_pi changes sign at p = (k-1)/k (k = 2: p + q = 1)."""
+    star = (k - 1) / k
+    assert unigram_curvature(symmetric(k, star - 0.01)) < 0 < unigram_curvature(symmetric(k, min(star + 0.01, 1.0)))
+    assert abs(unigram_curvature(symmetric(k, star))) < 1e-12
