@@ -155,6 +155,11 @@ class MarkovChain:
             return _binary_paths(x0, u, cdf[0, 0], cdf[1, 0])
         return _blocked_paths(x0, u[:, 1:], lo, inner, interval_maps)
 
+    def next_nll(self, x: torch.Tensor) -> torch.Tensor:
+        """-log P(x_{n+1} | x_1^n) = -log P[x_n, x_{n+1}] along paths x (batch, L): (batch, L-1), float64."""
+        log_P = torch.as_tensor(np.log(np.clip(self.P, 1e-300, None)), device=x.device)
+        return -log_P[x[:, :-1], x[:, 1:]]
+
     def transition_counts(self, x: torch.Tensor) -> np.ndarray:
         """k×k matrix of observed transitions i→j in the paths ``x`` (batch, length)."""
         x = torch.as_tensor(x)
@@ -313,6 +318,28 @@ class HigherOrderChain:
 
     def __repr__(self) -> str:
         return self.name
+
+    def next_nll(self, x: torch.Tensor) -> torch.Tensor:
+        """-log P(x_{n+1} | x_1^n) along paths x (batch, L) from the stationary start: (batch, L-1), float64.
+
+        With a full context (n >= order) it is -log P[context, x_{n+1}]; before, the conditional of the
+        stationary law of the first ``order`` symbols.
+        """
+        k, order, n = self.k, self.order, x.shape[1]
+        log_P = torch.as_tensor(np.log(np.clip(self.P, 1e-300, None)), device=x.device)
+        joint = self.context_law().reshape([k] * order)
+        out = []
+        for m in range(1, min(order, n)):             # predict x_{m+1} from x_1..x_m with the stationary joint law
+            num = torch.as_tensor(joint.sum(axis=tuple(range(m + 1, order))), device=x.device)
+            den = torch.as_tensor(joint.sum(axis=tuple(range(m, order))), device=x.device)
+            idx = tuple(x[:, i] for i in range(m + 1))
+            out.append((torch.log(den[idx[:-1]].clamp_min(1e-300)) - torch.log(num[idx].clamp_min(1e-300)))[:, None])
+        if n > order:
+            context = torch.zeros_like(x[:, order - 1:-1])
+            for lag in range(order):
+                context = context * k + x[:, lag:n - order + lag]
+            out.append(-log_P[context, x[:, order:]])
+        return torch.cat(out, 1)
 
     def sample(self, batch: int, length: int, *, seed: int | None = None, generator: torch.Generator | None = None,
                device: str | torch.device = "cpu", start: Literal["stationary", "uniform"] = "stationary") -> torch.Tensor:

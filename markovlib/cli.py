@@ -135,9 +135,11 @@ def cmd_book(args) -> int:
     config["execute"]["execute_notebooks"] = "off"          # executed below, with the reader's parameters
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     for source in sources:
-        print(f"executing {source.name} with p={args.p:g}, q={args.q:g}, scale={args.scale}", flush=True)
-        pm.execute_notebook(str(source), str(out / "book" / source.name), cwd=str(source.parent),
-                            parameters=dict(p=args.p, q=args.q, seed=args.seed, scale=args.scale),
+        params = dict(seed=args.seed, scale=args.scale)
+        if {"p", "q"} <= set(pm.inspect_notebook(str(source))):   # binary chapters; the k-state one keeps its (k, p)
+            params.update(p=args.p, q=args.q)
+        print(f"executing {source.name} with {', '.join(f'{k}={v}' for k, v in params.items())}", flush=True)
+        pm.execute_notebook(str(source), str(out / "book" / source.name), cwd=str(source.parent), parameters=params,
                             progress_bar=False)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")   # installed beside this Python
     subprocess.run([str(jupyter_book), "build", str(out), "--path-output", str(out)], check=True)

@@ -33,8 +33,12 @@ def _color(label: str) -> str | None:
     return next((COLORS[key] for key in sorted(COLORS, key=len, reverse=True) if key.lower() in label.lower()), None)
 
 
-def reference_lines(ax, chain: MarkovChain, *, rate: bool = True, unigram: bool = True) -> None:
-    """Horizontal lines at H_rate (global minimum) and H(π) (unigram loss), labelled with their values."""
+def reference_lines(ax, chain: MarkovChain, *, rate: bool = True, unigram: bool = True, bigram: bool = False) -> None:
+    """Horizontal lines at H_rate (global minimum) and H(π) (unigram loss), labelled with their values; with
+    ``bigram``, also H(x_{n+1} | x_n), the best loss that sees only the last symbol (higher-order chains)."""
+    if bigram:
+        ax.axhline(chain.bigram_entropy(), color=COLORS["theory"], ls="-.", lw=1.5,
+                   label=rf"$H(x_{{n+1}} \mid x_n)$ = {chain.bigram_entropy():.4f} (best first-order)")
     if unigram:
         ax.axhline(chain.unigram_entropy(), color=COLORS["H_pi"], ls=":", lw=1.5,
                    label=rf"$H(\pi)$ = {chain.unigram_entropy():.4f} (unigram)")

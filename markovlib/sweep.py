@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from .chains import MarkovChain, binary, symmetric
+from .chains import HigherOrderChain, MarkovChain, binary, lag_switching, random_kth_order, symmetric
 from .model import Transformer, TransformerConfig
 from .train import TrainResult, seed_streams, train_many
 
@@ -39,14 +39,20 @@ TRAIN_KEYS = ("steps", "batch_size", "seq_len", "lr", "eval_every", "eval_batche
               "precision")
 
 
-def make_chain(spec: dict) -> MarkovChain:
-    """{'kind': 'binary', 'p': .., 'q': ..} or {'kind': 'symmetric', 'k': .., 'p': ..} → MarkovChain."""
+def make_chain(spec: dict) -> MarkovChain | HigherOrderChain:
+    """A chain from its description: {'kind': 'binary', 'p', 'q'}, {'kind': 'symmetric', 'k', 'p'},
+    {'kind': 'lag', 'order', 'p', 'q'} (:func:`~markovlib.chains.lag_switching`) or
+    {'kind': 'random', 'order', 'k', 'alpha', 'seed'} (:func:`~markovlib.chains.random_kth_order`)."""
     kind = spec.get("kind")
     if kind == "binary":
         return binary(spec["p"], spec["q"])
     if kind == "symmetric":
         return symmetric(spec["k"], spec["p"])
-    raise ValueError(f"chain kind must be 'binary' or 'symmetric'; got {kind!r}")
+    if kind == "lag":
+        return lag_switching(spec["order"], spec["p"], spec["q"])
+    if kind == "random":
+        return random_kth_order(spec["order"], spec["k"], alpha=spec["alpha"], seed=spec["seed"])
+    raise ValueError(f"chain kind must be 'binary', 'symmetric', 'lag' or 'random'; got {kind!r}")
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,8 @@ def unigram_point(chain: MarkovChain, config: TransformerConfig) -> Transformer:
 
 
 def _all_paths(chain: MarkovChain, length: int, start: str) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(chain, MarkovChain):
+        raise ValueError(f"exact enumeration needs a first-order MarkovChain; got {chain!r} (use Monte Carlo)")
     k = chain.k
     if k ** length > _MAX_ENUMERATED:
         raise ValueError(f"exact enumeration needs k**length <= {_MAX_ENUMERATED}; got {k}**{length}")
@@ -202,10 +204,9 @@ def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256
                           float(excess.mean()), float(excess.std() / se))
 
 
-def _bayes_nll(chain: MarkovChain, x: torch.Tensor) -> torch.Tensor:
-    """-log P[x_n, x_{n+1}] at every position of the paths x: the loss of the Bayes predictor (float64)."""
-    log_P = torch.as_tensor(np.log(np.clip(chain.P, 1e-300, None)), device=x.device)
-    return -log_P[x[:, :-1], x[:, 1:]]
+def _bayes_nll(chain, x: torch.Tensor) -> torch.Tensor:
+    """-log P(x_{n+1} | x_1^n) at every position of the paths x: the loss of the Bayes predictor (float64)."""
+    return chain.next_nll(x)
 
 
 @torch.no_grad()

@@ -555,3 +555,27 @@ def test_higher_order_sampler_short_and_seeded():
 def test_higher_order_rejects_bad_parameters(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("chain", [lag_switching(2, 0.5, 0.8), random_kth_order(3, 2, seed=2), random_kth_order(2, 3, seed=7)],
+                         ids=lambda c: c.name)
+def test_higher_order_next_nll_sums_to_the_path_log_probability(chain):
+    """Σ_n -log P(x_{n+1} | x_1^n) + (-log P(x_1)) = -log P(x_1..x_L), with P(path) computed independently."""
+    x = chain.sample(20, 6, seed=0)
+    nll = chain.next_nll(x)
+    assert nll.shape == (20, 5) and nll.dtype == torch.float64
+    pi = chain.stationary()
+    for row, path in zip(nll.numpy(), x.tolist()):
+        context = 0
+        for s in path[:chain.order]:
+            context = context * chain.k + s
+        prob = chain.context_law()[context]
+        for s in path[chain.order:]:
+            prob *= chain.P[context, s]
+            context = (context * chain.k + s) % chain.k ** chain.order
+        assert row.sum() - math.log(pi[path[0]]) == pytest.approx(-math.log(prob), abs=1e-9)
+
+
+def test_next_nll_first_order_and_lag_one_agree():
+    x = binary(0.3, 0.6).sample(8, 30, seed=1)
+    torch.testing.assert_close(lag_switching(1, 0.3, 0.6).next_nll(x), binary(0.3, 0.6).next_nll(x))

@@ -57,3 +57,5 @@ def test_book_builds_a_readers_edition(tmp_path):
     page = (out / "_build" / "html" / "book" / "global_minimum.html").read_text()
     assert "p=0.6, q=0.7" in page                      # the chapter ran with the reader's chain
     assert (out / "_build" / "html" / "book" / "framework.html").exists()
+    assert "executing multi_state.ipynb with seed=0, scale=smoke" in done.stdout    # no binary (p, q) for k states
+    assert "executing saddles.ipynb with seed=0, scale=smoke, p=0.6, q=0.7" in done.stdout

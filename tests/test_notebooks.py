@@ -19,7 +19,7 @@ CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 # a (p, q) different from each chapter's default, on the other side of p + q = 1 where that matters
 READER_CHAINS = {"framework": dict(p=0.3, q=0.4), "global_minimum": dict(p=0.6, q=0.7),
                  "bad_local_minima": dict(p=0.3, q=0.4), "saddles": dict(p=0.2, q=0.6),
-                 "multi_state": dict(k=4, p=0.9)}
+                 "multi_state": dict(k=4, p=0.9), "depth": dict(p=0.3, q=0.4)}
 
 
 def test_every_chapter_has_a_reader_chain():

@@ -73,6 +73,16 @@ def test_reference_lines_switches():
     assert list(_horizontal_lines(ax)) == [round(chain.unigram_entropy(), 12)]
 
 
+def test_reference_lines_bigram_for_higher_order_chains():
+    from markovlib.chains import lag_switching
+    chain = lag_switching(2, 0.5, 0.8)
+    _, ax = plt.subplots()
+    plots.reference_lines(ax, chain, bigram=True, unigram=False)
+    lines = _horizontal_lines(ax)
+    assert set(lines) == {round(chain.entropy_rate(), 12), round(chain.bigram_entropy(), 12)}
+    assert f"{chain.bigram_entropy():.4f}" in lines[round(chain.bigram_entropy(), 12)].get_label()
+
+
 def test_loss_curves():
     chain = binary(0.5, 0.8)
     single = _history(0)

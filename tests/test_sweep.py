@@ -126,3 +126,19 @@ def test_chain_grid_builds_k_state_specs_and_matches_grid():
         chain_grid([{"kind": "binary", "p": 0.2, "q": 0.3}], preset="bert")
     with pytest.raises(ValueError, match="unknown training settings"):
         chain_grid([{"kind": "binary", "p": 0.2, "q": 0.3}], epochs=3)
+
+
+def test_higher_order_chains_run_through_the_store(tmp_path):
+    from markovlib.chains import lag_switching, random_kth_order
+    from markovlib.sweep import chain_grid, sweep_results
+    lag = make_chain({"kind": "lag", "order": 2, "p": 0.5, "q": 0.8})
+    assert lag.entropy_rate() == pytest.approx(lag_switching(2, 0.5, 0.8).entropy_rate())
+    rnd = make_chain({"kind": "random", "order": 2, "k": 3, "alpha": 0.5, "seed": 1})
+    np.testing.assert_array_equal(rnd.P, random_kth_order(2, 3, alpha=0.5, seed=1).P)
+    specs = chain_grid([{"kind": "lag", "order": 2, "p": 0.5, "q": 0.8}], tied=[True], seeds=[0, 1],
+                       config_kwargs=dict(max_len=32, window=1), **TINY)
+    results = sweep_results(specs, tmp_path, ensemble_size=2, device="cpu", progress=False)
+    assert [r.config.window for r in results] == [1, 1] and all(r.chain.order == 2 for r in results)
+    assert all(np.isfinite(r.test_history["test_loss"]).all() for r in results)
+    frame = ResultStore(tmp_path).frame()
+    assert set(frame["chain.kind"]) == {"lag"} and (frame["entropy_rate"] == lag.entropy_rate()).all()
