@@ -20,7 +20,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-__all__ = ["MarkovChain", "HigherOrderChain", "binary", "symmetric", "lag_switching", "random_kth_order", "binary_entropy"]
+__all__ = ["MarkovChain", "HigherOrderChain", "binary", "symmetric", "kth_order", "lag_switching", "random_kth_order",
+           "binary_entropy"]
 
 _ATOL = 1e-8
 
@@ -352,6 +353,11 @@ class HigherOrderChain:
         powers = self.k ** torch.arange(self.order - 1, -1, -1, device=contexts.device)
         first = (contexts[:, :1] // powers) % self.k                        # digits of the first context
         return torch.cat([first, contexts[:, 1:] % self.k], dim=1)[:, :length]
+
+
+def kth_order(P, order: int, *, name: str | None = None) -> HigherOrderChain:
+    """A chain of order ``order`` with kernel P (k**order rows, one per context); see :class:`HigherOrderChain`."""
+    return HigherOrderChain(P, order, name=name)
 
 
 def lag_switching(order: int, p: float, q: float) -> HigherOrderChain:

@@ -539,6 +539,14 @@ def test_higher_order_sampler_matches_the_kernel(chain):
     assert np.abs(np.bincount(first, minlength=n) / 400 - chain.context_law()).max() < 0.1
 
 
+def test_kth_order_builds_from_a_kernel():
+    from markovlib.chains import kth_order
+    P = random_kth_order(2, 3, seed=9).P
+    chain = kth_order(P, 2, name="mine")
+    np.testing.assert_allclose(chain.P, P, rtol=0, atol=1e-15)
+    assert chain.name == "mine" and chain.k == 3 and chain.order == 2
+
+
 def test_higher_order_sampler_short_and_seeded():
     chain = random_kth_order(3, 2, seed=0)
     assert chain.sample(5, 2, seed=1).shape == (5, 2)
