@@ -37,6 +37,12 @@ def binary_entropy(a) -> np.ndarray | float:
     return float(out) if np.ndim(out) == 0 else out
 
 
+def _check_int(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+    return int(value)
+
+
 def _check_probability(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}")
@@ -136,10 +142,7 @@ class MarkovChain:
                generator: torch.Generator | None = None, device: str | torch.device = "cpu",
                start: Literal["stationary", "uniform"] = "stationary") -> torch.Tensor:
         """Draw ``batch`` independent paths of ``length`` states; int64 tensor (batch, length)."""
-        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-            raise ValueError(f"batch must be an integer >= 1; got {batch!r}")
-        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
-            raise ValueError(f"length must be an integer >= 1; got {length!r}")
+        batch, length = _check_int("batch", batch, 1), _check_int("length", length, 1)
         if start not in ("stationary", "uniform"):
             raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")
         device = torch.device(device)
@@ -262,8 +265,7 @@ def binary(p: float, q: float) -> MarkovChain:
 
 def symmetric(k: int, p: float) -> MarkovChain:
     """k-state chain: stay with prob 1-p, move to each other state with prob p/(k-1); paper Sec. 5."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
-        raise ValueError(f"k must be an integer >= 2; got {k!r}")
+    k = _check_int("k", k, 2)
     p = _check_probability("p", p)
     if p == 0:
         raise ValueError("p must be > 0 for symmetric(k, p) (p = 0 never moves: no unique stationary law)")
@@ -281,14 +283,13 @@ class HigherOrderChain:
     """
 
     def __init__(self, P, order: int, *, name: str | None = None):
-        if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
-            raise ValueError(f"order must be an integer >= 1; got {order!r}")
+        order = _check_int("order", order, 1)
         P = np.array(P, dtype=np.float64)
         if P.ndim != 2 or P.shape[1] < 2 or P.shape[0] != P.shape[1] ** order:
             raise ValueError(f"P must have k**order rows and k >= 2 columns; got shape {P.shape} for order {order}")
         if not np.all(np.isfinite(P)) or np.any(P < 0) or np.any(np.abs(P.sum(1) - 1) > 1e-6):
             raise ValueError("P must have entries in [0, 1] and rows that sum to 1")
-        self.P, self.order, self.k = P / P.sum(1, keepdims=True), int(order), P.shape[1]
+        self.P, self.order, self.k = P / P.sum(1, keepdims=True), order, P.shape[1]
         self.name = name or f"order-{order} chain on {self.k} states"
         n = self.k ** order
         lifted = np.zeros((n, n))
@@ -346,8 +347,7 @@ class HigherOrderChain:
                device: str | torch.device = "cpu", start: Literal["stationary", "uniform"] = "stationary") -> torch.Tensor:
         """``batch`` paths of ``length`` symbols (int64); the first ``order`` symbols are one context drawn from
         its stationary (or uniform) law, then one symbol per step of the lifted chain."""
-        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
-            raise ValueError(f"length must be an integer >= 1; got {length!r}")
+        length = _check_int("length", length, 1)
         steps = max(1, length - self.order + 1)
         contexts = self.lifted.sample(batch, steps, seed=seed, generator=generator, device=device, start=start)
         powers = self.k ** torch.arange(self.order - 1, -1, -1, device=contexts.device)
@@ -367,19 +367,16 @@ def lag_switching(order: int, p: float, q: float) -> HigherOrderChain:
     order >= 2 the last symbol says nothing about the next one: a first-order predictor is stuck at H(π).
     """
     base = binary(p, q)
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
-        raise ValueError(f"order must be an integer >= 1; got {order!r}")
+    order = _check_int("order", order, 1)
     oldest = np.arange(2 ** order) >> (order - 1)                 # x_{n-order+1}, the leading digit of the context
     return HigherOrderChain(base.P[oldest], order, name=f"lag-{order} switching(p={p:g}, q={q:g})")
 
 
 def random_kth_order(order: int, k: int = 2, *, alpha: float = 1.0, seed: int = 0) -> HigherOrderChain:
     """A chain of order ``order`` on k symbols whose rows are drawn from Dirichlet(alpha, …, alpha) (numpy, seeded)."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
-        raise ValueError(f"k must be an integer >= 2; got {k!r}")
+    k = _check_int("k", k, 2)
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0; got {alpha!r}")
-    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 1:
-        raise ValueError(f"order must be an integer >= 1; got {order!r}")
+    order = _check_int("order", order, 1)
     P = np.random.default_rng(seed).dirichlet(np.full(k, float(alpha)), size=k ** order)
     return HigherOrderChain(P, order, name=f"random order-{order} chain (k={k}, alpha={alpha:g}, seed={seed})")

@@ -21,7 +21,7 @@ from .model import Transformer, TransformerConfig
 
 __all__ = ["global_minimum", "unigram_point", "expected_loss", "population_loss", "PopulationLoss",
            "gradient_norm", "loss_slice", "attention_ratio", "ablate_attention", "singular_values", "positional_spread",
-           "hessian", "UnigramHessian", "unigram_hessian", "unigram_curvature", "perturbed"]
+           "exact_loss_function", "hessian", "UnigramHessian", "unigram_hessian", "unigram_curvature", "perturbed"]
 
 _MAX_ENUMERATED = 2 ** 18
 
@@ -133,11 +133,12 @@ def expected_loss(model: Transformer, chain: MarkovChain, length: int = 10, star
     Enumerates all k**length paths with their probabilities; differentiable (for gradients, Hessians).
     ``params`` (name → tensor) evaluates the model at other weights via ``torch.func.functional_call``.
     """
-    return _exact_loss_function(model, chain, length, start)(params)
+    return exact_loss_function(model, chain, length, start)(params)
 
 
-def _exact_loss_function(model: Transformer, chain: MarkovChain, length: int, start: str):
-    """params ↦ exact population loss, with the enumerated paths built once (outside any torch.func transform)."""
+def exact_loss_function(model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary"):
+    """``params ↦`` the exact population loss of ``model`` (its own weights for ``params=None``), with the
+    enumerated paths built once: for loops over many evaluations and for torch.func transforms."""
     if not isinstance(length, int) or length < 2:
         raise ValueError(f"length must be an integer >= 2; got {length!r}")
     param = next(model.parameters())
@@ -185,7 +186,7 @@ def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256
     if exact:
         value = float(expected_loss(model, chain, length, start))
         x, prob = _all_paths(chain, length, start)
-        bayes = float((prob * _bayes_nll(chain, x).mean(1)).sum())
+        bayes = float((prob * chain.next_nll(x).mean(1)).sum())
         return PopulationLoss(value, 0.0, True, length, chain.k ** length, value - bayes, 0.0)
     if n_sequences < 2:
         raise ValueError(f"n_sequences must be >= 2 for a standard error; got {n_sequences}")
@@ -197,16 +198,11 @@ def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256
         x = chain.sample(min(batch_size, n_sequences - lo), length, generator=g, device=device, start=start)
         nll = F.cross_entropy(model(x[:, :-1]).transpose(1, 2), x[:, 1:], reduction="none").double()
         per_seq.append(nll.mean(1).cpu())
-        excess.append((nll - _bayes_nll(chain, x)).mean(1).cpu())
+        excess.append((nll - chain.next_nll(x)).mean(1).cpu())
     per_seq, excess = torch.cat(per_seq), torch.cat(excess)
     se = math.sqrt(n_sequences)
     return PopulationLoss(float(per_seq.mean()), float(per_seq.std() / se), False, length, n_sequences,
                           float(excess.mean()), float(excess.std() / se))
-
-
-def _bayes_nll(chain, x: torch.Tensor) -> torch.Tensor:
-    """-log P(x_{n+1} | x_1^n) at every position of the paths x: the loss of the Bayes predictor (float64)."""
-    return chain.next_nll(x)
 
 
 @torch.no_grad()
@@ -216,8 +212,8 @@ def loss_slice(model: Transformer, chain: MarkovChain, ts, *, seed: int = 0, len
     theta = dict(model.named_parameters())          # a tied weight appears once, functional_call re-ties it
     v = {name: torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device) for name, p in theta.items()}
     norm = torch.sqrt(sum((u ** 2).sum() for u in v.values()))
-    return np.array([float(expected_loss(model, chain, length, params={n: p + (t / norm) * v[n] for n, p in theta.items()}))
-                     for t in ts])
+    loss = exact_loss_function(model, chain, length)
+    return np.array([float(loss({n: p + (t / norm) * v[n] for n, p in theta.items()})) for t in ts])
 
 
 def gradient_norm(model: Transformer, chain: MarkovChain, length: int = 10) -> float:
@@ -284,7 +280,7 @@ def hessian(model: Transformer, chain: MarkovChain, length: int = 10, start: str
     shapes = [p.shape for _, p in named]
     flat = torch.cat([p.reshape(-1) for _, p in named])
 
-    loss = _exact_loss_function(model, chain, length, start)
+    loss = exact_loss_function(model, chain, length, start)
 
     def f(v: torch.Tensor) -> torch.Tensor:
         params, i = {}, 0
@@ -360,7 +356,7 @@ def unigram_hessian(chain: MarkovChain, config: TransformerConfig, *, length: in
     size = len(embeddings) * n_emb + k - 1
     blocks["b"] = slice(size - (k - 1), size)
 
-    loss = _exact_loss_function(model, chain, length, start)
+    loss = exact_loss_function(model, chain, length, start)
 
     def f(v: torch.Tensor) -> torch.Tensor:
         return loss(_unigram_params(model, v))

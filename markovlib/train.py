@@ -22,7 +22,7 @@ from tqdm import tqdm  # text bars (stderr): no widget dependency in notebooks a
 from .chains import MarkovChain
 from .model import Transformer, TransformerConfig
 from .presets import resolve_device
-from .theory import expected_loss
+from .theory import exact_loss_function
 
 __all__ = ["train", "train_many", "TrainResult", "seed_streams", "make_optimizer", "make_schedule", "cross_entropy",
            "escape_curve", "population_descent"]
@@ -32,6 +32,12 @@ def _check_positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
     return int(value)
+
+
+def _check_lr(lr) -> float:
+    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
+        raise ValueError(f"lr must be a positive number; got {lr!r}")
+    return lr
 
 
 def _generator(seed: int, device: torch.device) -> torch.Generator:
@@ -194,8 +200,7 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
     steps, batch_size, seq_len = (_check_positive_int(n, v) for n, v in
                                   (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)))
     eval_every, eval_batches = _check_positive_int("eval_every", eval_every), _check_positive_int("eval_batches", eval_batches)
-    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive number; got {lr!r}")
+    _check_lr(lr)
     if seq_len > config.max_len:
         raise ValueError(f"seq_len must be <= config.max_len ({config.max_len}); got {seq_len}")
     if precision not in ("fp32", "bf16"):
@@ -285,19 +290,18 @@ def population_descent(model: Transformer, chain: MarkovChain, *, steps: int, lr
     No sampling noise, no optimiser state: the deterministic dynamics near a stationary point (Thm 2, 3).
     Returns a trained copy of ``model`` and the exact loss before every step and after the last.
     """
-    steps = _check_positive_int("steps", steps)
-    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive number; got {lr!r}")
+    steps, lr = _check_positive_int("steps", steps), _check_lr(lr)
     model = copy.deepcopy(model)
     params = [p for p in model.parameters() if p.requires_grad]
+    exact_loss = exact_loss_function(model, chain, length, start)     # paths enumerated once, not per step
     losses = []
     for _ in range(steps):
-        loss = expected_loss(model, chain, length, start)
+        loss = exact_loss()
         losses.append(float(loss.detach()))
         grads = torch.autograd.grad(loss, params)
         with torch.no_grad():
             for p, g in zip(params, grads):
                 p.sub_(lr * g)
     with torch.no_grad():
-        losses.append(float(expected_loss(model, chain, length, start)))
+        losses.append(float(exact_loss()))
     return model.eval(), np.array(losses)

@@ -476,19 +476,22 @@ def test_interval_lookup_equals_inverse_cdf_maps(P):
 
 
 # ---------------------------------------------------------------- higher-order chains
+def _path_probability(chain: HigherOrderChain, path) -> float:
+    """P(x_1..x_n) of one path (n >= order): first `order` symbols from the context law, then the kernel."""
+    context = 0
+    for s in path[:chain.order]:
+        context = context * chain.k + s
+    prob = chain.context_law()[context]
+    for s in path[chain.order:]:
+        prob *= chain.P[context, s]
+        context = (context * chain.k + s) % chain.k ** chain.order
+    return prob
+
+
 def _path_entropy(chain: HigherOrderChain, n: int) -> float:
-    """H(x_1..x_n) by enumerating every path: first `order` symbols from the context law, then the kernel."""
-    total = 0.0
-    for path in itertools.product(range(chain.k), repeat=n):
-        context = 0
-        for s in path[:chain.order]:
-            context = context * chain.k + s
-        prob = chain.context_law()[context]
-        for s in path[chain.order:]:
-            prob *= chain.P[context, s]
-            context = (context * chain.k + s) % chain.k ** chain.order
-        total -= prob * math.log(prob) if prob > 0 else 0.0
-    return total
+    """H(x_1..x_n) by enumerating every path."""
+    probs = [_path_probability(chain, path) for path in itertools.product(range(chain.k), repeat=n)]
+    return -sum(prob * math.log(prob) for prob in probs if prob > 0)
 
 
 @pytest.mark.parametrize("chain", [lag_switching(2, 0.5, 0.8), lag_switching(3, 0.2, 0.3), random_kth_order(2, 3, seed=4)],
@@ -574,14 +577,7 @@ def test_higher_order_next_nll_sums_to_the_path_log_probability(chain):
     assert nll.shape == (20, 5) and nll.dtype == torch.float64
     pi = chain.stationary()
     for row, path in zip(nll.numpy(), x.tolist()):
-        context = 0
-        for s in path[:chain.order]:
-            context = context * chain.k + s
-        prob = chain.context_law()[context]
-        for s in path[chain.order:]:
-            prob *= chain.P[context, s]
-            context = (context * chain.k + s) % chain.k ** chain.order
-        assert row.sum() - math.log(pi[path[0]]) == pytest.approx(-math.log(prob), abs=1e-9)
+        assert row.sum() - math.log(pi[path[0]]) == pytest.approx(-math.log(_path_probability(chain, path)), abs=1e-9)
 
 
 def test_next_nll_first_order_and_lag_one_agree():
