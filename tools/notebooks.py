@@ -2,11 +2,16 @@
 
     python tools/notebooks.py strip  [NB ...]   # drop outputs, execution counts and run metadata
     python tools/notebooks.py golden [NB ...]   # execute at smoke scale, keep only NBVAL_CHECK_OUTPUT text
-    python tools/notebooks.py check  [NB ...]   # exit 1 if a notebook is not in stored form
+    python tools/notebooks.py furnish [NB ...]  # add/refresh the Colab install cell and the "Re-run this page" box
+    python tools/notebooks.py check  [NB ...]   # exit 1 if a notebook is not in stored form or not furnished
 
 Cells whose source starts with ``# NBVAL_CHECK_OUTPUT`` print deterministic theory numbers; their text
 output is stored so that ``pytest --nbval-lax`` compares a fresh run against it. Everything else is
 stored empty: the book build executes the chapters.
+
+Every chapter starts the same way (``furnish`` writes it, ``check`` insists on it): the title cell, a Colab
+install cell (the first code cell, collapsed: ``hide-input``, ``hide-output``; it does nothing outside Colab), the ``parameters``
+cell, and a cell that shows the "Re-run this page" box with the parameters the page was built with.
 """
 from __future__ import annotations
 
@@ -19,6 +24,45 @@ import nbformat
 
 MARKER = "# NBVAL_CHECK_OUTPUT"
 BOOK = Path(__file__).resolve().parents[1] / "book"
+INSTALL_TAG, RERUN_TAG = "colab-install", "rerun-box"
+
+
+def install_cell_source() -> str:
+    from markovlib.book import REPOSITORY, BRANCH
+
+    return ("# In Google Colab, install markovlib (this book's library) first; anywhere else this cell does nothing.\n"
+            "import subprocess\n"
+            "import sys\n\n"
+            'if "google.colab" in sys.modules:\n'
+            '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",\n'
+            f'                    "markovlib @ git+https://github.com/{REPOSITORY}@{BRANCH}"], check=True)')
+
+
+def rerun_cell_source(path: Path) -> str:
+    from markovlib.book import chapter_parameters
+
+    names = list(chapter_parameters(path))
+    args = ", ".join(f"{n}={n}" for n in names)
+    return ("from markovlib import resolve\n"
+            "from markovlib.book import rerun_box\n\n"
+            f'rerun_box("{path.stem}", resolve(scale).name, {args})')
+
+
+def furnished(path: Path, nb):
+    """``nb`` with the canonical install cell first among code cells and the rerun box after the parameters
+    (pages without parameters, like Reproducibility, get no box). Fixed cell ids keep the stored file stable."""
+    cells = [c for c in nb.cells if not {INSTALL_TAG, RERUN_TAG} & set(c.metadata.get("tags", []))]
+    params = next((i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", [])), None)
+    if params is not None:
+        rerun = nbformat.v4.new_code_cell(rerun_cell_source(path), metadata={"tags": ["remove-input", RERUN_TAG],
+                                                                    "mystnb": {"markdown_format": "myst"}})
+        rerun["id"] = RERUN_TAG
+        cells.insert(params + 1, rerun)
+    install = nbformat.v4.new_code_cell(install_cell_source(), metadata={"tags": ["hide-input", "hide-output", INSTALL_TAG]})
+    install["id"] = INSTALL_TAG
+    cells.insert(next(i for i, c in enumerate(cells) if c.cell_type == "code"), install)
+    nb.cells = cells
+    return nb
 
 
 def is_golden(cell) -> bool:
@@ -58,12 +102,21 @@ def main(argv: list[str]) -> int:
     for path in paths:
         if command == "golden":
             golden(path)
+        elif command == "furnish":
+            nb = nbformat.read(path, as_version=4)
+            nbformat.write(stored_form(furnished(path, nb)), path)
         elif command == "strip":
             nbformat.write(stored_form(nbformat.read(path, as_version=4)), path)
         elif command == "check":
             nb = nbformat.read(path, as_version=4)
             before = nbformat.writes(nb)
             if nbformat.writes(stored_form(nb)) != before:
+                bad.append(path)
+            elif nbformat.writes(stored_form(furnished(path, nbformat.reads(before, as_version=4)))) != before:
+                print(f"{path}: the install cell or the rerun box is missing or stale (run: python tools/notebooks.py furnish {path})")
+                bad.append(path)
+            if any("myst_nb" in c.source for c in nb.cells if c.cell_type == "code"):
+                print(f"{path}: imports myst_nb, which Colab lacks; use markovlib.book.glue")
                 bad.append(path)
             # under papermill, glue() in a golden cell adds a record output that nbval then reports as a difference
             for cell in nb.cells:

@@ -1,0 +1,162 @@
+"""What the book's pages need beyond the maths: glue, the "Re-run this page" box, build facts.
+
+``glue`` is myst-nb's where myst-nb is installed (the book build, Binder) and a plain display elsewhere
+(Colab, a bare Jupyter), so that every chapter imports and runs in all of them.
+"""
+from __future__ import annotations
+
+import ast
+import html
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+__all__ = ["REPOSITORY", "BRANCH", "glue", "binder_url", "colab_url", "install_command", "rerun_box",
+           "chapter_parameters", "build_info"]
+
+# The one place that names the public repository (``_config.yml`` repeats it for the launch buttons; a test
+# checks the two agree).
+REPOSITORY = "markovlib/attention-with-markov"
+BRANCH = "main"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def glue(name: str, value, display: bool = True) -> None:
+    """myst-nb's ``glue`` (values referenced from the prose); without myst-nb, show the value or nothing."""
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        if display:
+            from IPython.display import display as show
+            show(value)
+        return
+    myst_glue(name, value, display=display)
+
+
+def binder_url(chapter: str) -> str:
+    """A mybinder.org link that opens ``book/<chapter>.ipynb`` in the repository's Binder image."""
+    return f"https://mybinder.org/v2/gh/{REPOSITORY}/{BRANCH}?urlpath=tree/book/{chapter}.ipynb"
+
+
+def colab_url(chapter: str) -> str:
+    """A Colab link that opens ``book/<chapter>.ipynb`` straight from GitHub."""
+    return f"https://colab.research.google.com/github/{REPOSITORY}/blob/{BRANCH}/book/{chapter}.ipynb"
+
+
+def install_command() -> str:
+    """The pip command that installs markovlib from the repository (what the Colab cell runs)."""
+    return f'pip install "markovlib @ git+https://github.com/{REPOSITORY}@{BRANCH}"'
+
+
+def _literal(value) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+class RerunBox:
+    """The box at the top of each chapter: the parameters it was built with and how to re-run it."""
+
+    def __init__(self, chapter: str, params: dict, scale_used: str):
+        self.chapter, self.params, self.scale_used = chapter, dict(params), scale_used
+
+    def papermill_command(self) -> str:
+        flags = " ".join(f"-p {k} {_literal(v)}" for k, v in self.params.items())
+        return f"papermill book/{self.chapter}.ipynb {self.chapter}-mine.ipynb {flags}"
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        rows = ", ".join(f"<code>{e(k)} = {e(_literal(v))}</code>" for k, v in self.params.items())
+        return (
+            '<div class="admonition tip rerun-box">\n'
+            '<p class="admonition-title">Re-run this page</p>\n'
+            f"<p>Built with {rows} (scale used: <code>{e(self.scale_used)}</code>). "
+            "Run it with your own parameters from a clone of the repository:</p>\n"
+            f'<pre class="rerun-command"><code>{e(self.papermill_command())}</code></pre>\n'
+            f'<p>or open it on <a class="reference external" href="{e(binder_url(self.chapter))}">Binder</a> '
+            f'(CPU image with markovlib) or <a class="reference external" href="{e(colab_url(self.chapter))}">Colab</a> '
+            "(the first cell installs markovlib there), edit the parameters cell and run all cells.</p>\n"
+            "</div>")
+
+    def _repr_markdown_(self) -> str:
+        """MyST for the book (the rerun cell renders its Markdown as MyST): a tip admonition in the page."""
+        rows = ", ".join(f"`{k} = {_literal(v)}`" for k, v in self.params.items())
+        return (":::{admonition} Re-run this page\n:class: tip rerun-box\n\n"
+                f"Built with {rows} (scale used: `{self.scale_used}`). Run it with your own parameters from a clone "
+                "of the repository:\n\n"
+                f"```bash\n{self.papermill_command()}\n```\n\n"
+                f"or open it on [Binder]({binder_url(self.chapter)}) (CPU image with markovlib) or "
+                f"[Colab]({colab_url(self.chapter)}) (the first cell installs markovlib there), edit the parameters "
+                "cell and run all cells.\n:::\n")
+
+
+def rerun_box(chapter: str, scale_used: str, **params) -> RerunBox:
+    """The "Re-run this page" box for ``book/<chapter>.ipynb`` built with ``params`` (display it)."""
+    if not (ROOT / "book" / f"{chapter}.ipynb").exists() and (ROOT / "book").is_dir():
+        raise ValueError(f"no chapter book/{chapter}.ipynb")
+    return RerunBox(chapter, params, scale_used)
+
+
+def chapter_parameters(path: str | Path) -> dict:
+    """The default parameters of a chapter: the literal assignments of its ``parameters`` cell."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    if cell is None:
+        raise ValueError(f"{path} has no cell tagged 'parameters'")
+    values = {}
+    for node in ast.parse(cell.source).body:
+        if isinstance(node, ast.Assign):
+            values.update({t.id: ast.literal_eval(node.value) for t in node.targets})
+        elif isinstance(node, ast.AnnAssign):
+            values[node.target.id] = ast.literal_eval(node.value)
+    return values
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def build_info(packages: tuple[str, ...] = ("markovlib", "torch", "numpy", "scipy", "pandas", "matplotlib",
+                                            "seaborn", "tqdm", "jupyter-book", "myst-nb", "sphinx", "papermill",
+                                            "nbval")) -> dict:
+    """Facts about the machine and software this book was built with, read now (for the Reproducibility page)."""
+    import torch
+
+    versions = {}
+    for name in packages:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = "not installed"
+    cuda = torch.cuda.is_available()
+    return {
+        "built": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": _git_commit(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if cuda else "none",
+        "forced_scale": os.environ.get("MARKOVLIB_SCALE", "") or "none",
+        "versions": versions,
+    }

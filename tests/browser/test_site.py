@@ -1,0 +1,239 @@
+"""The built book in a real browser: every page loaded in headless Chromium (driven by Playwright).
+
+``make browser`` (part of ``make test``) runs this against the strict smoke build; ``MARKOVLIB_SITE`` points
+it at another build (e.g. ``_build/html``). Each page must load with no console error and no request
+leaving 127.0.0.1 (the site is self-contained: MathJax, fonts and scripts are local), every image must
+load with a non-zero size, every named figure of the chapter must be there with its caption, all math
+must be typeset by MathJax with no raw TeX left, notebook pages must carry the Binder and Colab launch
+buttons and the "Re-run this page" box, internal links must resolve (page and anchor), and the text must
+stay readable in the theme's dark mode. Screenshots (light, full page; dark, first screen) go to
+``_build/screenshots/`` with ``report.json``.
+
+Chromium: ``$MARKOVLIB_CHROMIUM``, a system Chromium/Chrome, else Debian's ``chromium`` installed with
+apt-get (as root), else Playwright's own download; the tests skip, saying so, only if all of these fail.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urldefrag, urlparse
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("MARKOVLIB_SITE") or ROOT / "_build" / "strict" / "_build" / "html").resolve()
+SHOTS = ROOT / "_build" / "screenshots"
+BOOK = ROOT / "book"
+SKIP_DIRS = {"_static", "_sources", "_images", "jupyter_execute", "_sphinx_design_static"}
+PAGES = sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
+               if not SKIP_DIRS & set(p.relative_to(SITE).parts)) if SITE.is_dir() else []
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+REPORT: dict[str, dict] = {}
+
+playwright = pytest.importorskip("playwright.sync_api", reason="playwright is pinned in requirements.txt; run make install")
+
+
+def _system_chromium() -> str | None:
+    candidates = [os.environ.get("MARKOVLIB_CHROMIUM", "")] + [shutil.which(n) or "" for n in
+                                                              ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+def _install_chromium() -> tuple[str | None, str]:
+    """Try Debian's package (as root), then Playwright's download; return (executable or None, what happened)."""
+    log = []
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+        for cmd in (install, ["apt-get", "update"], install):
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+            log.append(f"{' '.join(cmd)}: exit {r.returncode}")
+            if cmd is install and r.returncode == 0:
+                break
+        if _system_chromium():
+            return _system_chromium(), "; ".join(log)
+    r = subprocess.run([sys.executable, "-m", "playwright", "install", "chromium"], capture_output=True, text=True, timeout=900)
+    log.append(f"playwright install chromium: exit {r.returncode}")
+    return ("playwright" if r.returncode == 0 else None), "; ".join(log)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    executable, how = _system_chromium(), "found"
+    if executable is None:
+        executable, how = _install_chromium()
+    if executable is None:
+        pytest.skip(f"SKIPPED: no Chromium could be installed ({how}); install Debian's chromium or set MARKOVLIB_CHROMIUM")
+    with playwright.sync_playwright() as pw:
+        kwargs = {} if executable == "playwright" else {"executable_path": executable}
+        b = pw.chromium.launch(args=CHROMIUM_FLAGS, **kwargs)
+        REPORT["_browser"] = {"executable": executable, "version": b.version, "how": how}
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def server():
+    if not (SITE / "index.html").exists():
+        pytest.fail(f"no built site at {SITE}: build it first (make book-strict, or make book and MARKOVLIB_SITE=_build/html)")
+    handler = functools.partial(_QuietHandler, directory=str(SITE))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    size = sum(p.stat().st_size for p in SITE.rglob("*") if p.is_file())
+    REPORT["_site"] = {"path": str(SITE), "bytes": size, "files": sum(1 for p in SITE.rglob("*") if p.is_file())}
+    (SHOTS / "report.json").write_text(json.dumps(REPORT, indent=1, sort_keys=True))
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def _figure_names(stem: str) -> list[str]:
+    path = BOOK / f"{stem}.ipynb"
+    if not path.exists():
+        return []
+    nb = nbformat.read(path, as_version=4)
+    return [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells
+            if c.cell_type == "code" and "figure" in c.metadata.get("mystnb", {})]
+
+
+_FETCHED: dict[str, tuple[int, str]] = {}
+
+
+def _fetch(context, url: str) -> tuple[int, str]:
+    if url not in _FETCHED:
+        response = context.request.get(url)
+        _FETCHED[url] = (response.status, response.text() if response.ok else "")
+    return _FETCHED[url]
+
+
+# Contrast ratio (WCAG) between each sampled text element's colour and the first opaque background behind it.
+CONTRAST_JS = """(selectors) => {
+  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => { const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+                               return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const bg = el => { for (; el; el = el.parentElement) { const c = rgb(getComputedStyle(el).backgroundColor);
+                       if (c.length >= 3 && (c.length === 3 || c[3] > 0.5)) return c; } return [255, 255, 255]; };
+  const out = [];
+  for (const sel of selectors) for (const el of [...document.querySelectorAll(sel)].slice(0, 5)) {
+    if (!el.offsetParent || !el.textContent.trim()) continue;
+    const a = lum(rgb(getComputedStyle(el).color)), b = lum(bg(el));
+    out.push([sel, (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)]);
+  }
+  return out;
+}"""
+TEXT_SELECTORS = ["article p", "article li", "figcaption", ".rerun-box p", ".cell_output pre", ".admonition-title",
+                  "table td", ".proof p", "h1", "h2"]
+
+
+@pytest.mark.skipif(not PAGES, reason=f"no built site at {SITE} (make book-strict first)")
+@pytest.mark.parametrize("page", PAGES)
+def test_page(page, browser, server):
+    stem = Path(page).stem
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    external, errors = [], []
+
+    def route(r):
+        url = urlparse(r.request.url)
+        if url.scheme in ("data", "blob") or url.hostname == "127.0.0.1":
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    pg = context.new_page()
+    pg.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    response = pg.goto(f"{server}/{page}", wait_until="load")
+    assert response is not None and response.ok, f"{page}: HTTP {response and response.status}"
+    pg.wait_for_load_state("networkidle")
+    # MathJax 3 typesets on startup; wait for it (pages without math load no MathJax)
+    pg.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true")
+    # images: make lazy ones load, then wait for every one
+    pg.evaluate("""() => Promise.all([...document.images].map(i => { i.loading = 'eager';
+        return i.complete ? null : new Promise(r => { i.onload = i.onerror = r; }); }))""")
+    images = pg.evaluate("() => [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth, i.naturalHeight])")
+    math = pg.evaluate("""() => ({
+        math: document.querySelectorAll('.math').length,
+        untypeset: [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container')).length,
+        errors: document.querySelectorAll('mjx-merror').length,
+        raw: (() => { const c = document.querySelector('main, article, body').cloneNode(true);
+                      c.querySelectorAll('pre, code, script, style, mjx-container, textarea').forEach(e => e.remove());
+                      return (c.textContent.match(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{/g) || []).length; })(),
+    })""")
+    figures = {name: pg.evaluate("""(id) => { const f = document.getElementById(id);
+        if (!f) return null; const img = f.querySelector('img'); const cap = f.querySelector('figcaption');
+        return {tag: f.tagName, img: img ? img.naturalWidth : 0, caption: cap ? cap.textContent.trim() : ''}; }""", name)
+               for name in _figure_names(stem)}
+    links = pg.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
+    launch = pg.evaluate("""() => [...document.querySelectorAll('.dropdown-launch-buttons a')].map(a => a.href)""")
+    rerun = pg.evaluate("() => { const b = document.querySelector('.rerun-box'); return b ? b.textContent : null; }")
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")
+    pg.screenshot(path=str(shot), full_page=True)
+    light_contrast = pg.evaluate(CONTRAST_JS, TEXT_SELECTORS)
+    # dark mode as a reader gets it: the theme's own switch, remembered in localStorage, then a reload
+    pg.evaluate("() => { localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark'); }")
+    pg.reload(wait_until="load")
+    pg.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true")
+    theme = pg.evaluate("() => document.documentElement.dataset.theme")
+    dark_contrast = pg.evaluate(CONTRAST_JS, TEXT_SELECTORS)
+    pg.screenshot(path=str(shot.with_name(shot.stem + "-dark.png")))
+
+    # internal links: the page exists and so does the anchor
+    broken = []
+    for href in sorted(set(links)):
+        url, fragment = urldefrag(href)
+        if urlparse(url).hostname != "127.0.0.1":
+            continue
+        status, body = _fetch(context, url)
+        if status != 200:
+            broken.append(f"{href} (HTTP {status})")
+        elif fragment and not re.search(rf'(id|name)="{re.escape(fragment)}"', body):
+            broken.append(f"{href} (no anchor)")
+    context.close()
+
+    REPORT[page] = {"images": len(images), "math": math["math"], "figures": len(figures),
+                    "internal_links": len({urldefrag(h)[0] for h in links if urlparse(h).hostname == "127.0.0.1"}),
+                    "screenshot": shot.name,
+                    "min_contrast_light": round(min((c for _, c in light_contrast), default=21), 2),
+                    "min_contrast_dark": round(min((c for _, c in dark_contrast), default=21), 2)}
+
+    assert not external, f"{page} requested resources outside the site: {external[:5]}"
+    assert not errors, f"{page}: {errors[:5]}"
+    assert all(w > 0 and h > 0 for _, w, h in images), f"{page}: images not loaded: {[i for i in images if not i[1]]}"
+    assert math["untypeset"] == 0 and math["errors"] == 0, f"{page}: MathJax left {math}"
+    assert math["raw"] == 0, f"{page}: raw TeX in the text ({math['raw']} places)"
+    assert not broken, f"{page}: broken internal links {broken[:10]}"
+    for name, fig in figures.items():
+        assert fig is not None, f"{page}: figure {name} missing"
+        assert fig["tag"] == "FIGURE" and fig["img"] > 0 and fig["caption"], f"{page}: figure {name}: {fig}"
+    assert theme == "dark", f"{page}: the theme did not switch to dark mode ({theme!r})"
+    low = [(mode, s, round(c, 2)) for mode, pairs in (("light", light_contrast), ("dark", dark_contrast))
+           for s, c in pairs if c < 4.5]
+    assert not low, f"{page}: text below contrast 4.5:1 (light or dark mode): {low[:6]}"
+    if (BOOK / f"{stem}.ipynb").exists():       # notebook pages
+        assert any(h.startswith("https://mybinder.org/v2/gh/") and h.endswith(f"book/{stem}.ipynb") for h in launch), launch
+        assert any(h.startswith("https://colab.research.google.com/github/") and h.endswith(f"book/{stem}.ipynb")
+                   for h in launch), launch
+        if stem != "reproducibility":
+            assert rerun and f"papermill book/{stem}.ipynb" in rerun and "Binder" in rerun and "Colab" in rerun, rerun
+    if stem in {"framework", "global_minimum", "bad_local_minima", "saddles", "multi_state", "depth", "ccmc"}:
+        assert math["math"] > 0 and figures, f"{page}: a chapter without math or figures"
