@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .chains import MarkovChain
+from .chains import MarkovChain, _check_int
 
 __all__ = ["CCMCSizes", "SIZES", "sizes", "SelfAttentionSampler", "token_counts", "ccmc_probs", "base_chain",
            "random_W", "balanced_prompt", "generate", "markov_comparison", "trajectory_stats", "stable_vertices",
@@ -65,12 +65,6 @@ def sizes(scale) -> CCMCSizes:
 
 
 # ---------------------------------------------------------------- validation
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
-    return int(value)
-
-
 def _check_W(W) -> torch.Tensor:
     W = torch.as_tensor(W)
     if not W.is_floating_point():

@@ -127,16 +127,21 @@ def cmd_book(args) -> int:
     if not sources:
         print(f"markovlib book: error: no chapters under {ROOT / 'book'} (needs a clone of the repository)", file=sys.stderr)
         return 2
-    (out / "book").mkdir(parents=True, exist_ok=True)
-    for name in ("_toc.yml", "book/intro.md", "book/references.bib"):
-        shutil.copy(ROOT / name, out / name)
+    # everything the build reads besides the notebooks: toc, pages, bibliography, favicon, CSS, local extension
+    support = [ROOT / "_toc.yml", ROOT / "tools" / "sphinx_fixes.py",
+               *(f for f in (ROOT / "book").iterdir() if f.is_file() and f.suffix != ".ipynb"),
+               *(f for f in (ROOT / "_static").rglob("*") if f.is_file())]
+    for path in support:
+        (out / path.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, out / path.relative_to(ROOT))
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["title"] = f"{config['title']} — edition p = {args.p:g}, q = {args.q:g}"
     config["execute"]["execute_notebooks"] = "off"          # executed below, with the reader's parameters
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     for source in sources:
-        params = dict(seed=args.seed, scale=args.scale)
-        if {"p", "q"} <= set(pm.inspect_notebook(str(source))):   # binary chapters; the k-state one keeps its (k, p)
+        declared = set(pm.inspect_notebook(str(source)))        # Reproducibility declares none
+        params = {k: v for k, v in dict(seed=args.seed, scale=args.scale).items() if k in declared}
+        if {"p", "q"} <= declared:           # binary chapters; the k-state and CCMC ones keep their own parameters
             params.update(p=args.p, q=args.q)
         print(f"executing {source.name} with {', '.join(f'{k}={v}' for k, v in params.items())}", flush=True)
         pm.execute_notebook(str(source), str(out / "book" / source.name), cwd=str(source.parent), parameters=params,

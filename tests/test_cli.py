@@ -59,3 +59,6 @@ def test_book_builds_a_readers_edition(tmp_path):
     assert (out / "_build" / "html" / "book" / "framework.html").exists()
     assert "executing multi_state.ipynb with seed=0, scale=smoke" in done.stdout    # no binary (p, q) for k states
     assert "executing saddles.ipynb with seed=0, scale=smoke, p=0.6, q=0.7" in done.stdout
+    assert "executing reproducibility.ipynb with \n" in done.stdout                  # it declares no parameters
+    for page in ("reproducibility", "ccmc", "bibliography"):
+        assert (out / "_build" / "html" / "book" / f"{page}.html").exists(), page
