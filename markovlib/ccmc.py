@@ -19,6 +19,7 @@ probabilities are (B, k). Everything random takes ``seed`` or a ``torch.Generato
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,10 +29,10 @@ import torch.nn.functional as F
 
 from .chains import MarkovChain, _check_int
 
-__all__ = ["CCMCSizes", "SIZES", "sizes", "SelfAttentionSampler", "token_counts", "ccmc_probs", "base_chain",
+__all__ = ["CCMCSizes", "SIZES", "sizes", "check_chapter_parameters", "SelfAttentionSampler", "token_counts", "ccmc_probs", "base_chain",
            "random_W", "balanced_prompt", "generate", "markov_comparison", "trajectory_stats", "stable_vertices",
            "context_law", "mean_field", "sample_prompts", "sample_next", "nll", "fit_W", "row_centred",
-           "estimation_error"]
+           "estimation_error", "estimation_curve"]
 
 
 # ---------------------------------------------------------------- sizes per scale
@@ -62,6 +63,28 @@ def sizes(scale) -> CCMCSizes:
     if name not in SIZES:
         raise ValueError(f"scale must be one of {', '.join(map(repr, SIZES))}; got {name!r}")
     return SIZES[name]
+
+
+def check_chapter_parameters(*, k, prompt_len, sigma, beta, gamma, seed, n_traj=None, gen_len=None) -> None:
+    """The ranges of the chapter's ``parameters`` cell; raises ``ValueError`` naming the first one out of range."""
+    def number(name, value, lo, hi, open_lo=False):
+        ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and (lo < value if open_lo else lo <= value) \
+            and value <= hi
+        if not ok:                                             # also rejects NaN
+            raise ValueError(f"{name} must be a number in {'(' if open_lo else '['}{lo}, {hi}]; got {value!r}")
+
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 2 <= k <= 64:
+        raise ValueError(f"k must be an integer in [2, 64]; got {k!r}")
+    if isinstance(prompt_len, bool) or not isinstance(prompt_len, (int, np.integer)) or not k <= prompt_len <= 256:
+        raise ValueError(f"prompt_len must be an integer in [k, 256] = [{k}, 256] (section 3's prompt holds every "
+                         f"token); got {prompt_len!r}")
+    number("sigma", sigma, 0, 5, open_lo=True)
+    number("beta", beta, 0, 10)
+    number("gamma", gamma, -20, 20)
+    _check_int("seed", seed, 0)
+    for name, value in (("n_traj", n_traj), ("gen_len", gen_len)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 10):
+            raise ValueError(f"{name} must be None or an integer >= 10; got {value!r}")
 
 
 # ---------------------------------------------------------------- validation
@@ -410,3 +433,27 @@ def estimation_error(W_hat, W) -> float:
     if W_hat.shape != W.shape:
         raise ValueError(f"shapes differ: {tuple(W_hat.shape)} vs {tuple(W.shape)}")
     return float(torch.linalg.norm(row_centred(W_hat) - row_centred(W)))
+
+
+def estimation_curve(W, T: int, sizes, reps: int, *, pos=None, seed: int | None = None,
+                     generator: torch.Generator | None = None) -> dict[int, np.ndarray]:
+    """{n: errors}: :func:`estimation_error` of :func:`fit_W` on ``reps`` data sets of n i.i.d. (prompt, answer) pairs.
+
+    Prompts are uniform of length ``T`` (:func:`sample_prompts`), answers drawn from the CCMC of ``W``; every
+    draw comes, in order, from one generator, so the curve is reproducible from ``seed``.
+    """
+    W = _check_W(W).double()
+    k, T, reps = W.shape[0], _check_int("T", T, 1), _check_int("reps", reps, 1)
+    sizes = [_check_int("n", n, 1) for n in sizes]
+    if not sizes:
+        raise ValueError("sizes must name at least one sample size")
+    g = _make_generator(seed, generator)
+    curve = {}
+    for n in sizes:
+        errs = []
+        for _ in range(reps):
+            x = sample_prompts(n, T, k, generator=g)
+            y = sample_next(W, x, pos=pos, generator=g)
+            errs.append(estimation_error(fit_W(x, y, k, pos=pos), W))
+        curve[n] = np.array(errs)
+    return curve

@@ -229,12 +229,56 @@ def test_mle_with_positional_term():
     assert ccmc.estimation_error(ccmc.fit_W(x, y, k, pos=pos), W) < 0.15
 
 
+def test_estimation_curve_is_the_loop_over_fits_on_one_generator():
+    k, T = 3, 5
+    W = ccmc.random_W(k, seed=7)
+    curve = ccmc.estimation_curve(W, T, (300, 3000), 2, seed=11)
+    g = torch.Generator().manual_seed(11)                    # the same draws, by hand, in the documented order
+    for n in (300, 3000):
+        expected = []
+        for _ in range(2):
+            x = torch.randint(0, k, (n, T), generator=g)
+            probs = ccmc_counts_formula(W, x)
+            y = torch.multinomial(probs, 1, generator=g).squeeze(1)
+            expected.append(ccmc.estimation_error(ccmc.fit_W(x, y, k), W))
+        assert np.array_equal(curve[n], np.array(expected))
+    assert list(curve) == [300, 3000] and curve[3000].mean() < curve[300].mean()
+    with pytest.raises(ValueError, match="sizes"):
+        ccmc.estimation_curve(W, T, (), 2)
+    with pytest.raises(ValueError, match="reps"):
+        ccmc.estimation_curve(W, T, (10,), 0)
+
+
+def ccmc_counts_formula(W, x):
+    """P(next = j | x) ∝ #{t: x_t = j} exp(W[x_T, j]), written out with a Python loop (independent of ccmc_probs)."""
+    k = W.shape[0]
+    out = torch.zeros(x.shape[0], k, dtype=torch.float64)
+    for b, prompt in enumerate(x.tolist()):
+        weights = [prompt.count(j) * math.exp(float(W[prompt[-1], j])) for j in range(k)]
+        out[b] = torch.tensor(weights, dtype=torch.float64) / sum(weights)
+    return out
+
+
 # ---------------------------------------------------------------- sizes and errors
 def test_sizes_cover_every_scale():
     assert set(ccmc.SIZES) == set(PRESETS)
     for name, scale in PRESETS.items():
         assert ccmc.sizes(scale) is ccmc.sizes(name)
     assert ccmc.sizes("smoke").gen_len < ccmc.sizes("cpu").gen_len
+
+
+GOOD = dict(k=8, prompt_len=16, sigma=1.0, beta=2.0, gamma=2.0, seed=0, n_traj=None, gen_len=None)
+
+
+@pytest.mark.parametrize("name,value", [("k", 1), ("k", 65), ("k", 4.0), ("k", True), ("prompt_len", 7),
+                                        ("prompt_len", 257), ("sigma", 0.0), ("sigma", math.nan), ("sigma", 5.5),
+                                        ("beta", -0.1), ("beta", "2"), ("gamma", 21.0), ("gamma", -math.inf),
+                                        ("seed", -1), ("seed", 0.5), ("n_traj", 9), ("gen_len", 100.0)])
+def test_chapter_parameters_out_of_range_are_named(name, value):
+    ccmc.check_chapter_parameters(**GOOD)                       # the chapter's defaults pass
+    ccmc.check_chapter_parameters(**{**GOOD, "k": 3, "prompt_len": 3, "n_traj": 10, "gen_len": 10, "gamma": -20})
+    with pytest.raises(ValueError, match=f"^{name} must be"):
+        ccmc.check_chapter_parameters(**{**GOOD, name: value})
 
 
 def test_bad_parameters_raise():
