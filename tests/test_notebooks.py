@@ -6,6 +6,7 @@ book build, both in ``make test``.)
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,13 @@ def test_structure(path):
     assert values["scale"] == "auto"
     assert "assert " in code[-1].source, "the last cell asserts the chapter's claims"
     assert nb.metadata["kernelspec"]["name"] == "python3"
+    # the reader sees prose, short code and figures: plotting code and the code that only turns measured numbers
+    # into the prose's verdicts (glue("..._verdict", Markdown(...)), nothing printed) are collapsed
+    figures = [c for c in code if "figure" in c.metadata.get("mystnb", {})]
+    verdicts = [c for c in code if re.search(r'glue\("\w+_verdict",\s*Markdown\(', c.source) and "print(" not in c.source]
+    assert figures, "a chapter shows at least one named figure"
+    for cell in figures + verdicts:
+        assert "hide-input" in cell.metadata.get("tags", []), f"collapse this cell (hide-input):\n{cell.source[:200]}"
 
 
 def test_stored_without_outputs():
