@@ -29,10 +29,10 @@ import torch.nn.functional as F
 
 from .chains import MarkovChain, _check_int
 
-__all__ = ["CCMCSizes", "SIZES", "sizes", "check_chapter_parameters", "SelfAttentionSampler", "token_counts", "ccmc_probs", "base_chain",
-           "random_W", "balanced_prompt", "generate", "markov_comparison", "trajectory_stats", "stable_vertices",
-           "context_law", "mean_field", "sample_prompts", "sample_next", "nll", "fit_W", "row_centred",
-           "estimation_error", "estimation_curve"]
+__all__ = ["CCMCSizes", "SIZES", "sizes", "check_chapter_parameters", "SelfAttentionSampler", "token_counts",
+           "ccmc_probs", "base_chain", "random_W", "balanced_prompt", "generate", "markov_comparison",
+           "trajectory_stats", "stable_vertices", "context_law", "mean_field", "sample_prompts", "sample_next",
+           "nll", "fit_W", "row_centred", "estimation_error", "estimation_curve"]
 
 
 # ---------------------------------------------------------------- sizes per scale
@@ -67,24 +67,22 @@ def sizes(scale) -> CCMCSizes:
 
 def check_chapter_parameters(*, k, prompt_len, sigma, beta, gamma, seed, n_traj=None, gen_len=None) -> None:
     """The ranges of the chapter's ``parameters`` cell; raises ``ValueError`` naming the first one out of range."""
-    def number(name, value, lo, hi, open_lo=False):
-        ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and (lo < value if open_lo else lo <= value) \
-            and value <= hi
-        if not ok:                                             # also rejects NaN
-            raise ValueError(f"{name} must be a number in {'(' if open_lo else '['}{lo}, {hi}]; got {value!r}")
+    def in_range(name, value, lo, hi, *, integer=False, open_lo=False, why=""):
+        kind = (int, np.integer) if integer else numbers.Real
+        if isinstance(value, bool) or not isinstance(value, kind) or not (lo < value if open_lo else lo <= value) \
+                or not value <= hi:                            # also rejects NaN
+            raise ValueError(f"{name} must be {'an integer' if integer else 'a number'} in "
+                             f"{'(' if open_lo else '['}{lo}, {hi}]{why}; got {value!r}")
 
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 2 <= k <= 64:
-        raise ValueError(f"k must be an integer in [2, 64]; got {k!r}")
-    if isinstance(prompt_len, bool) or not isinstance(prompt_len, (int, np.integer)) or not k <= prompt_len <= 256:
-        raise ValueError(f"prompt_len must be an integer in [k, 256] = [{k}, 256] (section 3's prompt holds every "
-                         f"token); got {prompt_len!r}")
-    number("sigma", sigma, 0, 5, open_lo=True)
-    number("beta", beta, 0, 10)
-    number("gamma", gamma, -20, 20)
+    in_range("k", k, 2, 64, integer=True)
+    in_range("prompt_len", prompt_len, k, 256, integer=True, why=" (section 3's prompt holds every token)")
+    in_range("sigma", sigma, 0, 5, open_lo=True)
+    in_range("beta", beta, 0, 10)
+    in_range("gamma", gamma, -20, 20)
     _check_int("seed", seed, 0)
     for name, value in (("n_traj", n_traj), ("gen_len", gen_len)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 10):
-            raise ValueError(f"{name} must be None or an integer >= 10; got {value!r}")
+        if value is not None:                                  # None: the scale's size
+            _check_int(name, value, 10)
 
 
 # ---------------------------------------------------------------- validation
@@ -435,7 +433,7 @@ def estimation_error(W_hat, W) -> float:
     return float(torch.linalg.norm(row_centred(W_hat) - row_centred(W)))
 
 
-def estimation_curve(W, T: int, sizes, reps: int, *, pos=None, seed: int | None = None,
+def estimation_curve(W, T: int, sample_sizes, reps: int, *, pos=None, seed: int | None = None,
                      generator: torch.Generator | None = None) -> dict[int, np.ndarray]:
     """{n: errors}: :func:`estimation_error` of :func:`fit_W` on ``reps`` data sets of n i.i.d. (prompt, answer) pairs.
 
@@ -444,12 +442,12 @@ def estimation_curve(W, T: int, sizes, reps: int, *, pos=None, seed: int | None 
     """
     W = _check_W(W).double()
     k, T, reps = W.shape[0], _check_int("T", T, 1), _check_int("reps", reps, 1)
-    sizes = [_check_int("n", n, 1) for n in sizes]
-    if not sizes:
-        raise ValueError("sizes must name at least one sample size")
+    sample_sizes = [_check_int("n", n, 1) for n in sample_sizes]
+    if not sample_sizes:
+        raise ValueError("sample_sizes must name at least one sample size")
     g = _make_generator(seed, generator)
     curve = {}
-    for n in sizes:
+    for n in sample_sizes:
         errs = []
         for _ in range(reps):
             x = sample_prompts(n, T, k, generator=g)

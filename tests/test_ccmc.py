@@ -14,6 +14,18 @@ from markovlib.presets import PRESETS
 P_MIN = 1e-4      # a correct sampler with a fixed seed passes a goodness-of-fit test at this level essentially always
 
 
+def _ccmc_by_hand(W, x, pos=None) -> torch.Tensor:
+    """P(next = j | x) ∝ c_j exp(W[x_T, j]), c_j = Σ_{t: x_t = j} exp(b_t) (b = 0: plain counts), by Python loops."""
+    k, T = W.shape[0], x.shape[1]
+    b = [0.0] * T if pos is None else [float(v) for v in pos[:T]]
+    out = torch.zeros(x.shape[0], k, dtype=torch.float64)
+    for i, prompt in enumerate(x.tolist()):
+        c = [sum(math.exp(b[t]) for t in range(T) if prompt[t] == j) for j in range(k)]
+        w = [c[j] * math.exp(float(W[prompt[-1], j])) for j in range(k)]
+        out[i] = torch.tensor(w, dtype=torch.float64) / sum(w)
+    return out
+
+
 def _softmax_rows(W: torch.Tensor) -> torch.Tensor:
     e = torch.exp(W - W.max(1, keepdim=True).values)
     return e / e.sum(1, keepdim=True)
@@ -41,13 +53,7 @@ def test_positional_attention_equals_position_weighted_ccmc(k, T):
         x = ccmc.sample_prompts(150, T, k, seed=seed + 20)
         probs = ccmc.SelfAttentionSampler(W, pos)(x)
         assert (probs - ccmc.ccmc_probs(W, x, pos)).abs().max() < 1e-12
-        # by hand: c_j = sum_{t: x_t = j} exp(b_t), P(j) ∝ c_j exp(W[x_T, j])
-        for b in range(5):
-            c = np.zeros(k)
-            for t in range(T):
-                c[x[b, t]] += math.exp(pos[t])
-            w = c * np.exp(W[x[b, -1]].numpy())
-            assert np.allclose(probs[b].detach().numpy(), w / w.sum(), atol=1e-12)
+        assert (probs[:5] - _ccmc_by_hand(W, x[:5], pos)).abs().max() < 1e-12
 
 
 def test_constant_positional_term_changes_nothing():
@@ -238,7 +244,7 @@ def test_estimation_curve_is_the_loop_over_fits_on_one_generator():
         expected = []
         for _ in range(2):
             x = torch.randint(0, k, (n, T), generator=g)
-            probs = ccmc_counts_formula(W, x)
+            probs = _ccmc_by_hand(W, x)
             y = torch.multinomial(probs, 1, generator=g).squeeze(1)
             expected.append(ccmc.estimation_error(ccmc.fit_W(x, y, k), W))
         assert np.array_equal(curve[n], np.array(expected))
@@ -247,16 +253,6 @@ def test_estimation_curve_is_the_loop_over_fits_on_one_generator():
         ccmc.estimation_curve(W, T, (), 2)
     with pytest.raises(ValueError, match="reps"):
         ccmc.estimation_curve(W, T, (10,), 0)
-
-
-def ccmc_counts_formula(W, x):
-    """P(next = j | x) ∝ #{t: x_t = j} exp(W[x_T, j]), written out with a Python loop (independent of ccmc_probs)."""
-    k = W.shape[0]
-    out = torch.zeros(x.shape[0], k, dtype=torch.float64)
-    for b, prompt in enumerate(x.tolist()):
-        weights = [prompt.count(j) * math.exp(float(W[prompt[-1], j])) for j in range(k)]
-        out[b] = torch.tensor(weights, dtype=torch.float64) / sum(weights)
-    return out
 
 
 # ---------------------------------------------------------------- sizes and errors
