@@ -1,6 +1,6 @@
 """Benchmark markovlib's Markov sampler, training step, ensembles and book against the authors' way of doing it.
 
-Usage: ``python benchmarks/bench.py [--quick] [--book] [--e2e-steps S] [--device auto|cpu|cuda] [--threads N]
+Usage: ``python benchmarks/bench.py [--quick] [--book] [--ray] [--e2e-steps S] [--device auto|cpu|cuda] [--threads N]
 [--processes P] [--json PATH]``
 
 Timing: every number except the book rows is the median over trials of the per-call time of one timing helper,
@@ -48,8 +48,16 @@ The rows, each with its baseline (the "baseline is" column):
    in the same temporary folder: no stored runs are read back, every chapter trains from scratch), with
    MARKOVLIB_SCALE=smoke and with MARKOVLIB_SCALE=cpu, the ``jupyter-book`` installed beside this Python. These
    are subprocesses, timed once each with a wall clock rather than ``measure``. No baseline.
+7. Sweep executors (full mode, or --ray): seconds of one 16-run sweep (``SWEEP_GRID``: 2 p × 2 q × tying × 2
+   seeds, ensembles of 4, each time into a fresh result store) through the Ray executor on a single-machine
+   cluster of ``--threads`` CPUs started for it (``ray.init``). With ``cpus_per_task = --threads`` the tasks
+   run one at a time with the local executor's thread count: the ratio (< 1) is Ray's overhead, once with the
+   workers cold (the first sweep: worker processes start and import torch) and once warm (a second sweep).
+   With ``cpus_per_task = 1`` (warm) ``--threads`` ensembles train at once, one thread each. Baseline: the
+   same sweep through the local executor, in this process with ``--threads`` torch threads. The cluster's
+   start-up is a row of its own. Wall-clock, one run each, not ``measure``.
 
-Why the sampler baseline is what it is: the authors' code (PAPER.md, "Training settings") samples the chain with
+Why the sampler baseline is what it is: the authors' code (paper App. A; their public training code) samples the chain with
 a Python loop over positions and one ``torch.multinomial`` call per position, the first state drawn from the
 stationary law. ``authors_sampler`` reproduces exactly that loop (transition matrix as a tensor on the device,
 rows picked by the previous states), so the ratio measures markovlib's vectorised sampler against the reference
@@ -93,6 +101,9 @@ E2E_STEPS = 50
 ENSEMBLE_SIZES = {256: (1, 8, 32), 1024: (1, 8)}   # seq length → N; seq 1024 in full mode only
 PAPER_LEN, PAPER_EVAL_BATCHES, PAPER_ITERATIONS = 1024, 24, 400
 BOOK_SCALES = ("smoke", "cpu")
+SWEEP_GRID = dict(ps=(0.2, 0.6), qs=(0.3, 0.7), tied=(True, False), seeds=(0, 1), config_kwargs=dict(max_len=64),
+                  steps=50, batch_size=8, seq_len=64, eval_every=25, eval_batches=2)     # 16 runs
+SWEEP_ENSEMBLE = 4
 
 
 # ---------------------------------------------------------------- timing
@@ -255,6 +266,32 @@ def build_book(scale: str, threads: int) -> float:
     return seconds
 
 
+def sweep_times(threads: int) -> dict[str, float]:
+    """Wall-clock seconds of the SWEEP_GRID sweep: local; Ray start; Ray one task at a time cold, warm; parallel."""
+    import ray
+
+    from markovlib.sweep import grid, sweep
+    specs = grid(**SWEEP_GRID)
+    seconds = {}
+    with tempfile.TemporaryDirectory(prefix="markovlib-bench-sweep-", dir="/tmp") as tmp:
+        def timed(name: str, **executor) -> None:
+            t0 = time.perf_counter()
+            sweep(specs, Path(tmp) / name, ensemble_size=SWEEP_ENSEMBLE, device="cpu", progress=False, **executor)
+            seconds[name] = time.perf_counter() - t0
+
+        timed("local")
+        t0 = time.perf_counter()
+        ray.init(num_cpus=threads, _temp_dir=str(Path(tmp) / "ray"), include_dashboard=False, logging_level="WARNING")
+        seconds["ray_start"] = time.perf_counter() - t0
+        try:
+            timed("ray_cold", executor="ray", cpus_per_task=threads)
+            timed("ray_warm", executor="ray", cpus_per_task=threads)
+            timed("ray_parallel", executor="ray", cpus_per_task=1)
+        finally:
+            ray.shutdown()
+    return seconds
+
+
 # ---------------------------------------------------------------- report
 def fmt(value: float | None, unit: str) -> str:
     if value is None:
@@ -285,6 +322,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer, shorter trials, no book builds (< 40 s)")
     ap.add_argument("--book", action="store_true", help="also time the book builds in --quick mode")
+    ap.add_argument("--ray", action="store_true", help="also time the sweep executors (local, Ray) in --quick mode")
     ap.add_argument("--e2e-steps", type=int, default=None, metavar="S",
                     help="iterations of the paper-run row (default 10 with --quick, 40 otherwise)")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
@@ -370,6 +408,18 @@ def main(argv: list[str] | None = None) -> dict:
         for scale in BOOK_SCALES:
             rows.append(row(f"`jupyter-book build`, MARKOVLIB_SCALE={scale}, fresh output folder", "s",
                             build_book(scale, args.threads)))
+
+    # 7. the same 16-run sweep through the local executor and through Ray on this machine (wall clock, once each)
+    if not args.quick or args.ray:
+        sweeps = sweep_times(args.threads)
+        what = f"16-run sweep (ensembles of {SWEEP_ENSEMBLE}), Ray executor on {args.threads} CPUs"
+        local = "same sweep, local executor"
+        rows.append(row(f"{what}, {args.threads} CPUs per task, workers cold", "s", sweeps["ray_cold"], sweeps["local"],
+                        local))
+        rows.append(row(f"{what}, {args.threads} CPUs per task, workers warm", "s", sweeps["ray_warm"], sweeps["local"],
+                        local))
+        rows.append(row(f"{what}, 1 CPU per task, workers warm", "s", sweeps["ray_parallel"], sweeps["local"], local))
+        rows.append(row(f"`ray.init(num_cpus={args.threads})`: single-machine cluster start", "s", sweeps["ray_start"]))
 
     total = time.perf_counter() - t_start
     env = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),

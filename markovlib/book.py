@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import html
+import math
+import numbers
 import os
 import platform
 import subprocess
@@ -15,14 +17,22 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-__all__ = ["REPOSITORY", "BRANCH", "glue", "binder_url", "colab_url", "install_command", "rerun_box",
+from .train import cpu_model
+
+__all__ = ["REPOSITORY", "BRANCH", "glue", "glue_scale", "check_chapter_parameters", "binder_url", "colab_url", "install_requirement", "rerun_box",
            "chapter_parameters", "build_info"]
 
 # The one place that names the public repository (``_config.yml`` repeats it for the launch buttons; a test
 # checks the two agree).
 REPOSITORY = "markovlib/attention-with-markov"
 BRANCH = "main"
-ROOT = Path(__file__).resolve().parents[1]
+
+
+def find_repository(start: str | Path | None = None) -> Path | None:
+    """The clone of this book that holds ``start`` (default: the working directory): the first folder at or
+    above it with ``_toc.yml`` and ``book/``; None outside a clone (an installed markovlib has no chapters)."""
+    here = Path(start or Path.cwd()).resolve()
+    return next((d for d in (here, *here.parents) if (d / "_toc.yml").is_file() and (d / "book").is_dir()), None)
 
 
 def glue(name: str, value, display: bool = True) -> None:
@@ -37,6 +47,53 @@ def glue(name: str, value, display: bool = True) -> None:
     myst_glue(name, value, display=display)
 
 
+def glue_scale(S, n_seeds: int) -> None:
+    """Glue the edition a page was built at: ``scale_name``, ``seq_len``, ``steps`` and ``n_seeds``."""
+    from IPython.display import Markdown
+    glue("scale_name", Markdown(f"`{S.name}`"), display=False)
+    glue("seq_len", int(S.seq_len), display=False)
+    glue("steps", int(S.steps), display=False)
+    glue("n_seeds", int(n_seeds), display=False)
+
+
+# Allowed values of the chapters' parameters: (low, high, low open, high open, integer) or a tuple of choices.
+_OPEN01, _CLOSED01 = (0.0, 1.0, True, True, False), (0.0, 1.0, False, False, False)
+_RULES = {
+    "framework": dict(p=_CLOSED01, q=_CLOSED01, k=(2, 12, False, False, True), p_multi=(0.0, 1.0, True, False, False)),
+    "global_minimum": dict(p=_OPEN01, q=_OPEN01),
+    "bad_local_minima": dict(p=_OPEN01, q=_OPEN01, preset=("gpt2", "theory"), noise=(0.0, math.inf, True, True, False)),
+    "saddles": dict(p=_OPEN01, q=_OPEN01, noise=(0.0, math.inf, True, True, False)),
+    "multi_state": dict(k=(2, 12, False, False, True), p=(0.0, 1.0, True, False, False)),
+    "depth": dict(p=_OPEN01, q=_OPEN01, order=(2, 6, False, False, True)),
+}
+
+
+def check_chapter_parameters(chapter: str, **params) -> None:
+    """Refuse a chapter's bad parameters in its first code cell: ``ValueError`` naming the parameter and its range.
+
+    Every chapter takes ``seed`` (an integer >= 0) and ``scale``; the others follow the chapter's rules.
+    """
+    from .presets import PRESETS
+    rules = {"seed": (0, math.inf, False, True, True), "scale": ("auto", *PRESETS), **_RULES[chapter]}
+    for name, value in params.items():
+        rule = rules[name]
+        if isinstance(rule[0], str):
+            if value not in rule:
+                raise ValueError(f"{name} must be one of {', '.join(map(repr, rule))}; got {value!r}")
+            continue
+        low, high, open_low, open_high, integer = rule
+        kind = "an integer" if integer else "a number"
+        ok = isinstance(value, numbers.Integral if integer else numbers.Real) and not isinstance(value, bool) and \
+            math.isfinite(value) and (low < value if open_low else low <= value) and \
+            (value < high if open_high else value <= high)
+        if not ok:
+            where = (f">= {low:g}" if high == math.inf else
+                     f"in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}")
+            raise ValueError(f"{name} must be {kind} {where}; got {value!r}")
+    if chapter == "framework" and params.get("p", 1) + params.get("q", 1) == 0:
+        raise ValueError("p + q must be > 0 (p = q = 0 never switches)")
+
+
 def binder_url(chapter: str) -> str:
     """A mybinder.org link that opens ``book/<chapter>.ipynb`` in the repository's Binder image."""
     return f"https://mybinder.org/v2/gh/{REPOSITORY}/{BRANCH}?urlpath=tree/book/{chapter}.ipynb"
@@ -47,9 +104,9 @@ def colab_url(chapter: str) -> str:
     return f"https://colab.research.google.com/github/{REPOSITORY}/blob/{BRANCH}/book/{chapter}.ipynb"
 
 
-def install_command() -> str:
-    """The pip command that installs markovlib from the repository (what the Colab cell runs)."""
-    return f'pip install "markovlib @ git+https://github.com/{REPOSITORY}@{BRANCH}"'
+def install_requirement() -> str:
+    """What the Colab cell pip-installs: markovlib from the repository's main branch."""
+    return f"markovlib @ git+https://github.com/{REPOSITORY}@{BRANCH}"
 
 
 def _literal(value) -> str:
@@ -94,7 +151,8 @@ class RerunBox:
 
 def rerun_box(chapter: str, scale_used: str, **params) -> RerunBox:
     """The "Re-run this page" box for ``book/<chapter>.ipynb`` built with ``params`` (display it)."""
-    if not (ROOT / "book" / f"{chapter}.ipynb").exists() and (ROOT / "book").is_dir():
+    root = find_repository()
+    if root is not None and not (root / "book" / f"{chapter}.ipynb").exists():
         raise ValueError(f"no chapter book/{chapter}.ipynb")
     return RerunBox(chapter, params, scale_used)
 
@@ -118,21 +176,12 @@ def chapter_parameters(path: str | Path) -> dict:
 
 def _git_commit() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+        out = subprocess.run(["git", "-C", str(find_repository() or Path.cwd()), "rev-parse", "--short", "HEAD"],
+                             capture_output=True,
                              text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip() or "unknown"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def build_info(packages: tuple[str, ...] = ("markovlib", "torch", "numpy", "scipy", "pandas", "matplotlib",
@@ -153,7 +202,7 @@ def build_info(packages: tuple[str, ...] = ("markovlib", "torch", "numpy", "scip
         "commit": _git_commit(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.cuda.get_device_name(0) if cuda else "none",

@@ -20,14 +20,18 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .chains import MarkovChain, _check_int
+from ._checks import check_int as _check_int
+from .presets import CCMC_SIZES as SIZES
+from .presets import CCMCSizes, ccmc_sizes
+from ._checks import generator as _generator
+from ._checks import seeded
+from .chains import MarkovChain
 
 __all__ = ["CCMCSizes", "SIZES", "sizes", "check_chapter_parameters", "SelfAttentionSampler", "token_counts",
            "ccmc_probs", "base_chain", "random_W", "balanced_prompt", "generate", "markov_comparison",
@@ -35,34 +39,8 @@ __all__ = ["CCMCSizes", "SIZES", "sizes", "check_chapter_parameters", "SelfAtten
            "nll", "fit_W", "row_centred", "estimation_error", "estimation_curve"]
 
 
-# ---------------------------------------------------------------- sizes per scale
-@dataclass(frozen=True)
-class CCMCSizes:
-    """Sizes of the CCMC chapter at one scale (``markovlib.presets`` names the scales)."""
-
-    n_check: int                  # random prompts for the equivalence checks
-    n_traj: int                   # trajectories (seeds) generated from one prompt
-    gen_len: int                  # tokens generated per trajectory
-    window: int                   # trailing window of the trajectory statistics
-    est_sizes: tuple[int, ...]    # sample sizes n of the maximum-likelihood estimation of W
-    est_reps: int                 # independent data sets per sample size
-
-
-SIZES: dict[str, CCMCSizes] = {
-    "smoke": CCMCSizes(n_check=64, n_traj=32, gen_len=400, window=50, est_sizes=(2000, 8000, 32000), est_reps=2),
-    "cpu": CCMCSizes(n_check=1024, n_traj=256, gen_len=10000, window=200,
-                     est_sizes=(2000, 8000, 32000, 128000, 512000), est_reps=4),
-    "paper": CCMCSizes(n_check=4096, n_traj=1024, gen_len=20000, window=500,
-                       est_sizes=(2000, 8000, 32000, 128000, 512000, 2048000), est_reps=8),
-}
-
-
-def sizes(scale) -> CCMCSizes:
-    """The chapter's sizes for a :class:`~markovlib.presets.Scale` (or its name)."""
-    name = getattr(scale, "name", scale)
-    if name not in SIZES:
-        raise ValueError(f"scale must be one of {', '.join(map(repr, SIZES))}; got {name!r}")
-    return SIZES[name]
+# ---------------------------------------------------------------- sizes per scale (defined in presets)
+sizes = ccmc_sizes
 
 
 def check_chapter_parameters(*, k, prompt_len, sigma, beta, gamma, seed, n_traj=None, gen_len=None) -> None:
@@ -124,18 +102,6 @@ def _check_pos(pos, length: int, dtype) -> torch.Tensor | None:
     if not torch.isfinite(pos).all():
         raise ValueError("pos must have finite entries")
     return pos
-
-
-def _make_generator(seed, generator) -> torch.Generator | None:
-    if generator is not None:
-        if seed is not None:
-            raise ValueError("pass either seed or generator, not both")
-        return generator
-    if seed is None:
-        return None
-    g = torch.Generator()
-    g.manual_seed(int(seed))
-    return g
 
 
 # ---------------------------------------------------------------- the model and the formula
@@ -214,7 +180,7 @@ def random_W(k: int, *, sigma: float = 1.0, diag: float = 0.0, seed: int = 0) ->
     k = _check_int("k", k, 2)
     if not (sigma >= 0 and math.isfinite(sigma)) or not math.isfinite(diag):
         raise ValueError(f"sigma must be finite and >= 0 and diag finite; got sigma={sigma!r}, diag={diag!r}")
-    g = torch.Generator().manual_seed(int(seed))
+    g = seeded(seed)
     return diag * torch.eye(k, dtype=torch.float64) + sigma * torch.randn(k, k, generator=g, dtype=torch.float64)
 
 
@@ -223,7 +189,7 @@ def balanced_prompt(k: int, length: int, *, seed: int = 0) -> torch.Tensor:
     k, length = _check_int("k", k, 2), _check_int("length", length, 1)
     if length < k:
         raise ValueError(f"a balanced prompt needs length >= k so that every token occurs; got length {length} < k = {k}")
-    g = torch.Generator().manual_seed(int(seed))
+    g = seeded(seed)
     return (torch.arange(length) % k)[torch.randperm(length, generator=g)]
 
 
@@ -251,7 +217,7 @@ def generate(W, prompt, length: int, *, n_traj: int | None = None, pos=None, see
     pos = _check_pos(pos, T + length, torch.float64)
     if pos is not None:
         pos = pos - pos[: T + length].max()
-    g = _make_generator(seed, generator)
+    g = _generator(seed, generator)
     out = torch.empty(B, length, dtype=torch.long)
     rows = torch.arange(B)
     if via == "attention":
@@ -349,12 +315,12 @@ def mean_field(W, c0, taus, *, step: float = 0.01) -> np.ndarray:
 def sample_prompts(n: int, T: int, k: int, *, seed: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """n i.i.d. prompts of T tokens, each uniform on {0..k-1}; (n, T)."""
     n, T, k = _check_int("n", n, 1), _check_int("T", T, 1), _check_int("k", k, 2)
-    return torch.randint(0, k, (n, T), generator=_make_generator(seed, generator))
+    return torch.randint(0, k, (n, T), generator=_generator(seed, generator))
 
 
 def sample_next(W, x, *, pos=None, seed: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """One next token per prompt, y ~ CCMC(· | x); (B,)."""
-    return torch.multinomial(ccmc_probs(_check_W(W).double(), x, pos), 1, generator=_make_generator(seed, generator)).squeeze(1)
+    return torch.multinomial(ccmc_probs(_check_W(W).double(), x, pos), 1, generator=_generator(seed, generator)).squeeze(1)
 
 
 def _check_outputs(x: torch.Tensor, y, log_c: torch.Tensor, k: int) -> torch.Tensor:
@@ -445,7 +411,7 @@ def estimation_curve(W, T: int, sample_sizes, reps: int, *, pos=None, seed: int 
     sample_sizes = [_check_int("n", n, 1) for n in sample_sizes]
     if not sample_sizes:
         raise ValueError("sample_sizes must name at least one sample size")
-    g = _make_generator(seed, generator)
+    g = _generator(seed, generator)
     curve = {}
     for n in sample_sizes:
         errs = []

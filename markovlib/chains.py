@@ -14,13 +14,16 @@ used instead. Each ``x_{n+1}`` given the past has law ``P[x_n]`` because ``U_n``
 from __future__ import annotations
 
 import math
-import numbers
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-__all__ = ["MarkovChain", "HigherOrderChain", "binary", "symmetric", "kth_order", "lag_switching", "random_kth_order",
+from ._checks import check_int as _check_int
+from ._checks import check_probability as _check_probability
+from ._checks import generator as _make_generator
+
+__all__ = ["Chain", "MarkovChain", "HigherOrderChain", "binary", "symmetric", "kth_order", "lag_switching", "random_kth_order",
            "binary_entropy"]
 
 _ATOL = 1e-8
@@ -37,31 +40,23 @@ def binary_entropy(a) -> np.ndarray | float:
     return float(out) if np.ndim(out) == 0 else out
 
 
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
-    return int(value)
+@runtime_checkable
+class Chain(Protocol):
+    """What the rest of markovlib needs of a source: :class:`MarkovChain` and :class:`HigherOrderChain` both are."""
 
+    k: int          # number of states (the model's vocabulary)
+    name: str
 
-def _check_probability(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number in [0, 1]; got {value!r}")
-    value = float(value)
-    if not (0.0 <= value <= 1.0):  # also rejects NaN
-        raise ValueError(f"{name} must be in [0, 1]; got {value}")
-    return value
+    def stationary(self) -> np.ndarray: ...
 
+    def entropy_rate(self) -> float: ...
 
-def _make_generator(seed, generator, device: torch.device) -> torch.Generator | None:
-    if generator is not None:
-        if seed is not None:
-            raise ValueError("pass either seed or generator, not both")
-        return generator
-    if seed is None:
-        return None  # torch's global RNG
-    g = torch.Generator(device=device)
-    g.manual_seed(int(seed))
-    return g
+    def unigram_entropy(self) -> float: ...
+
+    def next_nll(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    def sample(self, batch: int, length: int, *, seed: int | None = None, generator: torch.Generator | None = None,
+               device: str | torch.device = "cpu", start: str = "stationary") -> torch.Tensor: ...
 
 
 class MarkovChain:

@@ -17,6 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._checks import check_int
+
 __all__ = ["TransformerConfig", "Transformer"]
 
 
@@ -38,16 +40,13 @@ class TransformerConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len", "ff_mult"):
-            value = getattr(self, name)
-            low = 2 if name == "vocab_size" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+            check_int(name, getattr(self, name), 2 if name == "vocab_size" else 1)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if self.activation not in ("relu", "gelu"):
             raise ValueError(f"activation must be 'relu' or 'gelu'; got {self.activation!r}")
-        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0):
-            raise ValueError(f"window must be None or an integer >= 0; got {self.window!r}")
+        if self.window is not None:
+            check_int("window", self.window, 0)
         if not self.init_std > 0:
             raise ValueError(f"init_std must be > 0; got {self.init_std!r}")
 
@@ -185,8 +184,7 @@ class Transformer(nn.Module):
         self.ln_f = _norm(cfg)
         self.head = Linear(cfg.d_model, cfg.vocab_size, bias=True)    # logits = A z + b
         if n_models is not None:
-            if isinstance(n_models, bool) or not isinstance(n_models, int) or n_models < 1:
-                raise ValueError(f"n_models must be None or an integer >= 1; got {n_models!r}")
+            check_int("n_models", n_models, 1)
             for module in self.modules():
                 for name, p in list(module.named_parameters(recurse=False)):
                     setattr(module, name, nn.Parameter(p.detach().expand(n_models, *p.shape).clone()))
@@ -224,9 +222,18 @@ class Transformer(nn.Module):
         return single
 
     def matrix_parameters(self) -> list[nn.Parameter]:
-        """Parameters that are matrices for each model (weight decay applies to these only)."""
+        """Parameters that are matrices for each model (embeddings included)."""
         lead = 0 if self.n_models is None else 1
         return [p for p in self.parameters() if p.dim() - lead >= 2]
+
+    def decayed_parameters(self, embeddings: bool = False) -> list[nn.Parameter]:
+        """Parameters under weight decay: the weights of the linear layers (W_Q, W_K, W_V, W_O, W_1, W_2 and an
+        untied head), as in the authors' optimiser groups; ``embeddings=True``: every matrix (markovlib 0.1)."""
+        if embeddings:
+            return self.matrix_parameters()
+        tables = {id(self.wte.weight), id(self.wpe.weight)}      # a tied head *is* the token embedding
+        linear = [m.weight for m in self.modules() if isinstance(m, nn.Linear)]
+        return list({id(p): p for p in linear if id(p) not in tables}.values())
 
     def n_params(self) -> int:
         """Number of distinct scalar parameters (a tied head counts once)."""
@@ -249,13 +256,13 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def trace(self, idx: torch.Tensor) -> dict:
         """Intermediate tensors: per layer the block input, attention output, weights and FF output; logits."""
-        x = self.embed(idx)
+        x = embedding = self.embed(idx)
         layers = []
         for block in self.blocks:
             t: dict = {}
             x = block(x, t)
             layers.append(t)
-        return {"embedding": self.embed(idx), "layers": layers, "output": x, "logits": self.head(self.ln_f(x))}
+        return {"embedding": embedding, "layers": layers, "output": x, "logits": self.head(self.ln_f(x))}
 
     @torch.no_grad()
     def probabilities(self, idx: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,10 @@
-"""The one place where the book's run sizes live: ``smoke`` / ``cpu`` / ``paper``.
+"""The one place where the book's run sizes live: ``smoke`` / ``cpu`` / ``paper``, and per chapter at ``paper``.
 
 ``resolve("auto")`` picks ``paper`` when CUDA is available and ``cpu`` otherwise. The environment
 variable ``MARKOVLIB_SCALE`` overrides whatever a notebook asks for (CI forces ``smoke`` with it).
+``resolve(scale, chapter="depth")`` applies that chapter's settings at the ``paper`` scale: the authors'
+sizes for the figure the chapter reproduces (paper Sec. 4 and App. A), and where this book asks a
+question of its own (trap statistics, the k-state threshold), the sizes it uses, said as such.
 """
 from __future__ import annotations
 
@@ -28,28 +31,103 @@ class Scale:
     eval_batches: int   # fresh batches per test-loss evaluation
     lr: float = 2e-3
     converges: bool = True
+    variant_seeds: int | None = None   # runs per side variant of a trap experiment (None: trap_seeds)
+    trap_steps: int | None = None      # steps of the runs that count plateaus, where they differ from ``steps``
+    chapter: str | None = None         # the chapter whose settings were applied, if any
+    source: str = ""                   # where these sizes come from
+
+    @property
+    def train(self):
+        """The :class:`~markovlib.train.TrainConfig` of this scale (AdamW, one-cycle, weight decay 1e-3)."""
+        from .train import TrainConfig
+        return TrainConfig(steps=self.steps, batch_size=self.batch_size, seq_len=self.seq_len, lr=self.lr,
+                           eval_every=self.eval_every, eval_batches=self.eval_batches)
+
+    @property
+    def trap_train(self):
+        """The training settings of plateau-counting runs (``trap_steps`` steps)."""
+        return self.train.replace(steps=self.trap_steps or self.steps)
+
+    @property
+    def n_variant_seeds(self) -> int:
+        return self.variant_seeds or self.trap_seeds
 
     def train_kwargs(self) -> dict:
-        """Keyword arguments for :func:`markovlib.train.train`."""
-        return dict(steps=self.steps, batch_size=self.batch_size, seq_len=self.seq_len, lr=self.lr,
-                    eval_every=self.eval_every, eval_batches=self.eval_batches)
+        """Keyword arguments for :func:`markovlib.train.train` (the fields of :attr:`train`)."""
+        return self.train.to_dict()
 
 
 PRESETS: dict[str, Scale] = {
     # seconds: exercises every code path, claims nothing about convergence
     "smoke": Scale("smoke", steps=30, batch_size=4, seq_len=64, seeds=2, trap_seeds=4, d_model=8,
-                   eval_every=10, eval_batches=1, converges=False),
+                   eval_every=10, eval_batches=1, converges=False, source="CI: every code path in seconds"),
     # minutes on a 2-core laptop: the paper's model and optimiser, shorter sequences
     "cpu": Scale("cpu", steps=400, batch_size=16, seq_len=256, seeds=3, trap_seeds=32, d_model=8,
-                 eval_every=10, eval_batches=4),
-    # the authors' settings (PAPER.md): batch 16, length 1024, 1000 iterations
-    "paper": Scale("paper", steps=1000, batch_size=16, seq_len=1024, seeds=5, trap_seeds=64, d_model=8,
-                   eval_every=10, eval_batches=8),
+                 eval_every=10, eval_batches=4, source="the paper's model and optimiser at a quarter of its length"),
+    # the authors' settings (App. A): batch 16, length 1024, d = 8, AdamW lr 2e-3, 1000 iterations
+    "paper": Scale("paper", steps=1000, batch_size=16, seq_len=1024, seeds=3, trap_seeds=32, d_model=8,
+                   eval_every=10, eval_batches=4,
+                   source="App. A: batch 16, length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, one-cycle, 1000 iterations"),
+}
+
+# Per chapter at the paper scale: what differs from PRESETS["paper"], and why.
+CHAPTERS: dict[str, dict] = {
+    "global_minimum": dict(
+        source="Fig 3(b): length 1024, 1000 iterations; 3 runs per model as in Fig 1"),
+    "bad_local_minima": dict(
+        variant_seeds=8,
+        source="Fig 3(a): length 1024, 1000 iterations. Trap statistics are this book's question: 32 runs each for "
+               "the GPT-2 and the theory model (the paper shows single runs); 8 runs for each side variant "
+               "(theory + LN, init 0.2)"),
+    "saddles": dict(
+        seeds=1,
+        source="Fig 4: length 1024, 1000 iterations, one run per (p, q) cell and tying, as the paper's heatmap; "
+               "trap statistics: 32 runs each, GPT-2 and theory model, tied and untied"),
+    "multi_state": dict(
+        steps=5000, seeds=1, trap_steps=1000,
+        source="Fig 5: k = 5, length 1024, 5000 iterations, one run per p and tying; the threshold runs (this "
+               "book's question) 1000 iterations, one run per p and model"),
+    "depth": dict(
+        steps=500, seq_len=512,
+        source="Fig 1: depths 1, 2, 4, 8, length 512, 500 iterations, 3 runs; the lag chain (poster) the same"),
 }
 
 
-def resolve(scale: str | Scale = "auto") -> Scale:
-    """Return the :class:`Scale` for ``scale`` ('auto', 'smoke', 'cpu', 'paper'); ``$MARKOVLIB_SCALE`` wins."""
+# The CCMC chapter (Ildiz et al.) trains nothing: its sizes are sample sizes.
+@dataclass(frozen=True)
+class CCMCSizes:
+    """Sizes of the CCMC chapter at one scale."""
+
+    n_check: int                  # random prompts for the equivalence checks
+    n_traj: int                   # trajectories (seeds) generated from one prompt
+    gen_len: int                  # tokens generated per trajectory
+    window: int                   # trailing window of the trajectory statistics
+    est_sizes: tuple[int, ...]    # sample sizes n of the maximum-likelihood estimation of W
+    est_reps: int                 # independent data sets per sample size
+
+
+CCMC_SIZES: dict[str, CCMCSizes] = {
+    "smoke": CCMCSizes(n_check=64, n_traj=32, gen_len=400, window=50, est_sizes=(2000, 8000, 32000), est_reps=2),
+    "cpu": CCMCSizes(n_check=1024, n_traj=256, gen_len=10000, window=200,
+                     est_sizes=(2000, 8000, 32000, 128000, 512000), est_reps=4),
+    "paper": CCMCSizes(n_check=4096, n_traj=1024, gen_len=20000, window=500,
+                       est_sizes=(2000, 8000, 32000, 128000, 512000, 2048000), est_reps=8),
+}
+
+
+def ccmc_sizes(scale) -> CCMCSizes:
+    """The CCMC chapter's sizes for a :class:`Scale` (or its name)."""
+    name = getattr(scale, "name", scale)
+    if name not in CCMC_SIZES:
+        raise ValueError(f"scale must be one of {', '.join(map(repr, CCMC_SIZES))}; got {name!r}")
+    return CCMC_SIZES[name]
+
+
+def resolve(scale: str | Scale = "auto", chapter: str | None = None) -> Scale:
+    """The :class:`Scale` for ``scale`` ('auto', 'smoke', 'cpu', 'paper'); ``$MARKOVLIB_SCALE`` wins.
+
+    With ``chapter``, the ``paper`` scale takes that chapter's settings from :data:`CHAPTERS`.
+    """
     forced = os.environ.get(ENV_VAR, "").strip()
     if forced:
         scale = forced
@@ -59,7 +137,11 @@ def resolve(scale: str | Scale = "auto") -> Scale:
         scale = "paper" if torch.cuda.is_available() else "cpu"
     if scale not in PRESETS:
         raise ValueError(f"scale must be one of 'auto', {', '.join(map(repr, PRESETS))}; got {scale!r}")
-    return PRESETS[scale]
+    if chapter is not None and chapter not in CHAPTERS:
+        raise ValueError(f"chapter must be one of {', '.join(map(repr, CHAPTERS))} or None; got {chapter!r}")
+    if scale == "paper" and chapter is not None:
+        return replace(PRESETS[scale], chapter=chapter, **CHAPTERS[chapter])
+    return replace(PRESETS[scale], chapter=chapter) if chapter else PRESETS[scale]
 
 
 def with_overrides(scale: Scale, **changes) -> Scale:

@@ -24,22 +24,27 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from .chains import HigherOrderChain, MarkovChain, binary, lag_switching, random_kth_order, symmetric
+from ._checks import check_int
+from .chains import Chain, binary, lag_switching, random_kth_order, symmetric
 from .model import Transformer, TransformerConfig
-from .train import TrainResult, seed_streams, train_many
+from .train import TrainConfig, TrainResult, train, train_many
 
-__all__ = ["RunSpec", "ResultStore", "grid", "chain_grid", "sweep", "sweep_results", "make_chain", "default_results_dir"]
+__all__ = ["RunSpec", "ResultStore", "StoreError", "grid", "chain_grid", "sweep", "sweep_results", "make_chain", "default_results_dir",
+           "train_specs", "spec_key", "result_from_record"]
 
 
 def default_results_dir() -> Path:
-    """``$MARKOVLIB_RESULTS`` if set, else ``results/`` in the repository (ignored by git)."""
-    return Path(os.environ.get("MARKOVLIB_RESULTS") or Path(__file__).resolve().parents[1] / "results")
+    """``$MARKOVLIB_RESULTS`` if set, else the user's cache (``$XDG_CACHE_HOME/markovlib/results``, by default
+    ``~/.cache/markovlib/results``): never inside the installed package. ``make`` sets it to ``results/``."""
+    if os.environ.get("MARKOVLIB_RESULTS"):
+        return Path(os.environ["MARKOVLIB_RESULTS"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "markovlib" / "results"
 
-TRAIN_KEYS = ("steps", "batch_size", "seq_len", "lr", "eval_every", "eval_batches", "schedule", "weight_decay", "start",
-              "precision")
+CHECKPOINT_STEP = 50     # every stored run also keeps its weights after this step (quick verification)
 
 
-def make_chain(spec: dict) -> MarkovChain | HigherOrderChain:
+def make_chain(spec: dict) -> Chain:
     """A chain from its description: {'kind': 'binary', 'p', 'q'}, {'kind': 'symmetric', 'k', 'p'},
     {'kind': 'lag', 'order', 'p', 'q'} (:func:`~markovlib.chains.lag_switching`) or
     {'kind': 'random', 'order', 'k', 'alpha', 'seed'} (:func:`~markovlib.chains.random_kth_order`)."""
@@ -61,16 +66,22 @@ class RunSpec:
 
     chain: dict                      # e.g. {"kind": "binary", "p": 0.5, "q": 0.8}
     config: TransformerConfig
-    train: dict                      # keyword arguments of train() from TRAIN_KEYS
+    train: TrainConfig
     seed: int
 
     def as_dict(self) -> dict:
-        return {"chain": dict(self.chain), "config": asdict(self.config), "train": dict(self.train), "seed": int(self.seed)}
+        return {"chain": dict(self.chain), "config": asdict(self.config), "train": self.train.to_dict(),
+                "seed": int(self.seed)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunSpec":
+        """The spec of a stored run (specs stored by older versions are read with their old meaning)."""
+        return cls(dict(d["chain"]), TransformerConfig(**d["config"]), TrainConfig.from_dict(d["train"]), int(d["seed"]))
 
     @property
     def key(self) -> str:
         """SHA-256 of the canonical JSON of the specification (the library version is stored, not hashed)."""
-        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True).encode()).hexdigest()[:20]
+        return spec_key(self.as_dict())
 
     @property
     def group(self) -> str:
@@ -79,27 +90,32 @@ class RunSpec:
         return json.dumps({"config": d["config"], "train": d["train"]}, sort_keys=True)
 
 
+def spec_key(spec: dict) -> str:
+    """The key of a spec given as a dict (:meth:`RunSpec.as_dict`): first 20 hex digits of its SHA-256."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
+
+
 def grid(ps: Sequence[float], qs: Sequence[float], *, tied: Iterable[bool] = (True, False), seeds: Iterable[int] = (0,),
-         preset: str = "gpt2", config_kwargs: dict | None = None, **train_kwargs) -> list[RunSpec]:
-    """Specs for binary chains over ps × qs × tying × seeds (train_kwargs: steps, batch_size, seq_len, ...)."""
+         preset: str = "gpt2", config_kwargs: dict | None = None, train: TrainConfig | None = None,
+         **train_kwargs) -> list[RunSpec]:
+    """Specs for binary chains over ps × qs × tying × seeds (``train`` and/or its fields: steps, batch_size, ...)."""
     for p in ps:
         for q in qs:
             binary(p, q)  # validates p, q (ValueError naming the parameter)
     return chain_grid([{"kind": "binary", "p": float(p), "q": float(q)} for p in ps for q in qs], tied=tied, seeds=seeds,
-                      preset=preset, config_kwargs=config_kwargs, **train_kwargs)
+                      preset=preset, config_kwargs=config_kwargs, train=train, **train_kwargs)
 
 
 def chain_grid(chains: Sequence[dict], *, tied: Iterable[bool] = (True, False), seeds: Iterable[int] = (0,),
-               preset: str = "gpt2", config_kwargs: dict | None = None, **train_kwargs) -> list[RunSpec]:
+               preset: str = "gpt2", config_kwargs: dict | None = None, train: TrainConfig | None = None,
+               **train_kwargs) -> list[RunSpec]:
     """Specs for any chains (dicts as in :func:`make_chain`) × tying × seeds; the vocabulary is each chain's k."""
-    unknown = set(train_kwargs) - set(TRAIN_KEYS)
-    if unknown:
-        raise ValueError(f"unknown training settings {sorted(unknown)}; allowed: {list(TRAIN_KEYS)}")
     if preset not in ("gpt2", "theory"):
         raise ValueError(f"preset must be 'gpt2' or 'theory'; got {preset!r}")
+    settings = TrainConfig.build(train, **train_kwargs)
     make = {"gpt2": TransformerConfig.gpt2, "theory": TransformerConfig.theory}[preset]
     tied, seeds = list(tied), list(seeds)
-    return [RunSpec(dict(c), make(vocab_size=make_chain(c).k, tied=t, **(config_kwargs or {})), dict(train_kwargs), int(s))
+    return [RunSpec(dict(c), make(vocab_size=make_chain(c).k, tied=t, **(config_kwargs or {})), settings, int(s))
             for t in tied for c in chains for s in seeds]
 
 
@@ -111,23 +127,97 @@ def _metrics(result: TrainResult) -> dict:
             "seconds": result.seconds}
 
 
-class ResultStore:
-    """One SQLite file of finished runs, keyed by :attr:`RunSpec.key`."""
+def history_json(history: pd.DataFrame) -> str:
+    """A history as JSON that reads back bit for bit (Python's float repr; pandas' to_json rounds to 10 digits)."""
+    return json.dumps({"format": 2, "columns": {c: history[c].tolist() for c in history.columns}})
 
+
+def history_frame(text: str) -> pd.DataFrame:
+    """Inverse of :func:`history_json`; also reads the rounded pandas 'split' JSON of markovlib 0.1 stores."""
+    data = json.loads(text)
+    if data.get("format") == 2:
+        return pd.DataFrame(data["columns"])
+    return pd.read_json(io.StringIO(text), orient="split")
+
+
+def _digest(*parts: str | bytes | None) -> str:
+    """SHA-256 over a run's stored fields (SQLite checks its pages, not the bytes of a blob)."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = b"" if part is None else part.encode() if isinstance(part, str) else bytes(part)
+        h.update(len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
+
+
+def _weights_blob(state: dict) -> bytes:
+    buffer = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in state.items()}, buffer)
+    return buffer.getvalue()
+
+
+def _weights_of(blob: bytes) -> dict:
+    return torch.load(io.BytesIO(blob), weights_only=True)      # tensors only: never unpickles objects
+
+
+class StoreError(RuntimeError):
+    """A result store that cannot be used as it is (damaged, foreign, not writable); the message names the file."""
+
+
+class ResultStore:
+    """One SQLite file of finished runs, keyed by :attr:`RunSpec.key`; checked when opened (integrity, schema)."""
+
+    VERSION = 2        # PRAGMA user_version; 0/1: the 8 columns of markovlib 0.1 (no provenance, no checkpoint)
+    COLUMNS = ("key", "created", "version", "seed", "spec", "metrics", "history", "weights", "provenance",
+               "checkpoint_step", "checkpoint")
     SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
         key TEXT PRIMARY KEY, created REAL NOT NULL, version TEXT NOT NULL, seed INTEGER NOT NULL,
-        spec TEXT NOT NULL, metrics TEXT NOT NULL, history TEXT NOT NULL, weights BLOB NOT NULL)"""
+        spec TEXT NOT NULL, metrics TEXT NOT NULL, history TEXT NOT NULL, weights BLOB NOT NULL,
+        provenance TEXT NOT NULL DEFAULT '{}', checkpoint_step INTEGER, checkpoint BLOB)"""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "runs.sqlite"
-        with self._connect() as con:
-            con.execute(self.SCHEMA)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create the result store folder {self.directory}: {e.strerror}") from None
+        if not os.access(self.directory, os.W_OK):
+            raise StoreError(f"the result store folder {self.directory} is not writable; give another one "
+                             "(--results DIR or $MARKOVLIB_RESULTS)")
+        try:
+            with self._connect() as con:
+                check = con.execute("PRAGMA integrity_check(1)").fetchall()
+                if check != [("ok",)]:
+                    what = " ".join(check[0][0].replace("*** in database main ***", "").split())
+                    raise StoreError(f"{self.path} is damaged (SQLite integrity_check: {what}); "
+                                     f"{self._readable(con)}move it aside (mv {self.path} {self.path}.damaged) and "
+                                     "re-run to train its runs again")
+                version = con.execute("PRAGMA user_version").fetchone()[0]
+                columns = [row[1] for row in con.execute("PRAGMA table_info(runs)")]
+                if not columns:
+                    con.execute(self.SCHEMA)
+                elif version < self.VERSION and columns == list(self.COLUMNS[:8]):      # markovlib 0.1: migrate
+                    con.execute("ALTER TABLE runs ADD COLUMN provenance TEXT NOT NULL DEFAULT '{}'")
+                    con.execute("ALTER TABLE runs ADD COLUMN checkpoint_step INTEGER")
+                    con.execute("ALTER TABLE runs ADD COLUMN checkpoint BLOB")
+                elif columns != list(self.COLUMNS) or version > self.VERSION:
+                    raise StoreError(f"{self.path} is not a result store of this markovlib (schema version {version}, "
+                                     f"table runs with columns {columns}); move it aside or give another folder")
+                con.execute(f"PRAGMA user_version = {self.VERSION}")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is damaged or not an SQLite file ({e}); move it aside "
+                             f"(mv {self.path} {self.path}.damaged) and re-run to train its runs again") from None
+
+    def _readable(self, con) -> str:
+        try:
+            n = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            return f"{n} runs can still be listed; "
+        except sqlite3.DatabaseError:
+            return ""
 
     @contextmanager
     def _connect(self):
-        con = sqlite3.connect(self.path, timeout=30)
+        con = sqlite3.connect(self.path, timeout=60)
         try:
             con.execute("PRAGMA journal_mode=WAL")
             with con:                       # one transaction: committed on success, rolled back on error
@@ -148,13 +238,14 @@ class ResultStore:
         from . import __version__
         rows = []
         for spec, result in pairs:
-            weights = io.BytesIO()
-            torch.save({k: v.detach().cpu() for k, v in result.model.state_dict().items()}, weights)
-            rows.append((spec.key, time.time(), __version__, spec.seed, json.dumps(spec.as_dict(), sort_keys=True),
-                         json.dumps(_metrics(result)), result.history.to_json(orient="split", index=False),
-                         weights.getvalue()))
+            ckpt = None if result.checkpoint is None else _weights_blob(result.checkpoint)
+            payload = (json.dumps(spec.as_dict(), sort_keys=True), json.dumps(_metrics(result)),
+                       history_json(result.history), _weights_blob(result.model.state_dict()))
+            prov = {**result.provenance, "seconds": result.seconds, "digest": _digest(*payload, ckpt)}
+            rows.append((spec.key, time.time(), __version__, spec.seed, *payload, json.dumps(prov, sort_keys=True),
+                         result.checkpoint_step, ckpt))
         with self._connect() as con:
-            con.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            con.executemany(f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * len(self.COLUMNS))})", rows)
 
     def frame(self) -> pd.DataFrame:
         """One row per run: key, created, version, seed, flattened chain / config / train fields, metrics."""
@@ -162,11 +253,15 @@ class ResultStore:
             rows = con.execute("SELECT key, created, version, seed, spec, metrics FROM runs ORDER BY created").fetchall()
         records = []
         for key, created, version, seed, spec, metrics in rows:
-            spec = json.loads(spec)
-            records.append({"key": key, "created": created, "version": version, "seed": seed,
-                            **{f"chain.{k}": v for k, v in spec["chain"].items()},
-                            **{f"config.{k}": v for k, v in spec["config"].items()},
-                            **{f"train.{k}": v for k, v in spec["train"].items()}, **json.loads(metrics)})
+            try:
+                spec, metrics = json.loads(spec), json.loads(metrics)
+                records.append({"key": key, "created": created, "version": version, "seed": seed,
+                                **{f"chain.{k}": v for k, v in spec["chain"].items()},
+                                **{f"config.{k}": v for k, v in spec["config"].items()},
+                                **{f"train.{k}": v for k, v in spec["train"].items()}, **metrics})
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise StoreError(f"{self.path}: run {key} is unreadable ({type(e).__name__}: {e}); delete that row "
+                                 f"(sqlite3 {self.path} \"DELETE FROM runs WHERE key = '{key}'\") to re-train it") from None
         return pd.DataFrame.from_records(records)
 
     def history(self, key: str) -> pd.DataFrame:
@@ -174,21 +269,60 @@ class ResultStore:
             row = con.execute("SELECT history FROM runs WHERE key = ?", (key,)).fetchone()
         if row is None:
             raise KeyError(key)
-        return pd.read_json(io.StringIO(row[0]), orient="split")
+        return history_frame(row[0])
+
+    def record(self, key: str) -> dict:
+        """Everything stored of one run: spec (dict), metrics, provenance, history, weights, checkpoint."""
+        with self._connect() as con:
+            row = con.execute(f"SELECT {', '.join(self.COLUMNS)} FROM runs WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            raise KeyError(f"run {key} is not in {self.path}")
+        r = dict(zip(self.COLUMNS, row))
+        prov = json.loads(r["provenance"])
+        digest = prov.pop("digest", None)                # rows written before digests existed have none
+        if digest is not None and digest != _digest(r["spec"], r["metrics"], r["history"], r["weights"], r["checkpoint"]):
+            raise StoreError(f"{self.path}: run {key} is damaged (its contents differ from their digest); delete that "
+                             f"row (sqlite3 {self.path} \"DELETE FROM runs WHERE key = '{key}'\") to re-train it")
+        return {"key": key, "created": r["created"], "version": r["version"], "spec": json.loads(r["spec"]),
+                "metrics": json.loads(r["metrics"]), "provenance": prov,
+                "history": history_frame(r["history"]), "weights": _weights_of(r["weights"]),
+                "checkpoint_step": r["checkpoint_step"],
+                "checkpoint": None if r["checkpoint"] is None else _weights_of(r["checkpoint"])}
 
     def load(self, spec: RunSpec, device: str | torch.device = "cpu") -> TrainResult:
         """The stored run of ``spec`` as a :class:`TrainResult` (trained model included)."""
-        with self._connect() as con:
-            row = con.execute("SELECT history, weights, metrics FROM runs WHERE key = ?", (spec.key,)).fetchone()
-        if row is None:
-            raise KeyError(f"run {spec.key} is not in {self.path}")
-        model = Transformer(spec.config)
-        model.load_state_dict(torch.load(io.BytesIO(row[1]), weights_only=True))
-        test_seed = seed_streams(spec.seed)[2]
-        settings = {**spec.train, "device": str(device), "stored": str(self.path)}
-        return TrainResult(make_chain(spec.chain), spec.config, model.to(device).eval(),
-                           pd.read_json(io.StringIO(row[0]), orient="split"), spec.seed, settings,
-                           json.loads(row[2])["seconds"], test_seed)
+        return result_from_record(spec, self.record(spec.key), device)
+
+
+def result_from_record(spec: RunSpec, record: dict, device: str | torch.device = "cpu") -> TrainResult:
+    """A :class:`TrainResult` from a stored run (result store or shipped data)."""
+    model = Transformer(spec.config)
+    model.load_state_dict(record["weights"])
+    prov = dict(record["provenance"])
+    return TrainResult(chain=make_chain(spec.chain), config=spec.config, model=model.to(device).eval(),
+                       history=record["history"], seed=spec.seed, train_config=spec.train,
+                       seconds=prov.pop("seconds", record["metrics"].get("seconds", float("nan"))), provenance=prov,
+                       checkpoint_step=record["checkpoint_step"], checkpoint=record["checkpoint"])
+
+
+def train_specs(specs: Sequence[RunSpec], *, device: str | torch.device = "auto", compile: bool = False,
+                progress: bool = False) -> list[TrainResult]:
+    """Train specs of one group: a single spec with :func:`~markovlib.train.train`, several as one ensemble.
+
+    Both keep the weights after :data:`CHECKPOINT_STEP`; an ensemble's members record each other's keys, since
+    a member is reproduced bit for bit only by re-training the same ensemble.
+    """
+    first = specs[0]
+    if any(s.group != first.group for s in specs):
+        raise ValueError("train_specs needs specs of one group (same architecture and training settings)")
+    if len(specs) == 1:
+        return [train(make_chain(first.chain), first.config, first.train, seed=first.seed, device=device,
+                      compile=compile, progress=progress, checkpoint=CHECKPOINT_STEP)]
+    results = train_many([make_chain(s.chain) for s in specs], first.config, first.train, seeds=[s.seed for s in specs],
+                         device=device, compile=compile, progress=progress, checkpoint=CHECKPOINT_STEP)
+    for r in results:
+        r.provenance = {**r.provenance, "ensemble_members": [s.key for s in specs]}
+    return results
 
 
 @contextmanager
@@ -208,39 +342,69 @@ def _sigterm_as_interrupt():
 
 
 def sweep(specs: Sequence[RunSpec], store: ResultStore | str | Path, *, ensemble_size: int = 8,
-          device: str = "auto", compile: bool = False, progress: bool = True) -> pd.DataFrame:
+          device: str = "auto", compile: bool = False, progress: bool = True, executor: str = "local",
+          address: str | None = None, cpus_per_task: int = 1, gpus_per_task: float = 0.0) -> pd.DataFrame:
     """Train every spec the store does not hold yet, ``ensemble_size`` models per batched step.
 
-    Each finished ensemble is written at once. Returns the store's frame restricted to ``specs``.
+    Each finished ensemble is written at once, by this process alone. ``executor``: 'local' (here, one ensemble
+    after the other) or 'ray' (one Ray task per ensemble on the cluster at ``address``, ``cpus_per_task`` CPUs
+    and torch threads, ``gpus_per_task`` GPUs each; see :mod:`markovlib.executors`). Returns the store's frame
+    restricted to ``specs``.
     """
+    from contextlib import closing
+
+    from .executors import train_chunks
     store = store if isinstance(store, ResultStore) else ResultStore(store)
-    if isinstance(ensemble_size, bool) or not isinstance(ensemble_size, int) or ensemble_size < 1:
-        raise ValueError(f"ensemble_size must be an integer >= 1; got {ensemble_size!r}")
+    check_int("ensemble_size", ensemble_size, 1)
     unique = {spec.key: spec for spec in specs}
     done = store.keys()
     todo = [spec for key, spec in unique.items() if key not in done]
     groups: dict[str, list[RunSpec]] = {}
     for spec in todo:
         groups.setdefault(spec.group, []).append(spec)
+    chunks = [members[lo:lo + ensemble_size] for members in groups.values()
+              for lo in range(0, len(members), ensemble_size)]
+    finished = train_chunks(chunks, executor=executor, device=device, compile=compile, address=address,
+                            cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
     bar = tqdm(total=len(unique), initial=len(unique) - len(todo), desc="sweep", unit="run", disable=not progress)
-    with _sigterm_as_interrupt():
-        for members in groups.values():
-            for lo in range(0, len(members), ensemble_size):
-                chunk = members[lo:lo + ensemble_size]
-                results = train_many([make_chain(s.chain) for s in chunk], chunk[0].config,
-                                     seeds=[s.seed for s in chunk], device=device, compile=compile, progress=False,
-                                     **chunk[0].train)
-                store.put(list(zip(chunk, results)))
-                bar.update(len(chunk))
+    with _sigterm_as_interrupt(), closing(finished):
+        for chunk, results in finished:
+            store.put(list(zip(chunk, results)))
+            bar.update(len(chunk))
     bar.close()
     frame = store.frame()
     return frame[frame["key"].isin(unique)].reset_index(drop=True)
 
 
+_SHIPPED: dict = {}
+
+
+def _shipped_data(data) :
+    """The :class:`~markovlib.shipped.ShippedData` for ``data`` ('auto': the default folder, None: none)."""
+    from .shipped import ShippedData, default_data_dir
+    if isinstance(data, ShippedData) or data is None:
+        return data
+    directory = default_data_dir() if data == "auto" else Path(data)
+    if directory is None:
+        return None
+    manifest = directory / "manifest.json"
+    stamp = (str(directory.resolve()), manifest.stat().st_mtime_ns if manifest.exists() else None)
+    if stamp not in _SHIPPED:
+        _SHIPPED[stamp] = ShippedData(directory)
+    return _SHIPPED[stamp]
+
+
 def sweep_results(specs: Sequence[RunSpec], store: ResultStore | str | Path | None = None, *,
-                  device: str = "auto", **sweep_kwargs) -> list[TrainResult]:
-    """Run what is missing (see :func:`sweep`), then load every spec's result, in order, from the store."""
-    store = ResultStore(default_results_dir() if store is None else store) if not isinstance(store, ResultStore) else store
-    sweep(specs, store, device=device, **sweep_kwargs)
+                  device: str = "auto", data="auto", **sweep_kwargs) -> list[TrainResult]:
+    """Every spec's result, in order: from shipped data (``data``: a folder, 'auto' or None) by spec key, else
+    from the local store, training there what it lacks (see :func:`sweep`)."""
     from .presets import resolve_device
-    return [store.load(spec, resolve_device(device)) for spec in specs]
+    shipped = _shipped_data(data)
+    device = resolve_device(device)
+    rest = [s for s in specs if shipped is None or s.key not in shipped]
+    if rest:
+        store = ResultStore(default_results_dir() if store is None else store) if not isinstance(store, ResultStore) \
+            else store
+        sweep(rest, store, device=device, **sweep_kwargs)
+    missing = {s.key for s in rest}
+    return [store.load(s, device) if s.key in missing else shipped.load(s, device) for s in specs]

@@ -16,12 +16,14 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, jvp, vmap
 
+from ._checks import check_int, check_number, check_vocab, seeded
 from .chains import MarkovChain
 from .model import Transformer, TransformerConfig
 
 __all__ = ["global_minimum", "unigram_point", "expected_loss", "population_loss", "PopulationLoss",
            "gradient_norm", "loss_slice", "attention_ratio", "ablate_attention", "singular_values", "positional_spread",
-           "exact_loss_function", "hessian", "UnigramHessian", "unigram_hessian", "unigram_curvature", "perturbed"]
+           "exact_loss_function", "hessian", "UnigramHessian", "unigram_hessian", "unigram_curvature", "perturbed",
+           "population_descent"]
 
 _MAX_ENUMERATED = 2 ** 18
 
@@ -51,8 +53,7 @@ def global_minimum(chain: MarkovChain, config: TransformerConfig, route: str = "
     """
     if config.layer_norm:
         raise ValueError("global_minimum builds the theory model: config.layer_norm must be False")
-    if config.vocab_size != chain.k:
-        raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
+    check_vocab(config, chain)
     if np.any(chain.P <= 0):
         raise ValueError("Thm 1's construction needs every transition probability in (0, 1) (finite logits)")
     k, d, P = chain.k, config.d_model, chain.P
@@ -100,8 +101,7 @@ def unigram_point(chain: MarkovChain, config: TransformerConfig) -> Transformer:
 
     Every other weight is 0 too, except layer-norm gains (GPT-2 preset), which keep their initial value 1.
     """
-    if config.vocab_size != chain.k:
-        raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
+    check_vocab(config, chain)
     pi = chain.stationary()
     if np.any(pi <= 0):
         raise ValueError("unigram_point needs a stationary law with every entry > 0")
@@ -191,8 +191,7 @@ def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256
     if n_sequences < 2:
         raise ValueError(f"n_sequences must be >= 2 for a standard error; got {n_sequences}")
     device = next(model.parameters()).device
-    g = torch.Generator(device=device)
-    g.manual_seed(int(seed))
+    g = seeded(seed, device)
     per_seq, excess = [], []
     for lo in range(0, n_sequences, batch_size):
         x = chain.sample(min(batch_size, n_sequences - lo), length, generator=g, device=device, start=start)
@@ -208,7 +207,7 @@ def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256
 @torch.no_grad()
 def loss_slice(model: Transformer, chain: MarkovChain, ts, *, seed: int = 0, length: int = 10) -> np.ndarray:
     """Exact loss L(θ + t v) for each t, along a random unit direction v over all parameters (seeded)."""
-    g = torch.Generator().manual_seed(int(seed))
+    g = seeded(seed)
     theta = dict(model.named_parameters())          # a tied weight appears once, functional_call re-ties it
     v = {name: torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device) for name, p in theta.items()}
     norm = torch.sqrt(sum((u ** 2).sum() for u in v.values()))
@@ -393,7 +392,32 @@ def perturbed(model: Transformer, std: float, *, seed: int = 0) -> Transformer:
     if not std >= 0:
         raise ValueError(f"std must be >= 0; got {std!r}")
     out = copy.deepcopy(model)
-    g = torch.Generator().manual_seed(int(seed))
+    g = seeded(seed)
     for p in out.parameters():
         p.add_(std * torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device))
     return out
+
+
+def population_descent(model: Transformer, chain: MarkovChain, *, steps: int, lr: float, length: int = 10,
+                       start: str = "stationary") -> tuple[Transformer, np.ndarray]:
+    """Plain gradient descent θ ← θ - lr ∇L(θ) on the exact population loss over paths of ``length`` states.
+
+    No sampling noise, no optimiser state: the deterministic dynamics near a stationary point (Thm 2, 3).
+    Returns a trained copy of ``model`` and the exact loss before every step and after the last.
+    """
+    steps = check_int("steps", steps, 1)
+    lr = check_number("lr", lr, low=0.0, open_low=True, what="a positive number")
+    model = copy.deepcopy(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    exact_loss = exact_loss_function(model, chain, length, start)     # paths enumerated once, not per step
+    losses = []
+    for _ in range(steps):
+        loss = exact_loss()
+        losses.append(float(loss.detach()))
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p.sub_(lr * g)
+    with torch.no_grad():
+        losses.append(float(exact_loss()))
+    return model.eval(), np.array(losses)

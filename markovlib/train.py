@@ -1,14 +1,15 @@
-"""Training one model on fresh Markov samples (the authors' optimiser and schedule, PAPER.md).
+"""Training one model on fresh Markov samples (the authors' optimiser and schedule, paper App. A).
 
-AdamW (0.9, 0.95), weight decay on matrices only, one-cycle schedule: 2 % linear warm-up from lr/100,
+AdamW (0.9, 0.95), weight decay on the linear layers' weights only, one-cycle schedule: 2 % linear warm-up from lr/100,
 cosine down to lr/5. Every batch is a fresh draw from the chain; the test loss is measured on fresh
 batches from a separate random stream. All randomness (initialisation, training data, test data) is
 derived from ``seed`` through ``numpy.random.SeedSequence``: same seed, same history, bit for bit, on CPU.
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
+import platform
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,37 +20,110 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm  # text bars (stderr): no widget dependency in notebooks and the built book
 
-from .chains import MarkovChain
+from ._checks import check_choice, check_int, check_number, check_vocab, seeded
+from .chains import Chain, MarkovChain
 from .model import Transformer, TransformerConfig
 from .presets import resolve_device
-from .theory import exact_loss_function
 
-__all__ = ["train", "train_many", "TrainResult", "seed_streams", "make_optimizer", "make_schedule", "cross_entropy",
-           "escape_curve", "population_descent"]
+__all__ = ["TrainConfig", "train", "train_many", "TrainResult", "seed_streams", "make_optimizer", "make_schedule",
+           "cross_entropy", "escape_curve", "provenance", "cpu_model"]
+
+SCHEDULES = ("one-cycle", "constant")
+STARTS = ("stationary", "uniform")
+PRECISIONS = ("fp32", "bf16")
 
 
 def _check_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
-    return int(value)
+    return check_int(name, value, 1)
 
 
 def _check_lr(lr) -> float:
-    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive number; got {lr!r}")
-    return lr
+    return check_number("lr", lr, low=0.0, open_low=True, what="a positive number")
 
 
-def _generator(seed: int, device: torch.device) -> torch.Generator:
-    g = torch.Generator(device=device)
-    g.manual_seed(int(seed))
-    return g
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that determines the optimisation of one run, besides the seed (paper App. A settings).
+
+    AdamW (0.9, 0.95) with ``weight_decay`` on the weights of the linear layers (W_Q, W_K, W_V, W_O, W_1,
+    W_2 and an untied head), as the authors' optimiser groups do; ``decay_embeddings=True`` also decays the
+    token and positional embeddings (markovlib 0.1). The hash of a run's spec is computed from these fields.
+    """
+
+    steps: int
+    batch_size: int
+    seq_len: int
+    lr: float = 2e-3
+    eval_every: int = 10           # steps between two test-loss evaluations
+    eval_batches: int = 4          # fresh batches per test-loss evaluation
+    schedule: str = "one-cycle"    # 'one-cycle' (2 % warm-up from lr/100, cosine to lr/5) or 'constant'
+    weight_decay: float = 1e-3
+    decay_embeddings: bool = False
+    start: str = "stationary"      # law of the first state: 'stationary' or 'uniform'
+    precision: str = "fp32"        # 'fp32' or 'bf16' (autocast)
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "seq_len", "eval_every", "eval_batches"):
+            object.__setattr__(self, name, _check_positive_int(name, getattr(self, name)))
+        object.__setattr__(self, "lr", _check_lr(self.lr))
+        object.__setattr__(self, "weight_decay", check_number("weight_decay", self.weight_decay, low=0.0,
+                                                              what="a number >= 0"))
+        if not isinstance(self.decay_embeddings, bool):
+            raise ValueError(f"decay_embeddings must be True or False; got {self.decay_embeddings!r}")
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_choice("start", self.start, STARTS)
+        check_choice("precision", self.precision, PRECISIONS)
+
+    @classmethod
+    def build(cls, settings: "TrainConfig | dict | None" = None, **changes) -> "TrainConfig":
+        """``settings`` (a TrainConfig or a dict of its fields) with ``changes`` applied; unknown names raise."""
+        base = settings.to_dict() if isinstance(settings, TrainConfig) else dict(settings or {})
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted((set(base) | set(changes)) - fields)
+        if unknown:
+            raise ValueError(f"unknown training settings {unknown}; allowed: {sorted(fields)}")
+        missing = sorted(f.name for f in dataclasses.fields(cls)
+                         if f.default is dataclasses.MISSING and f.name not in base and f.name not in changes)
+        if missing:
+            raise ValueError(f"training settings need {missing}")
+        return cls(**{**base, **changes})
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        """Read a stored spec; specs written before ``decay_embeddings`` existed decayed the embeddings."""
+        return cls.build({"decay_embeddings": True, **d})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes) -> "TrainConfig":
+        return self.build(self, **changes)
 
 
 def seed_streams(seed: int) -> tuple[int, int, int]:
     """The (initialisation, training data, test data) seeds of a run, derived from ``seed`` (numpy SeedSequence)."""
     init, data, test = (int(s) for s in np.random.SeedSequence(seed).generate_state(3))
     return init, data, test
+
+
+def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def provenance(device: torch.device, *, ensemble_size: int = 1, compile: bool = False) -> dict:
+    """Where and how a run was computed: library and torch versions, device, CPU model and capability, threads."""
+    from . import __version__
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+    return {"markovlib": __version__, "torch": torch.__version__, "device": str(device), "device_name": name,
+            "cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "threads": torch.get_num_threads(), "ensemble_size": int(ensemble_size), "compile": bool(compile)}
 
 
 def cross_entropy(model, x: torch.Tensor) -> torch.Tensor:
@@ -65,15 +139,16 @@ def cross_entropy(model, x: torch.Tensor) -> torch.Tensor:
     return nll.view(x.shape[0], -1).mean(1)
 
 
-def make_optimizer(model: Transformer, lr: float, weight_decay: float = 1e-3) -> torch.optim.AdamW:
-    """AdamW(0.9, 0.95) with weight decay on matrix parameters only (per model: dim ≥ 2).
+def make_optimizer(model: Transformer, lr: float, weight_decay: float = 1e-3, *,
+                   decay_embeddings: bool = False) -> torch.optim.AdamW:
+    """AdamW(0.9, 0.95); weight decay on :meth:`Transformer.decayed_parameters` only (paper App. A).
 
     AdamW is elementwise, so on an ensemble's stacked parameters it is N independent optimisers.
     """
-    matrices = {id(p) for p in model.matrix_parameters()}
+    decayed = {id(p) for p in model.decayed_parameters(embeddings=decay_embeddings)}
     params = list(model.parameters())  # a tied weight appears once
-    groups = [{"params": [p for p in params if id(p) in matrices], "weight_decay": weight_decay},
-              {"params": [p for p in params if id(p) not in matrices], "weight_decay": 0.0}]
+    groups = [{"params": [p for p in params if id(p) in decayed], "weight_decay": weight_decay},
+              {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
 
 
@@ -97,16 +172,28 @@ def make_schedule(optimizer, schedule: str, steps: int, lr: float):
 
 @dataclass
 class TrainResult:
-    """What a run returns: the trained model and its per-step history."""
+    """What a run returns: the trained model, its per-step history and where it was computed."""
 
-    chain: MarkovChain
+    chain: Chain
     config: TransformerConfig
     model: Transformer
     history: pd.DataFrame          # one row per step (0 = before training): lr, train_loss, test_loss (NaN between evals)
     seed: int
-    settings: dict = field(default_factory=dict)
+    train_config: TrainConfig
     seconds: float = float("nan")
-    test_seed: int = 0
+    provenance: dict = field(default_factory=dict)
+    checkpoint_step: int | None = None          # weights were also saved after this step (verification)
+    checkpoint: dict | None = None
+
+    @property
+    def test_seed(self) -> int:
+        """Seed of the run's test-data stream (derived from ``seed``)."""
+        return seed_streams(self.seed)[2]
+
+    @property
+    def settings(self) -> dict:
+        """The training settings and the device, as one flat dict."""
+        return {**self.train_config.to_dict(), "device": str(self.device)}
 
     @property
     def device(self) -> torch.device:
@@ -128,7 +215,7 @@ class TrainResult:
 
     def test_sequence(self, length: int | None = None, *, seed: int | None = None) -> torch.Tensor:
         """One fresh test path (1, length) drawn from the chain (reproducible from the run's seed)."""
-        length = length or self.settings["seq_len"]
+        length = length or self.train_config.seq_len
         seed = self.test_seed + 1 if seed is None else seed
         return self.chain.sample(1, length, seed=seed, device=self.device)
 
@@ -147,7 +234,7 @@ class TrainResult:
     def learnt_kernel(self, x: torch.Tensor | None = None) -> np.ndarray:
         """k×k average predicted P(x_{n+1} = j | x_n = i) over test paths x (default: 8 fresh paths)."""
         if x is None:
-            x = self.chain.sample(8, self.settings["seq_len"], seed=self.test_seed + 2, device=self.device)
+            x = self.chain.sample(8, self.train_config.seq_len, seed=self.test_seed + 2, device=self.device)
         probs = self.probabilities(x).double()
         onehot = F.one_hot(x.cpu(), self.chain.k).double()
         sums = torch.einsum("bni,bnj->ij", onehot, probs)
@@ -155,59 +242,54 @@ class TrainResult:
         return (sums / counts.clamp(min=1)).numpy()
 
 
-def train(chain: MarkovChain, config: TransformerConfig, *, steps: int, batch_size: int, seq_len: int,
-          lr: float = 2e-3, seed: int = 0, device: str | torch.device = "auto", eval_every: int = 10,
-          eval_batches: int = 4, schedule: str = "one-cycle", weight_decay: float = 1e-3,
-          start: str = "stationary", precision: str = "fp32", compile: bool = False, progress: bool = True,
-          desc: str | None = None) -> TrainResult:
+def train(chain: Chain, config: TransformerConfig, settings: TrainConfig | None = None, *, seed: int = 0,
+          device: str | torch.device = "auto", compile: bool = False, progress: bool = True, desc: str | None = None,
+          checkpoint: int | None = None, stop_after: int | None = None, **changes) -> TrainResult:
     """Train a fresh :class:`Transformer` on samples of ``chain``; returns a :class:`TrainResult`.
 
-    ``device="auto"`` picks CUDA when present (data are sampled on the device); ``precision="bf16"`` runs
-    forward passes under bfloat16 autocast; ``compile=True`` trains through ``torch.compile``.
+    ``settings`` is a :class:`TrainConfig`; keyword ``changes`` (``steps=400, batch_size=16, ...``) build or
+    amend it. ``device="auto"`` picks CUDA when present (data are sampled on the device); ``compile=True``
+    trains through ``torch.compile``; ``checkpoint=s`` also keeps a copy of the weights after step s;
+    ``stop_after=s`` ends the run after step s (its first s steps, exactly as in the full run: verification).
     """
-    return _fit([chain], config, [seed], False, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
-                device=device, eval_every=eval_every, eval_batches=eval_batches, schedule=schedule,
-                weight_decay=weight_decay, start=start, precision=precision, compile=compile, progress=progress,
-                desc=desc or f"{chain.name} {'tied' if config.tied else 'untied'}")[0]
+    settings = TrainConfig.build(settings, **changes)
+    desc = desc or f"{chain.name} {'tied' if config.tied else 'untied'}"
+    return _fit([chain], config, settings, [seed], False, device=device, compile=compile, progress=progress,
+                desc=desc, checkpoint=checkpoint, stop_after=stop_after)[0]
 
 
-def train_many(chains: MarkovChain | Sequence[MarkovChain], config: TransformerConfig, *, seeds: Sequence[int],
-               steps: int, batch_size: int, seq_len: int, lr: float = 2e-3, device: str | torch.device = "auto",
-               eval_every: int = 10, eval_batches: int = 4, schedule: str = "one-cycle", weight_decay: float = 1e-3,
-               start: str = "stationary", precision: str = "fp32", compile: bool = False, progress: bool = True,
-               desc: str | None = None) -> list[TrainResult]:
+def train_many(chains: Chain | Sequence[Chain], config: TransformerConfig, settings: TrainConfig | None = None, *,
+               seeds: Sequence[int], device: str | torch.device = "auto", compile: bool = False, progress: bool = True,
+               desc: str | None = None, checkpoint: int | None = None, **changes) -> list[TrainResult]:
     """Train N = len(seeds) independent models of one architecture in one batched step (an ensemble).
 
     Member i has its own seed and chain (``chains`` is one chain for all or a list of N) and gives the
-    same history, to float rounding, as ``train(chains[i], config, seed=seeds[i], ...)``.
+    same history, to float rounding, as ``train(chains[i], config, settings, seed=seeds[i])``.
     """
+    settings = TrainConfig.build(settings, **changes)
     seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
     if not seeds or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in seeds):
         raise ValueError(f"seeds must be a non-empty list of integers; got {seeds!r}")
-    chains = [chains] * len(seeds) if isinstance(chains, MarkovChain) else list(chains)
+    chains = [chains] * len(seeds) if isinstance(chains, Chain) else list(chains)
     if len(chains) != len(seeds):
         raise ValueError(f"chains must be one chain or one per seed ({len(seeds)}); got {len(chains)}")
-    return _fit(chains, config, seeds, True, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
-                device=device, eval_every=eval_every, eval_batches=eval_batches, schedule=schedule,
-                weight_decay=weight_decay, start=start, precision=precision, compile=compile, progress=progress,
-                desc=desc or f"ensemble of {len(seeds)} {'tied' if config.tied else 'untied'}")
+    desc = desc or f"ensemble of {len(seeds)} {'tied' if config.tied else 'untied'}"
+    return _fit(chains, config, settings, seeds, True, device=device, compile=compile, progress=progress, desc=desc,
+                checkpoint=checkpoint)
 
 
-def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int], ensemble: bool, *, steps, batch_size,
-         seq_len, lr, device, eval_every, eval_batches, schedule, weight_decay, start, precision, compile, progress,
-         desc) -> list[TrainResult]:
+def _fit(chains: list[Chain], config: TransformerConfig, settings: TrainConfig, seeds: list[int], ensemble: bool, *,
+         device, compile: bool, progress: bool, desc: str, checkpoint: int | None,
+         stop_after: int | None = None) -> list[TrainResult]:
     """The training loop of :func:`train` (one model) and :func:`train_many` (an ensemble)."""
-    steps, batch_size, seq_len = (_check_positive_int(n, v) for n, v in
-                                  (("steps", steps), ("batch_size", batch_size), ("seq_len", seq_len)))
-    eval_every, eval_batches = _check_positive_int("eval_every", eval_every), _check_positive_int("eval_batches", eval_batches)
-    _check_lr(lr)
-    if seq_len > config.max_len:
-        raise ValueError(f"seq_len must be <= config.max_len ({config.max_len}); got {seq_len}")
-    if precision not in ("fp32", "bf16"):
-        raise ValueError(f"precision must be 'fp32' or 'bf16'; got {precision!r}")
+    s = settings
+    if s.seq_len > config.max_len:
+        raise ValueError(f"seq_len must be <= config.max_len ({config.max_len}); got {s.seq_len}")
+    if checkpoint is not None:
+        checkpoint = min(_check_positive_int("checkpoint", checkpoint), s.steps)
+    last = s.steps if stop_after is None else min(_check_positive_int("stop_after", stop_after), s.steps)
     for chain in chains:
-        if config.vocab_size != chain.k:
-            raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
+        check_vocab(config, chain)
 
     device = resolve_device(device)
     n = len(seeds)
@@ -215,34 +297,40 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
     streams = [seed_streams(seed) for seed in seeds]
     cpu = torch.device("cpu")
     if ensemble:
-        model = Transformer(config, n_models=n, generators=[_generator(s[0], cpu) for s in streams]).to(device)
+        model = Transformer(config, n_models=n, generators=[seeded(st[0], cpu) for st in streams]).to(device)
     else:
-        model = Transformer(config, generator=_generator(streams[0][0], cpu)).to(device)
-    optimizer = make_optimizer(model, lr, weight_decay)
-    scheduler = make_schedule(optimizer, schedule, steps, lr)
+        model = Transformer(config, generator=seeded(streams[0][0], cpu)).to(device)
+    optimizer = make_optimizer(model, s.lr, s.weight_decay, decay_embeddings=s.decay_embeddings)
+    scheduler = make_schedule(optimizer, s.schedule, s.steps, s.lr)
     forward = torch.compile(model) if compile else model   # shares the parameters of model
 
     def loss_of(x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=s.precision == "bf16"):
             return cross_entropy(forward, x).float()
 
-    train_gens = [_generator(s[1], device) for s in streams]
-    test_gens = [_generator(s[2], device) for s in streams]
+    train_gens = [seeded(st[1], device) for st in streams]
+    test_gens = [seeded(st[2], device) for st in streams]
 
     def draw(gens) -> torch.Tensor:
-        xs = [c.sample(batch_size, seq_len + 1, generator=g, device=device, start=start) for c, g in zip(chains, gens)]
+        xs = [c.sample(s.batch_size, s.seq_len + 1, generator=g, device=device, start=s.start)
+              for c, g in zip(chains, gens)]
         return torch.stack(xs) if ensemble else xs[0]
 
     @torch.no_grad()
     def test_loss() -> torch.Tensor:
         model.eval()
-        losses = torch.stack([loss_of(draw(test_gens)) for _ in range(eval_batches)]).mean(0)
+        losses = torch.stack([loss_of(draw(test_gens)) for _ in range(s.eval_batches)]).mean(0)
         model.train()
         return losses.reshape(n).cpu()
 
+    def weights_of(i: int) -> dict:
+        member = model.member(i) if ensemble else model
+        return {k: v.detach().cpu().clone() for k, v in member.state_dict().items()}
+
     lrs, train_losses, test_losses = [float("nan")], [], {0: test_loss()}
+    saved = None
     t0 = time.perf_counter()
-    bar = tqdm(range(1, steps + 1), desc=desc, disable=not progress, leave=False, mininterval=0.5)
+    bar = tqdm(range(1, s.steps + 1), desc=desc, disable=not progress, leave=False, mininterval=0.5)
     model.train()
     for step in bar:
         losses = loss_of(draw(train_gens))
@@ -252,23 +340,28 @@ def _fit(chains: list[MarkovChain], config: TransformerConfig, seeds: list[int],
         optimizer.step()
         scheduler.step()
         train_losses.append(losses.detach().reshape(n))  # kept on the device: no host sync per step on CUDA
-        if step % eval_every == 0 or step == steps:
+        if step % s.eval_every == 0 or step == s.steps:
             test_losses[step] = test_loss()
             bar.set_postfix(train=f"{train_losses[-1].mean().item():.4f}", test=f"{test_losses[step].mean():.4f}")
+        if step == checkpoint:
+            saved = [weights_of(i) for i in range(n)]
+        if step == last:
+            break
     bar.close()
     seconds = time.perf_counter() - t0
     model.eval()
     train_matrix = torch.stack(train_losses).cpu().T.tolist()       # (n, steps)
-    settings = dict(steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr, eval_every=eval_every,
-                    eval_batches=eval_batches, schedule=schedule, weight_decay=weight_decay, start=start,
-                    device=str(device), precision=precision, compile=compile, ensemble_size=n if ensemble else 1)
+    where = provenance(device, ensemble_size=n if ensemble else 1, compile=compile)
     results = []
-    for i, (chain, seed, stream) in enumerate(zip(chains, seeds, streams)):
-        history = pd.DataFrame({"step": np.arange(steps + 1), "lr": lrs, "train_loss": [float("nan")] + train_matrix[i],
-                                "test_loss": [float(test_losses[s][i]) if s in test_losses else float("nan")
-                                              for s in range(steps + 1)]})
+    for i, (chain, seed) in enumerate(zip(chains, seeds)):
+        history = pd.DataFrame({"step": np.arange(last + 1), "lr": lrs,
+                                "train_loss": [float("nan")] + train_matrix[i],
+                                "test_loss": [float(test_losses[t][i]) if t in test_losses else float("nan")
+                                              for t in range(last + 1)]})
         member = model.member(i) if ensemble else model
-        results.append(TrainResult(chain, config, member.eval(), history, int(seed), settings, seconds, stream[2]))
+        results.append(TrainResult(chain=chain, config=config, model=member.eval(), history=history, seed=int(seed),
+                                   train_config=settings, seconds=seconds, provenance=where,
+                                   checkpoint_step=checkpoint, checkpoint=None if saved is None else saved[i]))
     return results
 
 
@@ -281,27 +374,3 @@ def escape_curve(results: Sequence[TrainResult], tol: float = 0.005) -> pd.DataF
     first = np.array([np.inf if (s := r.escape_step(tol)) is None else s for r in results])
     escaped = (first[None, :] <= steps[:, None]).mean(1)
     return pd.DataFrame({"step": steps, "escaped": escaped, "plateau": 1 - escaped})
-
-
-def population_descent(model: Transformer, chain: MarkovChain, *, steps: int, lr: float, length: int = 10,
-                       start: str = "stationary") -> tuple[Transformer, np.ndarray]:
-    """Plain gradient descent θ ← θ - lr ∇L(θ) on the exact population loss over paths of ``length`` states.
-
-    No sampling noise, no optimiser state: the deterministic dynamics near a stationary point (Thm 2, 3).
-    Returns a trained copy of ``model`` and the exact loss before every step and after the last.
-    """
-    steps, lr = _check_positive_int("steps", steps), _check_lr(lr)
-    model = copy.deepcopy(model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    exact_loss = exact_loss_function(model, chain, length, start)     # paths enumerated once, not per step
-    losses = []
-    for _ in range(steps):
-        loss = exact_loss()
-        losses.append(float(loss.detach()))
-        grads = torch.autograd.grad(loss, params)
-        with torch.no_grad():
-            for p, g in zip(params, grads):
-                p.sub_(lr * g)
-    with torch.no_grad():
-        losses.append(float(exact_loss()))
-    return model.eval(), np.array(losses)

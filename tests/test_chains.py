@@ -338,7 +338,7 @@ def test_paper_check_values_binary(p, q, h_rate, h_pi):
     chain = binary(p, q)
     assert chain.entropy_rate() == pytest.approx(h_rate, abs=1e-4)
     assert chain.unigram_entropy() == pytest.approx(h_pi, abs=1e-4)
-    # PAPER.md: H_rate = pi_0 h(p) + pi_1 h(q), H(pi) = h(pi_1)
+    # paper Sec. 2: H_rate = pi_0 h(p) + pi_1 h(q), H(pi) = h(pi_1)
     pi = chain.stationary()
     assert chain.entropy_rate() == pytest.approx(pi[0] * binary_entropy(p) + pi[1] * binary_entropy(q), abs=1e-12)
     assert chain.unigram_entropy() == pytest.approx(binary_entropy(pi[1]), abs=1e-12)

@@ -57,9 +57,11 @@ def test_ensemble_tying_and_weight_decay_groups():
     assert ensemble.head.weight is ensemble.wte.weight and ensemble.wte.weight.shape == (3, 2, 8)
     groups = make_optimizer(ensemble, 1e-3, 0.1).param_groups
     decayed = {id(p) for p in groups[0]["params"]}
-    for name, p in ensemble.named_parameters():
-        per_model_dim = p.dim() - 1
-        assert (id(p) in decayed) == (per_model_dim >= 2), name
+    model = Transformer(TransformerConfig.gpt2(tied=True, max_len=16))
+    single = {id(p) for p in make_optimizer(model, 1e-3).param_groups[0]["params"]}
+    single_names = {n for n, p in model.named_parameters() if id(p) in single}
+    assert single_names == {n for n, p in ensemble.named_parameters() if id(p) in decayed}   # same groups per member
+    assert all(".W_" in n for n in single_names) and len(single_names) == 6
     assert groups[0]["weight_decay"] == 0.1 and groups[1]["weight_decay"] == 0.0
 
 

@@ -53,6 +53,13 @@ def test_structure(path):
     assert figures, "a chapter shows at least one named figure"
     for cell in figures + verdicts:
         assert "hide-input" in cell.metadata.get("tags", []), f"collapse this cell (hide-input):\n{cell.source[:200]}"
+    # the edition a page was built at: glued (scale_name, seq_len, steps, n_seeds) and, where it trains, shown on top
+    assert any("glue_scale(S, " in c.source for c in code), "glue the edition with markovlib.book.glue_scale"
+    if any("sweep_results(" in c.source for c in code):
+        assert any(f"resolve(scale, chapter=\"{path.stem}\")" in c.source for c in code), "take the chapter's settings"
+        intro = nb.cells[0].source
+        assert all(f"{{glue:}}`{name}`" in intro for name in ("scale_name", "seq_len", "steps", "n_seeds")), \
+            "show the edition under the title"
 
 
 def test_stored_without_outputs():

@@ -46,7 +46,7 @@ def test_sweep_stores_what_train_computes_and_skips_it_next_time(tmp_path, monke
     assert len(frame) == len(specs) == 8 and set(frame["key"]) == {s.key for s in specs}
     # a stored run equals a single train() with the same chain, config and seed
     spec = specs[5]
-    single = train(make_chain(spec.chain), spec.config, seed=spec.seed, device="cpu", progress=False, **spec.train)
+    single = train(make_chain(spec.chain), spec.config, spec.train, seed=spec.seed, device="cpu", progress=False)
     row = frame.set_index("key").loc[spec.key]
     assert row["final_test_loss"] == pytest.approx(single.final_test_loss, abs=2e-5)
     assert row["entropy_rate"] == pytest.approx(binary(spec.chain["p"], spec.chain["q"]).entropy_rate())
@@ -97,7 +97,7 @@ def test_sweep_results_reload_models_equal_to_fresh_training(tmp_path, monkeypat
     specs = grid([0.2], [0.3], tied=[True, False], seeds=[4], config_kwargs=dict(max_len=32), **TINY)
     loaded = sweep_results(specs, tmp_path, ensemble_size=2, device="cpu", progress=False)
     for spec, result in zip(specs, loaded):
-        fresh = train(make_chain(spec.chain), spec.config, seed=spec.seed, device="cpu", progress=False, **spec.train)
+        fresh = train(make_chain(spec.chain), spec.config, spec.train, seed=spec.seed, device="cpu", progress=False)
         assert result.test_seed == fresh.test_seed and result.seed == fresh.seed
         assert torch.equal(result.test_sequence(16), fresh.test_sequence(16))
         for p, q in zip(result.model.parameters(), fresh.model.parameters()):

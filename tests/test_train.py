@@ -11,8 +11,8 @@ import torch
 
 from markovlib.chains import binary, symmetric
 from markovlib.model import Transformer, TransformerConfig
-from markovlib.theory import expected_loss, global_minimum, perturbed, unigram_point
-from markovlib.train import (TrainResult, cross_entropy, escape_curve, make_optimizer, make_schedule, population_descent,
+from markovlib.theory import expected_loss, global_minimum, perturbed, population_descent, unigram_point
+from markovlib.train import (TrainConfig, TrainResult, cross_entropy, escape_curve, make_optimizer, make_schedule,
                              train)
 
 TINY = dict(batch_size=4, seq_len=32, device="cpu", progress=False)
@@ -146,34 +146,42 @@ def test_fifty_steps_one_cycle_works():
 
 
 # ---------------------------------------------------------------- optimiser
-@pytest.mark.parametrize("preset", ["theory", "gpt2"])
-@pytest.mark.parametrize("tied", [True, False])
-def test_weight_decay_only_on_matrices(preset, tied):
-    model = Transformer(getattr(TransformerConfig, preset)(tied=tied, n_layers=2))
-    opt = make_optimizer(model, 1e-3, weight_decay=0.05)
-    assert isinstance(opt, torch.optim.AdamW)
+def _decayed_names(model, **kw):
+    opt = make_optimizer(model, 1e-3, weight_decay=0.05, **kw)
+    names = {id(p): n for n, p in model.named_parameters()}
     decay, no_decay = opt.param_groups
     assert decay["weight_decay"] == 0.05 and no_decay["weight_decay"] == 0.0
-    for group in opt.param_groups:
-        assert group["betas"] == (0.9, 0.95) and group["lr"] == 1e-3
-    assert all(p.dim() >= 2 for p in decay["params"])
-    assert all(p.dim() < 2 for p in no_decay["params"])
     ids = [id(p) for g in opt.param_groups for p in g["params"]]
-    assert len(ids) == len(set(ids))                                 # every parameter once (tied weight too)
-    assert set(ids) == {id(p) for p in model.parameters()}
-    assert sum(p.numel() for g in opt.param_groups for p in g["params"]) == model.n_params()
-    names = {id(p): n for n, p in model.named_parameters()}
-    assert "head.bias" in {names[id(p)] for p in no_decay["params"]}
-    assert "wte.weight" in {names[id(p)] for p in decay["params"]}
-    if preset == "gpt2":
-        assert "ln_f.weight" in {names[id(p)] for p in no_decay["params"]}
-    if tied:
-        assert sum(p is model.wte.weight for p in decay["params"]) == 1
+    assert len(ids) == len(set(ids)) and set(ids) == {id(p) for p in model.parameters()}   # each once (tied too)
+    return sorted(names[id(p)] for p in decay["params"])
 
 
-def test_weight_decay_shrinks_matrices_not_biases():
+@pytest.mark.parametrize("preset", ["theory", "gpt2"])
+@pytest.mark.parametrize("tied", [True, False])
+def test_weight_decay_on_the_linear_weights_only(preset, tied):
+    """The authors' AdamW groups: decay on the linear layers' weights; embeddings, biases, LN gains and a tied
+    head (which is the token embedding) are not decayed."""
+    model = Transformer(getattr(TransformerConfig, preset)(tied=tied, n_layers=2))
+    linear = [f"blocks.{i}.{m}.weight" for i in (0, 1) for m in ("attn.W_Q", "attn.W_K", "attn.W_V", "attn.W_O",
+                                                                  "ff.W_1", "ff.W_2")]
+    assert _decayed_names(model) == sorted(linear + ([] if tied else ["head.weight"]))
+    opt = make_optimizer(model, 1e-3)
+    assert isinstance(opt, torch.optim.AdamW)
+    assert all(g["betas"] == (0.9, 0.95) and g["lr"] == 1e-3 for g in opt.param_groups)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_decay_embeddings_restores_every_matrix(tied):
+    """markovlib 0.1 decayed every matrix, token and positional embeddings included (decay_embeddings=True)."""
+    model = Transformer(TransformerConfig.gpt2(tied=tied))
+    names = _decayed_names(model, decay_embeddings=True)
+    assert names == sorted(n for n, p in model.named_parameters() if p.dim() >= 2)
+    assert {"wte.weight", "wpe.weight"} <= set(names)
+
+
+def test_weight_decay_shrinks_linear_weights_only():
     """With zero gradients, AdamW's decoupled decay multiplies decayed weights by (1 - lr * wd) and leaves the rest."""
-    model = Transformer(TransformerConfig.gpt2())
+    model = Transformer(TransformerConfig.gpt2(tied=False))
     with torch.no_grad():
         model.head.bias.fill_(0.5)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -182,8 +190,9 @@ def test_weight_decay_shrinks_matrices_not_biases():
         p.grad = torch.zeros_like(p)
     opt.step()
     for n, p in model.named_parameters():
-        factor = 1 - 0.1 * 0.5 if p.dim() >= 2 else 1.0
+        factor = 1 - 0.1 * 0.5 if n.endswith("weight") and ".W_" in n or n == "head.weight" else 1.0
         torch.testing.assert_close(p.detach(), before[n] * factor)
+    assert torch.equal(model.wpe.weight, before["wpe.weight"]) and torch.equal(model.wte.weight, before["wte.weight"])
 
 
 def test_cross_entropy_uses_next_state_targets():
@@ -243,7 +252,8 @@ def test_probability_along(tiny_run):
 
 def _result_for(model, chain, seq_len=64):
     history = pd.DataFrame({"step": [0], "lr": [np.nan], "train_loss": [np.nan], "test_loss": [np.nan]})
-    return TrainResult(chain, model.config, model, history, seed=0, settings={"seq_len": seq_len}, test_seed=11)
+    return TrainResult(chain=chain, config=model.config, model=model, history=history, seed=0,
+                       train_config=TrainConfig(steps=1, batch_size=1, seq_len=seq_len))
 
 
 def test_helpers_on_the_global_minimum():
@@ -276,7 +286,8 @@ def test_learnt_kernel_rows_sum_to_one(tiny_run):
 # ---------------------------------------------------------------- escape statistics and exact gradient descent
 def _history_result(chain, test_losses, steps):
     history = pd.DataFrame({"step": steps, "lr": np.nan, "train_loss": np.nan, "test_loss": test_losses})
-    return TrainResult(chain, TransformerConfig.theory(), None, history, seed=0, settings={"seq_len": 8})
+    return TrainResult(chain=chain, config=TransformerConfig.theory(), model=None, history=history, seed=0,
+                       train_config=TrainConfig(steps=30, batch_size=1, seq_len=8))
 
 
 def test_escape_curve_counts_first_arrivals():

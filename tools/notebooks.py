@@ -28,14 +28,14 @@ INSTALL_TAG, RERUN_TAG = "colab-install", "rerun-box"
 
 
 def install_cell_source() -> str:
-    from markovlib.book import REPOSITORY, BRANCH
+    from markovlib.book import install_requirement
 
     return ("# In Google Colab, install markovlib (this book's library) first; anywhere else this cell does nothing.\n"
             "import subprocess\n"
             "import sys\n\n"
             'if "google.colab" in sys.modules:\n'
             '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",\n'
-            f'                    "markovlib @ git+https://github.com/{REPOSITORY}@{BRANCH}"], check=True)')
+            f'                    "{install_requirement()}"], check=True)')
 
 
 def rerun_cell_source(path: Path) -> str:
