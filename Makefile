@@ -14,7 +14,7 @@ SCALE ?= cpu
 # Trained models of the chapters go to results/ here (markovlib's own default is the user's cache).
 export MARKOVLIB_RESULTS ?= $(CURDIR)/results
 
-.PHONY: book test install unit notebooks book-strict browser verify bench clean
+.PHONY: book test install lint unit notebooks book-strict browser verify bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,7 +33,12 @@ book: $(STAMP)
 	MARKOVLIB_SCALE=$(SCALE) $(BIN)/jupyter-book build . --path-output . || exit 1; \
 	echo "Book built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-test: $(STAMP) unit verify notebooks book-strict browser
+test: $(STAMP) lint unit verify notebooks book-strict browser
+
+# ruff format (88 columns) and ruff check over the library, tests, tools and the notebooks (pyproject.toml)
+lint: $(STAMP)
+	$(BIN)/ruff format --check markovlib tests benchmarks tools book
+	$(BIN)/ruff check markovlib tests benchmarks tools book
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -q --ignore=tests/browser

@@ -68,6 +68,7 @@ The ratio column is always markovlib / baseline in speed: markovlib / baseline f
 markovlib for times (> 1: markovlib, or the ensemble, is faster). Seeds are fixed; the timings, of course, depend
 on the machine and its load (the 1-minute load average is printed at the start and at the end).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,22 +93,39 @@ from markovlib.model import Transformer, TransformerConfig
 from markovlib.presets import resolve_device
 from markovlib.train import cross_entropy, make_optimizer, make_schedule, train
 
-ROOT = Path(__file__).resolve().parent.parent   # the repository: what the book rows build
+ROOT = (
+    Path(__file__).resolve().parent.parent
+)  # the repository: what the book rows build
 SEED = 0
 LR = 2e-3
 SAMPLER_BATCH, SAMPLER_LEN = 64, 1024
 TRAIN_BATCH, TRAIN_LENS = 16, (1024, 256)
 E2E_STEPS = 50
-ENSEMBLE_SIZES = {256: (1, 8, 32), 1024: (1, 8)}   # seq length → N; seq 1024 in full mode only
+ENSEMBLE_SIZES = {
+    256: (1, 8, 32),
+    1024: (1, 8),
+}  # seq length → N; seq 1024 in full mode only
 PAPER_LEN, PAPER_EVAL_BATCHES, PAPER_ITERATIONS = 1024, 24, 400
 BOOK_SCALES = ("smoke", "cpu")
-SWEEP_GRID = dict(ps=(0.2, 0.6), qs=(0.3, 0.7), tied=(True, False), seeds=(0, 1), config_kwargs=dict(max_len=64),
-                  steps=50, batch_size=8, seq_len=64, eval_every=25, eval_batches=2)     # 16 runs
+SWEEP_GRID = dict(
+    ps=(0.2, 0.6),
+    qs=(0.3, 0.7),
+    tied=(True, False),
+    seeds=(0, 1),
+    config_kwargs=dict(max_len=64),
+    steps=50,
+    batch_size=8,
+    seq_len=64,
+    eval_every=25,
+    eval_batches=2,
+)  # 16 runs
 SWEEP_ENSEMBLE = 4
 
 
 # ---------------------------------------------------------------- timing
-def measure(fn, *, min_time: float, trials: int, warmup: int, device: torch.device) -> float:
+def measure(
+    fn, *, min_time: float, trials: int, warmup: int, device: torch.device
+) -> float:
     """Median seconds per call of ``fn()``: ``warmup`` calls, then ``trials`` runs of about ``min_time`` s each."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
@@ -133,7 +151,9 @@ def generator(device: torch.device, seed: int = SEED) -> torch.Generator:
 
 # ---------------------------------------------------------------- the two samplers
 def markovlib_sampler(chain: MarkovChain, device: torch.device):
-    return lambda batch, length, g: chain.sample(batch, length, generator=g, device=device)
+    return lambda batch, length, g: chain.sample(
+        batch, length, generator=g, device=device
+    )
 
 
 def authors_sampler(chain: MarkovChain, device: torch.device):
@@ -160,7 +180,9 @@ def no_sampler(chain: MarkovChain, device: torch.device):
 
     def sample(batch: int, length: int, g: torch.Generator) -> torch.Tensor:
         if (batch, length) not in drawn:
-            drawn[batch, length] = chain.sample(batch, length, generator=g, device=device)
+            drawn[batch, length] = chain.sample(
+                batch, length, generator=g, device=device
+            )
         return drawn[batch, length]
 
     return sample
@@ -173,25 +195,41 @@ def dirichlet_chain(k: int, seed: int = 0) -> MarkovChain:
 
 
 SAMPLER_TOKENS = SAMPLER_BATCH * SAMPLER_LEN
-SAMPLER_CHAINS = {"binary(0.2, 0.3)": lambda: binary(0.2, 0.3), "symmetric(5, 0.3)": lambda: symmetric(5, 0.3),
-                  "random k = 8, rows ~ Dirichlet(1)": lambda: dirichlet_chain(8)}
+SAMPLER_CHAINS = {
+    "binary(0.2, 0.3)": lambda: binary(0.2, 0.3),
+    "symmetric(5, 0.3)": lambda: symmetric(5, 0.3),
+    "random k = 8, rows ~ Dirichlet(1)": lambda: dirichlet_chain(8),
+}
 
 
 def sampler_times(label: str, device: torch.device, quick: bool) -> dict[str, float]:
     """Seconds per draw of both samplers for one chain of SAMPLER_CHAINS (``measure``, this process)."""
-    timing = dict(min_time=0.1, trials=3, warmup=1) if quick else dict(min_time=0.5, trials=5, warmup=2)
+    timing = (
+        dict(min_time=0.1, trials=3, warmup=1)
+        if quick
+        else dict(min_time=0.5, trials=5, warmup=2)
+    )
     chain = SAMPLER_CHAINS[label]()
-    return {name: measure(sampler_call(make, chain, device), device=device, **timing) for name, make in SAMPLERS.items()}
+    return {
+        name: measure(sampler_call(make, chain, device), device=device, **timing)
+        for name, make in SAMPLERS.items()
+    }
 
 
-def sampler_times_in_subprocess(label: str, device: torch.device, threads: int, quick: bool) -> dict[str, float]:
+def sampler_times_in_subprocess(
+    label: str, device: torch.device, threads: int, quick: bool
+) -> dict[str, float]:
     """:func:`sampler_times` in a fresh Python process: on the 2-core VM the draw time is bimodal from one
     process to the next (e.g. 0.6 or 1.3 ms for the binary draw, whatever the CPU or the address layout), so
     a single process can land in either mode."""
-    code = (f"import json, sys, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench; "
-            f"torch.set_num_threads({threads}); "
-            f"print(json.dumps(bench.sampler_times({label!r}, torch.device({str(device)!r}), {quick})))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    code = (
+        f"import json, sys, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench; "
+        f"torch.set_num_threads({threads}); "
+        f"print(json.dumps(bench.sampler_times({label!r}, torch.device({str(device)!r}), {quick})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -201,15 +239,25 @@ def sampler_call(make_sampler, chain: MarkovChain, device: torch.device):
     return lambda: sample(SAMPLER_BATCH, SAMPLER_LEN, g)
 
 
-def train_step(make_sampler, chain: MarkovChain, config: TransformerConfig, seq_len: int, device: torch.device, *,
-               n_models: int | None = None, steps: int = 10**9):
+def train_step(
+    make_sampler,
+    chain: MarkovChain,
+    config: TransformerConfig,
+    seq_len: int,
+    device: torch.device,
+    *,
+    n_models: int | None = None,
+    steps: int = 10**9,
+):
     """One optimisation step as in markovlib.train's loop, drawing its batches with ``make_sampler``; (step, model).
 
     ``n_models=None``: one model, as ``train`` builds it; ``n_models=N``: an ensemble stepped as ``train_many``
     does it, each member's batch drawn with its own generator and the N batches stacked. ``steps`` only sets
     the length of the one-cycle schedule (the default never runs out while timing).
     """
-    model = Transformer(config, n_models=n_models, generator=generator(torch.device("cpu"))).to(device)
+    model = Transformer(
+        config, n_models=n_models, generator=generator(torch.device("cpu"))
+    ).to(device)
     optimizer = make_optimizer(model, LR)
     scheduler = make_schedule(optimizer, "one-cycle", steps, LR)
     sample = make_sampler(chain, device)
@@ -218,9 +266,11 @@ def train_step(make_sampler, chain: MarkovChain, config: TransformerConfig, seq_
 
     def step() -> torch.Tensor:
         xs = [sample(TRAIN_BATCH, seq_len + 1, g) for g in gens]
-        losses = cross_entropy(model, torch.stack(xs) if n_models else xs[0])   # N per-model losses (or one)
+        losses = cross_entropy(
+            model, torch.stack(xs) if n_models else xs[0]
+        )  # N per-model losses (or one)
         optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()              # member i's gradient is that of its own loss
+        losses.sum().backward()  # member i's gradient is that of its own loss
         optimizer.step()
         scheduler.step()
         return losses.detach()
@@ -228,16 +278,26 @@ def train_step(make_sampler, chain: MarkovChain, config: TransformerConfig, seq_
     return step, model
 
 
-def authors_paper_run(chain: MarkovChain, config: TransformerConfig, steps: int, device: torch.device):
+def authors_paper_run(
+    chain: MarkovChain, config: TransformerConfig, steps: int, device: torch.device
+):
     """``train(..., eval_every=1, eval_batches=24)`` with every batch drawn by ``authors_sampler`` (one whole run)."""
+
     def run() -> list[float]:
-        step, model = train_step(authors_sampler, chain, config, PAPER_LEN, device, steps=steps)
-        sample, g = authors_sampler(chain, device), generator(device, SEED + 1)   # the test stream
+        step, model = train_step(
+            authors_sampler, chain, config, PAPER_LEN, device, steps=steps
+        )
+        sample, g = (
+            authors_sampler(chain, device),
+            generator(device, SEED + 1),
+        )  # the test stream
 
         @torch.no_grad()
         def test_loss() -> torch.Tensor:
             model.eval()
-            batches = (sample(TRAIN_BATCH, PAPER_LEN + 1, g) for _ in range(PAPER_EVAL_BATCHES))
+            batches = (
+                sample(TRAIN_BATCH, PAPER_LEN + 1, g) for _ in range(PAPER_EVAL_BATCHES)
+            )
             loss = torch.stack([cross_entropy(model, x) for x in batches]).mean()
             model.train()
             return loss
@@ -255,14 +315,25 @@ def build_book(scale: str, threads: int) -> float:
     """Wall-clock seconds of one ``jupyter-book build`` of ROOT at MARKOVLIB_SCALE=scale, nothing cached or stored."""
     exe = Path(sys.executable).with_name("jupyter-book")
     with tempfile.TemporaryDirectory(prefix=f"markovlib-bench-book-{scale}-") as out:
-        env = {"OMP_NUM_THREADS": str(threads), "MPLBACKEND": "Agg", **os.environ, "MARKOVLIB_SCALE": scale,
-               "MARKOVLIB_RESULTS": str(Path(out) / "results")}     # an empty result store: every run trains
+        env = {
+            "OMP_NUM_THREADS": str(threads),
+            "MPLBACKEND": "Agg",
+            **os.environ,
+            "MARKOVLIB_SCALE": scale,
+            "MARKOVLIB_RESULTS": str(Path(out) / "results"),
+        }  # an empty result store: every run trains
         t0 = time.perf_counter()
-        proc = subprocess.run([str(exe), "build", str(ROOT), "--path-output", out], env=env,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [str(exe), "build", str(ROOT), "--path-output", out],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         seconds = time.perf_counter() - t0
     if proc.returncode:
-        raise RuntimeError(f"jupyter-book build at scale {scale} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            f"jupyter-book build at scale {scale} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+        )
     return seconds
 
 
@@ -271,17 +342,33 @@ def sweep_times(threads: int) -> dict[str, float]:
     import ray
 
     from markovlib.sweep import grid, sweep
+
     specs = grid(**SWEEP_GRID)
     seconds = {}
-    with tempfile.TemporaryDirectory(prefix="markovlib-bench-sweep-", dir="/tmp") as tmp:
+    with tempfile.TemporaryDirectory(
+        prefix="markovlib-bench-sweep-", dir="/tmp"
+    ) as tmp:
+
         def timed(name: str, **executor) -> None:
             t0 = time.perf_counter()
-            sweep(specs, Path(tmp) / name, ensemble_size=SWEEP_ENSEMBLE, device="cpu", progress=False, **executor)
+            sweep(
+                specs,
+                Path(tmp) / name,
+                ensemble_size=SWEEP_ENSEMBLE,
+                device="cpu",
+                progress=False,
+                **executor,
+            )
             seconds[name] = time.perf_counter() - t0
 
         timed("local")
         t0 = time.perf_counter()
-        ray.init(num_cpus=threads, _temp_dir=str(Path(tmp) / "ray"), include_dashboard=False, logging_level="WARNING")
+        ray.init(
+            num_cpus=threads,
+            _temp_dir=str(Path(tmp) / "ray"),
+            include_dashboard=False,
+            logging_level="WARNING",
+        )
         seconds["ray_start"] = time.perf_counter() - t0
         try:
             timed("ray_cold", executor="ray", cpus_per_task=threads)
@@ -298,38 +385,88 @@ def fmt(value: float | None, unit: str) -> str:
         return "—"
     if unit.endswith("tokens/s"):
         return f"{value / 1e6:,.2f} M"
-    decimals = max(0, 2 - math.floor(math.log10(abs(value)))) if value else 0   # 3 significant digits
+    decimals = (
+        max(0, 2 - math.floor(math.log10(abs(value)))) if value else 0
+    )  # 3 significant digits
     return f"{value:,.{decimals}f}"
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| what | markovlib | baseline | baseline is | ratio (markovlib speed-up) |",
-             "|---|---:|---:|---|---:|"]
+    lines = [
+        "| what | markovlib | baseline | baseline is | ratio (markovlib speed-up) |",
+        "|---|---:|---:|---|---:|",
+    ]
     for r in rows:
-        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.{2 if r['ratio'] < 10 else 1}f}×"
-        lines.append(f"| {r['what']} ({r['unit']}) | {fmt(r['markovlib'], r['unit'])} "
-                     f"| {fmt(r['baseline'], r['unit'])} | {r['baseline_is']} | {ratio} |")
+        ratio = (
+            "—"
+            if r["ratio"] is None
+            else f"{r['ratio']:.{2 if r['ratio'] < 10 else 1}f}×"
+        )
+        lines.append(
+            f"| {r['what']} ({r['unit']}) | {fmt(r['markovlib'], r['unit'])} "
+            f"| {fmt(r['baseline'], r['unit'])} | {r['baseline_is']} | {ratio} |"
+        )
     return "\n".join(lines)
 
 
-def row(what: str, unit: str, markovlib: float, baseline: float | None = None, baseline_is: str = "—") -> dict:
+def row(
+    what: str,
+    unit: str,
+    markovlib: float,
+    baseline: float | None = None,
+    baseline_is: str = "—",
+) -> dict:
     """A table row; the ratio is markovlib's speed-up (throughputs: markovlib / baseline, times: the inverse)."""
-    ratio = None if baseline is None else (markovlib / baseline if unit.endswith("/s") else baseline / markovlib)
-    return dict(what=what, unit=unit, markovlib=markovlib, baseline=baseline, baseline_is=baseline_is, ratio=ratio)
+    ratio = (
+        None
+        if baseline is None
+        else (markovlib / baseline if unit.endswith("/s") else baseline / markovlib)
+    )
+    return dict(
+        what=what,
+        unit=unit,
+        markovlib=markovlib,
+        baseline=baseline,
+        baseline_is=baseline_is,
+        ratio=ratio,
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer, shorter trials, no book builds (< 40 s)")
-    ap.add_argument("--book", action="store_true", help="also time the book builds in --quick mode")
-    ap.add_argument("--ray", action="store_true", help="also time the sweep executors (local, Ray) in --quick mode")
-    ap.add_argument("--e2e-steps", type=int, default=None, metavar="S",
-                    help="iterations of the paper-run row (default 10 with --quick, 40 otherwise)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer, shorter trials, no book builds (< 40 s)",
+    )
+    ap.add_argument(
+        "--book", action="store_true", help="also time the book builds in --quick mode"
+    )
+    ap.add_argument(
+        "--ray",
+        action="store_true",
+        help="also time the sweep executors (local, Ray) in --quick mode",
+    )
+    ap.add_argument(
+        "--e2e-steps",
+        type=int,
+        default=None,
+        metavar="S",
+        help="iterations of the paper-run row (default 10 with --quick, 40 otherwise)",
+    )
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
-    ap.add_argument("--json", metavar="PATH", help="also write the numbers to this JSON file")
-    ap.add_argument("--processes", type=int, default=5,
-                    help="fresh processes per sampler row (median reported; default 5, 1 with --quick)")
+    ap.add_argument(
+        "--threads", type=int, default=2, help="torch.set_num_threads (default 2)"
+    )
+    ap.add_argument(
+        "--json", metavar="PATH", help="also write the numbers to this JSON file"
+    )
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=5,
+        help="fresh processes per sampler row (median reported; default 5, 1 with --quick)",
+    )
     args = ap.parse_args(argv)
     paper_steps = args.e2e_steps or (10 if args.quick else 40)
     if paper_steps < 1:
@@ -342,7 +479,11 @@ def main(argv: list[str] | None = None) -> dict:
     device = resolve_device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: CUDA is not available to this torch build")
-    timing = dict(min_time=0.1, trials=3, warmup=1) if args.quick else dict(min_time=0.5, trials=5, warmup=2)
+    timing = (
+        dict(min_time=0.1, trials=3, warmup=1)
+        if args.quick
+        else dict(min_time=0.5, trials=5, warmup=2)
+    )
     time_it = lambda fn, **kw: measure(fn, device=device, **{**timing, **kw})  # noqa: E731
     load_start = os.getloadavg()[0]
     t_start = time.perf_counter()
@@ -352,96 +493,250 @@ def main(argv: list[str] | None = None) -> dict:
     processes = 1 if args.quick else args.processes
     spread = {}
     for label in SAMPLER_CHAINS:
-        runs = [sampler_times_in_subprocess(label, device, args.threads, args.quick) for _ in range(processes)]
-        tput = {name: statistics.median(SAMPLER_TOKENS / r[name] for r in runs) for name in SAMPLERS}
-        spread[label] = {name: (min(SAMPLER_TOKENS / r[name] for r in runs), max(SAMPLER_TOKENS / r[name] for r in runs))
-                         for name in SAMPLERS} | {"ratio": (min(r["baseline"] / r["markovlib"] for r in runs),
-                                                            max(r["baseline"] / r["markovlib"] for r in runs))}
-        rows.append(row(f"sample {label}, {SAMPLER_BATCH}×{SAMPLER_LEN}" + (f", median of {processes} processes"
-                        if processes > 1 else ""), "tokens/s", **tput, baseline_is="authors' multinomial loop"))
+        runs = [
+            sampler_times_in_subprocess(label, device, args.threads, args.quick)
+            for _ in range(processes)
+        ]
+        tput = {
+            name: statistics.median(SAMPLER_TOKENS / r[name] for r in runs)
+            for name in SAMPLERS
+        }
+        spread[label] = {
+            name: (
+                min(SAMPLER_TOKENS / r[name] for r in runs),
+                max(SAMPLER_TOKENS / r[name] for r in runs),
+            )
+            for name in SAMPLERS
+        } | {
+            "ratio": (
+                min(r["baseline"] / r["markovlib"] for r in runs),
+                max(r["baseline"] / r["markovlib"] for r in runs),
+            )
+        }
+        rows.append(
+            row(
+                f"sample {label}, {SAMPLER_BATCH}×{SAMPLER_LEN}"
+                + (f", median of {processes} processes" if processes > 1 else ""),
+                "tokens/s",
+                **tput,
+                baseline_is="authors' multinomial loop",
+            )
+        )
 
     # 2. one training step at the paper's size
     chain, config = binary(0.5, 0.8), TransformerConfig.gpt2(tied=True)
     bare = {}
     for seq_len in TRAIN_LENS:
-        ms = {name: 1e3 * time_it(train_step(make, chain, config, seq_len, device)[0]) for name, make in SAMPLERS.items()}
+        ms = {
+            name: 1e3 * time_it(train_step(make, chain, config, seq_len, device)[0])
+            for name, make in SAMPLERS.items()
+        }
         bare[seq_len] = ms["markovlib"]
-        rows.append(row(f"train step, batch {TRAIN_BATCH} × seq {seq_len}", "ms/step", **ms,
-                        baseline_is="same step, authors' sampler"))
+        rows.append(
+            row(
+                f"train step, batch {TRAIN_BATCH} × seq {seq_len}",
+                "ms/step",
+                **ms,
+                baseline_is="same step, authors' sampler",
+            )
+        )
         free = 1e3 * time_it(train_step(no_sampler, chain, config, seq_len, device)[0])
-        rows.append(row(f"train step without sampling (one fixed batch), seq {seq_len}: the ceiling", "ms/step",
-                        free, ms["baseline"], "same step, authors' sampler"))
+        rows.append(
+            row(
+                f"train step without sampling (one fixed batch), seq {seq_len}: the ceiling",
+                "ms/step",
+                free,
+                ms["baseline"],
+                "same step, authors' sampler",
+            )
+        )
 
     # 3. ensembles: train_many-style step of N models vs markovlib's single-model step
     for seq_len, sizes in ENSEMBLE_SIZES.items():
         if args.quick and seq_len != 256:
             continue
         per_model = TRAIN_BATCH * seq_len
-        single = per_model / (1e-3 * bare[seq_len]) if seq_len in bare else \
-            per_model / time_it(train_step(markovlib_sampler, chain, config, seq_len, device)[0])
+        single = (
+            per_model / (1e-3 * bare[seq_len])
+            if seq_len in bare
+            else per_model
+            / time_it(train_step(markovlib_sampler, chain, config, seq_len, device)[0])
+        )
         for n in sizes:
-            tput = n * per_model / time_it(train_step(markovlib_sampler, chain, config, seq_len, device, n_models=n)[0])
-            rows.append(row(f"ensemble step, N = {n}, batch {TRAIN_BATCH} × seq {seq_len} per model",
-                            "model·tokens/s", tput, single, "single-model step (N = 1, `train`)"))
+            tput = (
+                n
+                * per_model
+                / time_it(
+                    train_step(
+                        markovlib_sampler, chain, config, seq_len, device, n_models=n
+                    )[0]
+                )
+            )
+            rows.append(
+                row(
+                    f"ensemble step, N = {n}, batch {TRAIN_BATCH} × seq {seq_len} per model",
+                    "model·tokens/s",
+                    tput,
+                    single,
+                    "single-model step (N = 1, `train`)",
+                )
+            )
 
     # 4. train() end to end, evaluation at the start and the end only
     e2e_len = TRAIN_LENS[0]
-    short_run = lambda: train(chain, config, steps=E2E_STEPS, batch_size=TRAIN_BATCH, seq_len=e2e_len, lr=LR,  # noqa: E731
-                              seed=SEED, device=device, eval_every=E2E_STEPS, progress=False)
-    e2e = 1e3 * time_it(short_run, min_time=0.0, warmup=1) / E2E_STEPS  # one whole train() per trial
-    rows.append(row(f"`train()` end to end, {E2E_STEPS} steps, eval_every={E2E_STEPS}, seq {e2e_len}", "ms/step", e2e))
+    short_run = lambda: train(
+        chain,
+        config,
+        steps=E2E_STEPS,
+        batch_size=TRAIN_BATCH,
+        seq_len=e2e_len,
+        lr=LR,  # noqa: E731
+        seed=SEED,
+        device=device,
+        eval_every=E2E_STEPS,
+        progress=False,
+    )
+    e2e = (
+        1e3 * time_it(short_run, min_time=0.0, warmup=1) / E2E_STEPS
+    )  # one whole train() per trial
+    rows.append(
+        row(
+            f"`train()` end to end, {E2E_STEPS} steps, eval_every={E2E_STEPS}, seq {e2e_len}",
+            "ms/step",
+            e2e,
+        )
+    )
 
     # 5. the paper's run, evaluation every step on 24 fresh batches, S iterations, one timed run each
-    paper = {"markovlib": lambda: train(chain, config, steps=paper_steps, batch_size=TRAIN_BATCH, seq_len=PAPER_LEN,
-                                        lr=LR, seed=SEED, device=device, eval_every=1,
-                                        eval_batches=PAPER_EVAL_BATCHES, progress=False),
-             "baseline": authors_paper_run(chain, config, paper_steps, device)}
-    per_iter = {name: time_it(run, min_time=0.0, trials=1, warmup=0) / paper_steps for name, run in paper.items()}
-    what = (f"paper run (eval every step on {PAPER_EVAL_BATCHES} batches), batch {TRAIN_BATCH} × seq {PAPER_LEN}")
-    rows.append(row(f"{what}, measured over {paper_steps} iterations", "s/iteration", **per_iter,
-                    baseline_is="same run, authors' sampler"))
-    rows.append(row(f"{what}, {PAPER_ITERATIONS} iterations projected from {paper_steps}", "s, projected",
-                    **{k: PAPER_ITERATIONS * v for k, v in per_iter.items()}, baseline_is="same run, authors' sampler"))
+    paper = {
+        "markovlib": lambda: train(
+            chain,
+            config,
+            steps=paper_steps,
+            batch_size=TRAIN_BATCH,
+            seq_len=PAPER_LEN,
+            lr=LR,
+            seed=SEED,
+            device=device,
+            eval_every=1,
+            eval_batches=PAPER_EVAL_BATCHES,
+            progress=False,
+        ),
+        "baseline": authors_paper_run(chain, config, paper_steps, device),
+    }
+    per_iter = {
+        name: time_it(run, min_time=0.0, trials=1, warmup=0) / paper_steps
+        for name, run in paper.items()
+    }
+    what = f"paper run (eval every step on {PAPER_EVAL_BATCHES} batches), batch {TRAIN_BATCH} × seq {PAPER_LEN}"
+    rows.append(
+        row(
+            f"{what}, measured over {paper_steps} iterations",
+            "s/iteration",
+            **per_iter,
+            baseline_is="same run, authors' sampler",
+        )
+    )
+    rows.append(
+        row(
+            f"{what}, {PAPER_ITERATIONS} iterations projected from {paper_steps}",
+            "s, projected",
+            **{k: PAPER_ITERATIONS * v for k, v in per_iter.items()},
+            baseline_is="same run, authors' sampler",
+        )
+    )
 
     # 6. book execution, a fresh output folder each (subprocesses: one wall-clock run each, not measure())
     if not args.quick or args.book:
         for scale in BOOK_SCALES:
-            rows.append(row(f"`jupyter-book build`, MARKOVLIB_SCALE={scale}, fresh output folder", "s",
-                            build_book(scale, args.threads)))
+            rows.append(
+                row(
+                    f"`jupyter-book build`, MARKOVLIB_SCALE={scale}, fresh output folder",
+                    "s",
+                    build_book(scale, args.threads),
+                )
+            )
 
     # 7. the same 16-run sweep through the local executor and through Ray on this machine (wall clock, once each)
     if not args.quick or args.ray:
         sweeps = sweep_times(args.threads)
         what = f"16-run sweep (ensembles of {SWEEP_ENSEMBLE}), Ray executor on {args.threads} CPUs"
         local = "same sweep, local executor"
-        rows.append(row(f"{what}, {args.threads} CPUs per task, workers cold", "s", sweeps["ray_cold"], sweeps["local"],
-                        local))
-        rows.append(row(f"{what}, {args.threads} CPUs per task, workers warm", "s", sweeps["ray_warm"], sweeps["local"],
-                        local))
-        rows.append(row(f"{what}, 1 CPU per task, workers warm", "s", sweeps["ray_parallel"], sweeps["local"], local))
-        rows.append(row(f"`ray.init(num_cpus={args.threads})`: single-machine cluster start", "s", sweeps["ray_start"]))
+        rows.append(
+            row(
+                f"{what}, {args.threads} CPUs per task, workers cold",
+                "s",
+                sweeps["ray_cold"],
+                sweeps["local"],
+                local,
+            )
+        )
+        rows.append(
+            row(
+                f"{what}, {args.threads} CPUs per task, workers warm",
+                "s",
+                sweeps["ray_warm"],
+                sweeps["local"],
+                local,
+            )
+        )
+        rows.append(
+            row(
+                f"{what}, 1 CPU per task, workers warm",
+                "s",
+                sweeps["ray_parallel"],
+                sweeps["local"],
+                local,
+            )
+        )
+        rows.append(
+            row(
+                f"`ray.init(num_cpus={args.threads})`: single-machine cluster start",
+                "s",
+                sweeps["ray_start"],
+            )
+        )
 
     total = time.perf_counter() - t_start
-    env = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-           "mode": "quick" if args.quick else "full",
-           "torch": torch.__version__, "markovlib": markovlib.__version__, "python": platform.python_version(),
-           "device": str(device) + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
-           "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
-           "timing": timing, "seed": SEED, "paper_run_iterations": paper_steps,
-           "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]}}
+    env = {
+        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "torch": torch.__version__,
+        "markovlib": markovlib.__version__,
+        "python": platform.python_version(),
+        "device": str(device)
+        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "timing": timing,
+        "seed": SEED,
+        "paper_run_iterations": paper_steps,
+        "load_average_1min": {"start": load_start, "end": os.getloadavg()[0]},
+    }
     print("## markovlib benchmark\n")
     print("\n".join(f"- {k}: {v}" for k, v in env.items()) + "\n")
     print(table(rows) + "\n")
     for label, r in spread.items():
         if processes > 1:
-            print(f"sample {label}: range over {processes} processes: markovlib {fmt(r['markovlib'][0], 'tokens/s')}"
-                  f" – {fmt(r['markovlib'][1], 'tokens/s')}, baseline {fmt(r['baseline'][0], 'tokens/s')} – "
-                  f"{fmt(r['baseline'][1], 'tokens/s')}, ratio {r['ratio'][0]:.1f}× – {r['ratio'][1]:.1f}×.")
-    print(f"train() overhead (test loss at step 0 and {E2E_STEPS}, set-up, bookkeeping): "
-          f"{e2e / bare[e2e_len]:.2f}× the bare markovlib step at seq {e2e_len}.")
+            print(
+                f"sample {label}: range over {processes} processes: markovlib {fmt(r['markovlib'][0], 'tokens/s')}"
+                f" – {fmt(r['markovlib'][1], 'tokens/s')}, baseline {fmt(r['baseline'][0], 'tokens/s')} – "
+                f"{fmt(r['baseline'][1], 'tokens/s')}, ratio {r['ratio'][0]:.1f}× – {r['ratio'][1]:.1f}×."
+            )
+    print(
+        f"train() overhead (test loss at step 0 and {E2E_STEPS}, set-up, bookkeeping): "
+        f"{e2e / bare[e2e_len]:.2f}× the bare markovlib step at seq {e2e_len}."
+    )
     print(f"Total benchmark time: {total:.1f} s")
 
-    result = {"environment": env, "results": rows, "sampler_spread": spread, "e2e_over_bare_step": e2e / bare[e2e_len], "total_seconds": total}
+    result = {
+        "environment": env,
+        "results": rows,
+        "sampler_spread": spread,
+        "e2e_over_bare_step": e2e / bare[e2e_len],
+        "total_seconds": total,
+    }
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=2)

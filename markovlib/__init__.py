@@ -1,15 +1,35 @@
 """markovlib: the library behind the executable companion to "Attention with Markov" (Makkuva et al., ICLR 2025)."""
+
 from importlib.metadata import PackageNotFoundError, version
 
-from .chains import HigherOrderChain, MarkovChain, binary, lag_switching, random_kth_order, symmetric
+from .chains import (
+    HigherOrderChain,
+    MarkovChain,
+    binary,
+    lag_switching,
+    random_kth_order,
+    symmetric,
+)
 from .model import Transformer, TransformerConfig
 from .presets import resolve
 
 try:
     __version__ = version("markovlib")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+except (
+    PackageNotFoundError
+):  # pragma: no cover - running from a source tree without install
     __version__ = "0.0.0+local"
 
 # (train() lives in markovlib.train; re-exporting it here would shadow the module of the same name)
-__all__ = ["MarkovChain", "HigherOrderChain", "binary", "symmetric", "lag_switching", "random_kth_order", "Transformer",
-           "TransformerConfig", "resolve", "__version__"]
+__all__ = [
+    "MarkovChain",
+    "HigherOrderChain",
+    "binary",
+    "symmetric",
+    "lag_switching",
+    "random_kth_order",
+    "Transformer",
+    "TransformerConfig",
+    "resolve",
+    "__version__",
+]

@@ -1,4 +1,5 @@
 """python -m markovlib: the same as the markovlib command."""
+
 import sys
 
 from .cli import main

@@ -2,6 +2,7 @@
 
 Each check raises ``ValueError`` naming the parameter and its allowed range, and returns the value normalised.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,16 +14,32 @@ import torch
 
 def check_int(name: str, value, low: int) -> int:
     """An integer (not a bool) >= ``low``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or value < low
+    ):
         raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
     return int(value)
 
 
-def check_number(name: str, value, *, low: float = -math.inf, high: float = math.inf, open_low: bool = False,
-                 what: str | None = None) -> float:
+def check_number(
+    name: str,
+    value,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    open_low: bool = False,
+    what: str | None = None,
+) -> float:
     """A finite real number (not a bool) in [low, high] (or (low, high] with ``open_low``)."""
-    inside = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and \
-        (low < value if open_low else low <= value) and value <= high
+    inside = (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (low < value if open_low else low <= value)
+        and value <= high
+    )
     if not inside:
         interval = what or f"a number in {'(' if open_low else '['}{low:g}, {high:g}]"
         raise ValueError(f"{name} must be {interval}; got {value!r}")
@@ -36,14 +53,18 @@ def check_probability(name: str, value) -> float:
 
 def check_choice(name: str, value, choices: tuple[str, ...]) -> str:
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+        raise ValueError(
+            f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}"
+        )
     return value
 
 
 def check_vocab(config, chain) -> None:
     """The model's vocabulary is the chain's state space."""
     if config.vocab_size != chain.k:
-        raise ValueError(f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})")
+        raise ValueError(
+            f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})"
+        )
 
 
 def seeded(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
@@ -53,7 +74,9 @@ def seeded(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     return g
 
 
-def generator(seed, generator: torch.Generator | None, device: str | torch.device = "cpu") -> torch.Generator | None:
+def generator(
+    seed, generator: torch.Generator | None, device: str | torch.device = "cpu"
+) -> torch.Generator | None:
     """``generator`` if given, else one seeded with ``seed``, else None (torch's global generator)."""
     if generator is not None:
         if seed is not None:

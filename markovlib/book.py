@@ -3,6 +3,7 @@
 ``glue`` is myst-nb's where myst-nb is installed (the book build, Binder) and a plain display elsewhere
 (Colab, a bare Jupyter), so that every chapter imports and runs in all of them.
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,8 +20,19 @@ from pathlib import Path
 
 from .train import cpu_model
 
-__all__ = ["REPOSITORY", "BRANCH", "glue", "glue_scale", "check_chapter_parameters", "binder_url", "colab_url", "install_requirement", "rerun_box",
-           "chapter_parameters", "build_info"]
+__all__ = [
+    "REPOSITORY",
+    "BRANCH",
+    "glue",
+    "glue_scale",
+    "check_chapter_parameters",
+    "binder_url",
+    "colab_url",
+    "install_requirement",
+    "rerun_box",
+    "chapter_parameters",
+    "build_info",
+]
 
 # The one place that names the public repository (``_config.yml`` repeats it for the launch buttons; a test
 # checks the two agree).
@@ -32,7 +44,14 @@ def find_repository(start: str | Path | None = None) -> Path | None:
     """The clone of this book that holds ``start`` (default: the working directory): the first folder at or
     above it with ``_toc.yml`` and ``book/``; None outside a clone (an installed markovlib has no chapters)."""
     here = Path(start or Path.cwd()).resolve()
-    return next((d for d in (here, *here.parents) if (d / "_toc.yml").is_file() and (d / "book").is_dir()), None)
+    return next(
+        (
+            d
+            for d in (here, *here.parents)
+            if (d / "_toc.yml").is_file() and (d / "book").is_dir()
+        ),
+        None,
+    )
 
 
 def glue(name: str, value, display: bool = True) -> None:
@@ -42,6 +61,7 @@ def glue(name: str, value, display: bool = True) -> None:
     except ImportError:
         if display:
             from IPython.display import display as show
+
             show(value)
         return
     myst_glue(name, value, display=display)
@@ -50,6 +70,7 @@ def glue(name: str, value, display: bool = True) -> None:
 def glue_scale(S, n_seeds: int) -> None:
     """Glue the edition a page was built at: ``scale_name``, ``seq_len``, ``steps`` and ``n_seeds``."""
     from IPython.display import Markdown
+
     glue("scale_name", Markdown(f"`{S.name}`"), display=False)
     glue("seq_len", int(S.seq_len), display=False)
     glue("steps", int(S.steps), display=False)
@@ -59,11 +80,23 @@ def glue_scale(S, n_seeds: int) -> None:
 # Allowed values of the chapters' parameters: (low, high, low open, high open, integer) or a tuple of choices.
 _OPEN01, _CLOSED01 = (0.0, 1.0, True, True, False), (0.0, 1.0, False, False, False)
 _RULES = {
-    "framework": dict(p=_CLOSED01, q=_CLOSED01, k=(2, 12, False, False, True), p_multi=(0.0, 1.0, True, False, False)),
+    "framework": dict(
+        p=_CLOSED01,
+        q=_CLOSED01,
+        k=(2, 12, False, False, True),
+        p_multi=(0.0, 1.0, True, False, False),
+    ),
     "global_minimum": dict(p=_OPEN01, q=_OPEN01),
-    "bad_local_minima": dict(p=_OPEN01, q=_OPEN01, preset=("gpt2", "theory"), noise=(0.0, math.inf, True, True, False)),
+    "bad_local_minima": dict(
+        p=_OPEN01,
+        q=_OPEN01,
+        preset=("gpt2", "theory"),
+        noise=(0.0, math.inf, True, True, False),
+    ),
     "saddles": dict(p=_OPEN01, q=_OPEN01, noise=(0.0, math.inf, True, True, False)),
-    "multi_state": dict(k=(2, 12, False, False, True), p=(0.0, 1.0, True, False, False)),
+    "multi_state": dict(
+        k=(2, 12, False, False, True), p=(0.0, 1.0, True, False, False)
+    ),
     "depth": dict(p=_OPEN01, q=_OPEN01, order=(2, 6, False, False, True)),
 }
 
@@ -74,21 +107,35 @@ def check_chapter_parameters(chapter: str, **params) -> None:
     Every chapter takes ``seed`` (an integer >= 0) and ``scale``; the others follow the chapter's rules.
     """
     from .presets import PRESETS
-    rules = {"seed": (0, math.inf, False, True, True), "scale": ("auto", *PRESETS), **_RULES[chapter]}
+
+    rules = {
+        "seed": (0, math.inf, False, True, True),
+        "scale": ("auto", *PRESETS),
+        **_RULES[chapter],
+    }
     for name, value in params.items():
         rule = rules[name]
         if isinstance(rule[0], str):
             if value not in rule:
-                raise ValueError(f"{name} must be one of {', '.join(map(repr, rule))}; got {value!r}")
+                raise ValueError(
+                    f"{name} must be one of {', '.join(map(repr, rule))}; got {value!r}"
+                )
             continue
         low, high, open_low, open_high, integer = rule
         kind = "an integer" if integer else "a number"
-        ok = isinstance(value, numbers.Integral if integer else numbers.Real) and not isinstance(value, bool) and \
-            math.isfinite(value) and (low < value if open_low else low <= value) and \
-            (value < high if open_high else value <= high)
+        ok = (
+            isinstance(value, numbers.Integral if integer else numbers.Real)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and (low < value if open_low else low <= value)
+            and (value < high if open_high else value <= high)
+        )
         if not ok:
-            where = (f">= {low:g}" if high == math.inf else
-                     f"in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}")
+            where = (
+                f">= {low:g}"
+                if high == math.inf
+                else f"in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+            )
             raise ValueError(f"{name} must be {kind} {where}; got {value!r}")
     if chapter == "framework" and params.get("p", 1) + params.get("q", 1) == 0:
         raise ValueError("p + q must be > 0 (p = q = 0 never switches)")
@@ -125,7 +172,9 @@ class RerunBox:
 
     def _repr_html_(self) -> str:
         e = html.escape
-        rows = ", ".join(f"<code>{e(k)} = {e(_literal(v))}</code>" for k, v in self.params.items())
+        rows = ", ".join(
+            f"<code>{e(k)} = {e(_literal(v))}</code>" for k, v in self.params.items()
+        )
         return (
             '<div class="admonition tip rerun-box">\n'
             '<p class="admonition-title">Re-run this page</p>\n'
@@ -135,18 +184,21 @@ class RerunBox:
             f'<p>or open it on <a class="reference external" href="{e(binder_url(self.chapter))}">Binder</a> '
             f'(CPU image with markovlib) or <a class="reference external" href="{e(colab_url(self.chapter))}">Colab</a> '
             "(the first cell installs markovlib there), edit the parameters cell and run all cells.</p>\n"
-            "</div>")
+            "</div>"
+        )
 
     def _repr_markdown_(self) -> str:
         """MyST for the book (the rerun cell renders its Markdown as MyST): a tip admonition in the page."""
         rows = ", ".join(f"`{k} = {_literal(v)}`" for k, v in self.params.items())
-        return (":::{admonition} Re-run this page\n:class: tip rerun-box\n\n"
-                f"Built with {rows} (scale used: `{self.scale_used}`). Run it with your own parameters from a clone "
-                "of the repository:\n\n"
-                f"```bash\n{self.papermill_command()}\n```\n\n"
-                f"or open it on [Binder]({binder_url(self.chapter)}) (CPU image with markovlib) or "
-                f"[Colab]({colab_url(self.chapter)}) (the first cell installs markovlib there), edit the parameters "
-                "cell and run all cells.\n:::\n")
+        return (
+            ":::{admonition} Re-run this page\n:class: tip rerun-box\n\n"
+            f"Built with {rows} (scale used: `{self.scale_used}`). Run it with your own parameters from a clone "
+            "of the repository:\n\n"
+            f"```bash\n{self.papermill_command()}\n```\n\n"
+            f"or open it on [Binder]({binder_url(self.chapter)}) (CPU image with markovlib) or "
+            f"[Colab]({colab_url(self.chapter)}) (the first cell installs markovlib there), edit the parameters "
+            "cell and run all cells.\n:::\n"
+        )
 
 
 def rerun_box(chapter: str, scale_used: str, **params) -> RerunBox:
@@ -162,7 +214,9 @@ def chapter_parameters(path: str | Path) -> dict:
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
-    cell = next((c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None)
+    cell = next(
+        (c for c in nb.cells if "parameters" in c.metadata.get("tags", [])), None
+    )
     if cell is None:
         raise ValueError(f"{path} has no cell tagged 'parameters'")
     values = {}
@@ -176,17 +230,41 @@ def chapter_parameters(path: str | Path) -> dict:
 
 def _git_commit() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(find_repository() or Path.cwd()), "rev-parse", "--short", "HEAD"],
-                             capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(find_repository() or Path.cwd()),
+                "rev-parse",
+                "--short",
+                "HEAD",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip() or "unknown"
 
 
-def build_info(packages: tuple[str, ...] = ("markovlib", "torch", "numpy", "scipy", "pandas", "matplotlib",
-                                            "seaborn", "tqdm", "jupyter-book", "myst-nb", "sphinx", "papermill",
-                                            "nbval")) -> dict:
+def build_info(
+    packages: tuple[str, ...] = (
+        "markovlib",
+        "torch",
+        "numpy",
+        "scipy",
+        "pandas",
+        "matplotlib",
+        "seaborn",
+        "tqdm",
+        "jupyter-book",
+        "myst-nb",
+        "sphinx",
+        "papermill",
+        "nbval",
+    ),
+) -> dict:
     """Facts about the machine and software this book was built with, read now (for the Reproducibility page)."""
     import torch
 

@@ -16,6 +16,7 @@ chain prefers to stay put, a trajectory collapses onto one token ("winner takes 
 Conventions: tokens are int64 in {0..k-1}, prompts are (B, T) tensors (a 1-D prompt is one prompt),
 probabilities are (B, k). Everything random takes ``seed`` or a ``torch.Generator``.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,39 +28,76 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ._checks import check_int as _check_int
-from .presets import CCMC_SIZES as SIZES
-from .presets import CCMCSizes, ccmc_sizes
 from ._checks import generator as _generator
 from ._checks import seeded
 from .chains import MarkovChain
+from .presets import CCMC_SIZES as SIZES
+from .presets import CCMCSizes, ccmc_sizes
 
-__all__ = ["CCMCSizes", "SIZES", "sizes", "check_chapter_parameters", "SelfAttentionSampler", "token_counts",
-           "ccmc_probs", "base_chain", "random_W", "balanced_prompt", "generate", "markov_comparison",
-           "trajectory_stats", "stable_vertices", "context_law", "mean_field", "sample_prompts", "sample_next",
-           "nll", "fit_W", "row_centred", "estimation_error", "estimation_curve"]
+__all__ = [
+    "CCMCSizes",
+    "SIZES",
+    "sizes",
+    "check_chapter_parameters",
+    "SelfAttentionSampler",
+    "token_counts",
+    "ccmc_probs",
+    "base_chain",
+    "random_W",
+    "balanced_prompt",
+    "generate",
+    "markov_comparison",
+    "trajectory_stats",
+    "stable_vertices",
+    "context_law",
+    "mean_field",
+    "sample_prompts",
+    "sample_next",
+    "nll",
+    "fit_W",
+    "row_centred",
+    "estimation_error",
+    "estimation_curve",
+]
 
 
 # ---------------------------------------------------------------- sizes per scale (defined in presets)
 sizes = ccmc_sizes
 
 
-def check_chapter_parameters(*, k, prompt_len, sigma, beta, gamma, seed, n_traj=None, gen_len=None) -> None:
+def check_chapter_parameters(
+    *, k, prompt_len, sigma, beta, gamma, seed, n_traj=None, gen_len=None
+) -> None:
     """The ranges of the chapter's ``parameters`` cell; raises ``ValueError`` naming the first one out of range."""
+
     def in_range(name, value, lo, hi, *, integer=False, open_lo=False, why=""):
         kind = (int, np.integer) if integer else numbers.Real
-        if isinstance(value, bool) or not isinstance(value, kind) or not (lo < value if open_lo else lo <= value) \
-                or not value <= hi:                            # also rejects NaN
-            raise ValueError(f"{name} must be {'an integer' if integer else 'a number'} in "
-                             f"{'(' if open_lo else '['}{lo}, {hi}]{why}; got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, kind)
+            or not (lo < value if open_lo else lo <= value)
+            or not value <= hi
+        ):  # also rejects NaN
+            raise ValueError(
+                f"{name} must be {'an integer' if integer else 'a number'} in "
+                f"{'(' if open_lo else '['}{lo}, {hi}]{why}; got {value!r}"
+            )
 
     in_range("k", k, 2, 64, integer=True)
-    in_range("prompt_len", prompt_len, k, 256, integer=True, why=" (section 3's prompt holds every token)")
+    in_range(
+        "prompt_len",
+        prompt_len,
+        k,
+        256,
+        integer=True,
+        why=" (section 3's prompt holds every token)",
+    )
     in_range("sigma", sigma, 0, 5, open_lo=True)
     in_range("beta", beta, 0, 10)
     in_range("gamma", gamma, -20, 20)
     _check_int("seed", seed, 0)
     for name, value in (("n_traj", n_traj), ("gen_len", gen_len)):
-        if value is not None:                                  # None: the scale's size
+        if value is not None:  # None: the scale's size
             _check_int(name, value, 10)
 
 
@@ -85,11 +123,15 @@ def _check_prompts(x, k: int) -> torch.Tensor:
     if x.ndim == 1:
         x = x[None]
     if x.ndim != 2:
-        raise ValueError(f"prompts must be a (T,) or (B, T) tensor; got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"prompts must be a (T,) or (B, T) tensor; got shape {tuple(x.shape)}"
+        )
     if x.shape[0] == 0 or x.shape[1] == 0:
         raise ValueError(f"prompts must be non-empty; got shape {tuple(x.shape)}")
     if x.min() < 0 or x.max() >= k:
-        raise ValueError(f"tokens must be in 0..{k - 1}; got values in {int(x.min())}..{int(x.max())}")
+        raise ValueError(
+            f"tokens must be in 0..{k - 1}; got values in {int(x.min())}..{int(x.max())}"
+        )
     return x
 
 
@@ -98,7 +140,9 @@ def _check_pos(pos, length: int, dtype) -> torch.Tensor | None:
         return None
     pos = torch.as_tensor(pos, dtype=dtype)
     if pos.ndim != 1 or pos.shape[0] < length:
-        raise ValueError(f"pos must be a 1-D table of at least {length} positional scores; got shape {tuple(pos.shape)}")
+        raise ValueError(
+            f"pos must be a 1-D table of at least {length} positional scores; got shape {tuple(pos.shape)}"
+        )
     if not torch.isfinite(pos).all():
         raise ValueError("pos must have finite entries")
     return pos
@@ -113,16 +157,20 @@ class SelfAttentionSampler(nn.Module):
         W = _check_W(W)
         self.k = W.shape[0]
         self.W = nn.Parameter(W.clone())
-        self.pos = None if pos is None else nn.Parameter(_check_pos(pos, 1, W.dtype).clone())
+        self.pos = (
+            None if pos is None else nn.Parameter(_check_pos(pos, 1, W.dtype).clone())
+        )
 
     def attention(self, x: torch.Tensor) -> torch.Tensor:
         """Attention of the last token on the prompt: softmax_t(e_{x_T}ᵀ W e_{x_t} + b_t), shape (B, T)."""
         x = _check_prompts(x, self.k)
-        E = F.one_hot(x, self.k).to(self.W.dtype)                  # (B, T, k): keys and values
-        query = E[:, -1] @ self.W                                  # (B, k): e_{x_T}ᵀ W
-        scores = (E @ query.unsqueeze(-1)).squeeze(-1)             # (B, T): W[x_T, x_t]
+        E = F.one_hot(x, self.k).to(self.W.dtype)  # (B, T, k): keys and values
+        query = E[:, -1] @ self.W  # (B, k): e_{x_T}ᵀ W
+        scores = (E @ query.unsqueeze(-1)).squeeze(-1)  # (B, T): W[x_T, x_t]
         if self.pos is not None:
-            scores = scores + _check_pos(self.pos, x.shape[1], self.W.dtype)[: x.shape[1]]
+            scores = (
+                scores + _check_pos(self.pos, x.shape[1], self.W.dtype)[: x.shape[1]]
+            )
         return torch.softmax(scores, dim=-1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -137,7 +185,11 @@ def token_counts(x, k: int, pos=None) -> torch.Tensor:
     k = _check_int("k", k, 2)
     x = _check_prompts(x, k)
     pos = _check_pos(pos, x.shape[1], torch.float64)
-    weight = torch.ones(x.shape, dtype=torch.float64) if pos is None else torch.exp(pos[: x.shape[1]]).expand(x.shape)
+    weight = (
+        torch.ones(x.shape, dtype=torch.float64)
+        if pos is None
+        else torch.exp(pos[: x.shape[1]]).expand(x.shape)
+    )
     return torch.zeros(x.shape[0], k, dtype=torch.float64).scatter_add_(1, x, weight)
 
 
@@ -175,27 +227,44 @@ def stable_vertices(W) -> list[int]:
     return [i for i in range(W.shape[0]) if bool(W[i, i] > off[i].max())]
 
 
-def random_W(k: int, *, sigma: float = 1.0, diag: float = 0.0, seed: int = 0) -> torch.Tensor:
+def random_W(
+    k: int, *, sigma: float = 1.0, diag: float = 0.0, seed: int = 0
+) -> torch.Tensor:
     """W = diag · I + sigma · G with G i.i.d. N(0, 1) (float64, seeded)."""
     k = _check_int("k", k, 2)
     if not (sigma >= 0 and math.isfinite(sigma)) or not math.isfinite(diag):
-        raise ValueError(f"sigma must be finite and >= 0 and diag finite; got sigma={sigma!r}, diag={diag!r}")
+        raise ValueError(
+            f"sigma must be finite and >= 0 and diag finite; got sigma={sigma!r}, diag={diag!r}"
+        )
     g = seeded(seed)
-    return diag * torch.eye(k, dtype=torch.float64) + sigma * torch.randn(k, k, generator=g, dtype=torch.float64)
+    return diag * torch.eye(k, dtype=torch.float64) + sigma * torch.randn(
+        k, k, generator=g, dtype=torch.float64
+    )
 
 
 def balanced_prompt(k: int, length: int, *, seed: int = 0) -> torch.Tensor:
     """A shuffled prompt of ``length`` >= k tokens where the counts of any two tokens differ by at most one."""
     k, length = _check_int("k", k, 2), _check_int("length", length, 1)
     if length < k:
-        raise ValueError(f"a balanced prompt needs length >= k so that every token occurs; got length {length} < k = {k}")
+        raise ValueError(
+            f"a balanced prompt needs length >= k so that every token occurs; got length {length} < k = {k}"
+        )
     g = seeded(seed)
     return (torch.arange(length) % k)[torch.randperm(length, generator=g)]
 
 
 # ---------------------------------------------------------------- generation
-def generate(W, prompt, length: int, *, n_traj: int | None = None, pos=None, seed: int | None = None,
-             generator: torch.Generator | None = None, via: str = "counts") -> torch.Tensor:
+def generate(
+    W,
+    prompt,
+    length: int,
+    *,
+    n_traj: int | None = None,
+    pos=None,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+    via: str = "counts",
+) -> torch.Tensor:
     """Autoregressive CCMC: x_{T+s+1} ~ P(· | x_1..x_{T+s}), each new token appended (its count grows); (B, length).
 
     ``prompt`` is (T,) (repeated ``n_traj`` times) or (B, T). ``via="counts"`` updates the counts in O(k) per
@@ -209,7 +278,9 @@ def generate(W, prompt, length: int, *, n_traj: int | None = None, pos=None, see
     if n_traj is not None:
         n_traj = _check_int("n_traj", n_traj, 1)
         if torch.as_tensor(prompt).ndim == 2 and n_traj != x.shape[0]:
-            raise ValueError(f"n_traj={n_traj} disagrees with the {x.shape[0]} prompts given")
+            raise ValueError(
+                f"n_traj={n_traj} disagrees with the {x.shape[0]} prompts given"
+            )
         x = x.expand(n_traj, -1)
     if via not in ("counts", "attention"):
         raise ValueError(f"via must be 'counts' or 'attention'; got {via!r}")
@@ -229,7 +300,7 @@ def generate(W, prompt, length: int, *, n_traj: int | None = None, pos=None, see
                 out[:, s] = nxt
                 context = torch.cat([context, nxt[:, None]], dim=1)
         return out
-    weights = token_counts(x, k, pos)                              # c_j, updated in place
+    weights = token_counts(x, k, pos)  # c_j, updated in place
     expW, last = torch.exp(W - W.max(dim=1, keepdim=True).values), x[:, -1].clone()
     for s in range(length):
         nxt = torch.multinomial(weights * expW[last], 1, generator=g).squeeze(1)
@@ -239,14 +310,29 @@ def generate(W, prompt, length: int, *, n_traj: int | None = None, pos=None, see
     return out
 
 
-def markov_comparison(W, n_traj: int, length: int, *, seed: int | None = None,
-                      generator: torch.Generator | None = None) -> torch.Tensor:
+def markov_comparison(
+    W,
+    n_traj: int,
+    length: int,
+    *,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Paths of the plain Markov chain with kernel P_base = row-softmax(W), stationary start; (n_traj, length)."""
-    chain = MarkovChain(base_chain(W).double().numpy(), name="base chain row-softmax(W)")
-    return chain.sample(_check_int("n_traj", n_traj, 1), _check_int("length", length, 1), seed=seed, generator=generator)
+    chain = MarkovChain(
+        base_chain(W).double().numpy(), name="base chain row-softmax(W)"
+    )
+    return chain.sample(
+        _check_int("n_traj", n_traj, 1),
+        _check_int("length", length, 1),
+        seed=seed,
+        generator=generator,
+    )
 
 
-def trajectory_stats(tokens, k: int, *, window: int | None = None, at=None) -> dict[str, np.ndarray]:
+def trajectory_stats(
+    tokens, k: int, *, window: int | None = None, at=None
+) -> dict[str, np.ndarray]:
     """Statistics of generated tokens (B, L) after n = ``at`` steps, over the last min(n, window) of them.
 
     Returns ``n`` (A,) and, each (B, A): ``distinct`` (number of different tokens), ``entropy`` (of their
@@ -258,14 +344,24 @@ def trajectory_stats(tokens, k: int, *, window: int | None = None, at=None) -> d
     B, L = tokens.shape
     if window is not None:
         window = _check_int("window", window, 1)
-    at = np.unique(np.geomspace(1, L, 120).round().astype(int)) if at is None else np.asarray(at, dtype=int).ravel()
+    at = (
+        np.unique(np.geomspace(1, L, 120).round().astype(int))
+        if at is None
+        else np.asarray(at, dtype=int).ravel()
+    )
     if at.size == 0 or at.min() < 1 or at.max() > L:
         raise ValueError(f"at must be lengths in 1..{L}; got {at!r}")
     distinct, entropy, top = (np.empty((B, at.size)) for _ in range(3))
-    x = tokens.numpy() + k * np.arange(B)[:, None]              # token j of trajectory b -> bin b k + j
-    for a, n in enumerate(at):                                  # numpy: many tiny reductions, no thread pool
+    x = (
+        tokens.numpy() + k * np.arange(B)[:, None]
+    )  # token j of trajectory b -> bin b k + j
+    for a, n in enumerate(at):  # numpy: many tiny reductions, no thread pool
         lo = 0 if window is None else max(0, int(n) - window)
-        counts = np.bincount(x[:, lo:n].ravel(), minlength=B * k).reshape(B, k).astype(np.float64)
+        counts = (
+            np.bincount(x[:, lo:n].ravel(), minlength=B * k)
+            .reshape(B, k)
+            .astype(np.float64)
+        )
         p = counts / (n - lo)
         distinct[:, a] = (counts > 0).sum(1)
         entropy[:, a] = -(p * np.log(np.where(p > 0, p, 1.0))).sum(1)
@@ -278,11 +374,13 @@ def context_law(W, c) -> np.ndarray:
     W = _check_W(W).double().numpy()
     c = np.asarray(c, dtype=np.float64)
     if c.shape != (W.shape[0],) or np.any(c < 0) or not c.sum() > 0:
-        raise ValueError(f"c must be {W.shape[0]} non-negative shares, not all zero; got {c!r}")
+        raise ValueError(
+            f"c must be {W.shape[0]} non-negative shares, not all zero; got {c!r}"
+        )
     Q = c[None, :] * np.exp(W - W.max(1, keepdims=True))
     Q /= Q.sum(1, keepdims=True)
     k = W.shape[0]
-    A = np.vstack([(Q - np.eye(k)).T, np.ones((1, k))])       # ν (Q - I) = 0, Σ ν = 1
+    A = np.vstack([(Q - np.eye(k)).T, np.ones((1, k))])  # ν (Q - I) = 0, Σ ν = 1
     nu, *_ = np.linalg.lstsq(A, np.concatenate([np.zeros(k), [1.0]]), rcond=None)
     nu = np.clip(nu, 0.0, None)
     return nu / nu.sum()
@@ -312,25 +410,42 @@ def mean_field(W, c0, taus, *, step: float = 0.01) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- learning W from IID prompts
-def sample_prompts(n: int, T: int, k: int, *, seed: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_prompts(
+    n: int,
+    T: int,
+    k: int,
+    *,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """n i.i.d. prompts of T tokens, each uniform on {0..k-1}; (n, T)."""
     n, T, k = _check_int("n", n, 1), _check_int("T", T, 1), _check_int("k", k, 2)
     return torch.randint(0, k, (n, T), generator=_generator(seed, generator))
 
 
-def sample_next(W, x, *, pos=None, seed: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_next(
+    W, x, *, pos=None, seed: int | None = None, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """One next token per prompt, y ~ CCMC(· | x); (B,)."""
-    return torch.multinomial(ccmc_probs(_check_W(W).double(), x, pos), 1, generator=_generator(seed, generator)).squeeze(1)
+    return torch.multinomial(
+        ccmc_probs(_check_W(W).double(), x, pos),
+        1,
+        generator=_generator(seed, generator),
+    ).squeeze(1)
 
 
 def _check_outputs(x: torch.Tensor, y, log_c: torch.Tensor, k: int) -> torch.Tensor:
     y = torch.as_tensor(y).long().reshape(-1)
     if y.shape[0] != x.shape[0]:
-        raise ValueError(f"need one output per prompt; got {y.shape[0]} outputs for {x.shape[0]} prompts")
+        raise ValueError(
+            f"need one output per prompt; got {y.shape[0]} outputs for {x.shape[0]} prompts"
+        )
     if y.min() < 0 or y.max() >= k:
         raise ValueError(f"outputs must be tokens in 0..{k - 1}")
     if torch.isinf(log_c.gather(1, y[:, None])).any():
-        raise ValueError("every output must occur in its prompt (the CCMC gives it probability 0 otherwise)")
+        raise ValueError(
+            "every output must occur in its prompt (the CCMC gives it probability 0 otherwise)"
+        )
     return y
 
 
@@ -343,7 +458,16 @@ def nll(W, x, y, pos=None) -> float:
     return float(F.cross_entropy(log_c + W[x[:, -1]], y))
 
 
-def fit_W(x, y, k: int, *, pos=None, ridge: float = 1e-6, max_iter: int = 100, tol: float = 1e-10) -> torch.Tensor:
+def fit_W(
+    x,
+    y,
+    k: int,
+    *,
+    pos=None,
+    ridge: float = 1e-6,
+    max_iter: int = 100,
+    tol: float = 1e-10,
+) -> torch.Tensor:
     """Maximum likelihood: argmin_W -1/n Σ log P_W(y_i | x_i) + ridge/2 ‖W‖², by damped Newton steps (convex).
 
     Row i of W only meets the prompts whose last token is i, so the problem splits into k multinomial logistic
@@ -354,7 +478,9 @@ def fit_W(x, y, k: int, *, pos=None, ridge: float = 1e-6, max_iter: int = 100, t
     k = _check_int("k", k, 2)
     x = _check_prompts(x, k)
     if not (ridge > 0 and math.isfinite(ridge)):
-        raise ValueError(f"ridge must be finite and > 0 (it fixes the free constant of each row); got {ridge!r}")
+        raise ValueError(
+            f"ridge must be finite and > 0 (it fixes the free constant of each row); got {ridge!r}"
+        )
     max_iter = _check_int("max_iter", max_iter, 1)
     log_c = _log_counts(x, k, pos)
     y = _check_outputs(x, y, log_c, k)
@@ -364,19 +490,27 @@ def fit_W(x, y, k: int, *, pos=None, ridge: float = 1e-6, max_iter: int = 100, t
     eye = torch.eye(k, dtype=torch.float64)
 
     def objective(W):
-        return float(F.cross_entropy(log_c + W[last], y, reduction="sum")) / n + 0.5 * ridge * float((W * W).sum())
+        return float(
+            F.cross_entropy(log_c + W[last], y, reduction="sum")
+        ) / n + 0.5 * ridge * float((W * W).sum())
 
     W = torch.zeros(k, k, dtype=torch.float64)
     f = objective(W)
     for _ in range(max_iter):
         p = torch.softmax(log_c + W[last], dim=-1)
-        grad = torch.zeros(k, k, dtype=torch.float64).index_add_(0, last, p - target) / n + ridge * W
+        grad = (
+            torch.zeros(k, k, dtype=torch.float64).index_add_(0, last, p - target) / n
+            + ridge * W
+        )
         if grad.abs().max() < tol:
             break
-        hess = torch.stack([torch.diag(p[r].sum(0)) - p[r].T @ p[r] for r in rows]) / n + ridge * eye
+        hess = (
+            torch.stack([torch.diag(p[r].sum(0)) - p[r].T @ p[r] for r in rows]) / n
+            + ridge * eye
+        )
         step = torch.linalg.solve(hess, grad.unsqueeze(-1)).squeeze(-1)
         decrease, t = float((grad * step).sum()), 1.0
-        while t > 1e-10:                                      # backtracking (Armijo) line search
+        while t > 1e-10:  # backtracking (Armijo) line search
             f_new = objective(W - t * step)
             if f_new <= f - 0.25 * t * decrease:
                 break
@@ -399,8 +533,16 @@ def estimation_error(W_hat, W) -> float:
     return float(torch.linalg.norm(row_centred(W_hat) - row_centred(W)))
 
 
-def estimation_curve(W, T: int, sample_sizes, reps: int, *, pos=None, seed: int | None = None,
-                     generator: torch.Generator | None = None) -> dict[int, np.ndarray]:
+def estimation_curve(
+    W,
+    T: int,
+    sample_sizes,
+    reps: int,
+    *,
+    pos=None,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+) -> dict[int, np.ndarray]:
     """{n: errors}: :func:`estimation_error` of :func:`fit_W` on ``reps`` data sets of n i.i.d. (prompt, answer) pairs.
 
     Prompts are uniform of length ``T`` (:func:`sample_prompts`), answers drawn from the CCMC of ``W``; every

@@ -11,6 +11,7 @@ identity or the swap, and the composition has a closed form (last constant step 
 used instead. Each ``x_{n+1}`` given the past has law ``P[x_n]`` because ``U_n`` is independent of
 ``U_1..U_{n-1}``.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,17 @@ from ._checks import check_int as _check_int
 from ._checks import check_probability as _check_probability
 from ._checks import generator as _make_generator
 
-__all__ = ["Chain", "MarkovChain", "HigherOrderChain", "binary", "symmetric", "kth_order", "lag_switching", "random_kth_order",
-           "binary_entropy"]
+__all__ = [
+    "Chain",
+    "MarkovChain",
+    "HigherOrderChain",
+    "binary",
+    "symmetric",
+    "kth_order",
+    "lag_switching",
+    "random_kth_order",
+    "binary_entropy",
+]
 
 _ATOL = 1e-8
 
@@ -44,7 +54,7 @@ def binary_entropy(a) -> np.ndarray | float:
 class Chain(Protocol):
     """What the rest of markovlib needs of a source: :class:`MarkovChain` and :class:`HigherOrderChain` both are."""
 
-    k: int          # number of states (the model's vocabulary)
+    k: int  # number of states (the model's vocabulary)
     name: str
 
     def stationary(self) -> np.ndarray: ...
@@ -55,8 +65,16 @@ class Chain(Protocol):
 
     def next_nll(self, x: torch.Tensor) -> torch.Tensor: ...
 
-    def sample(self, batch: int, length: int, *, seed: int | None = None, generator: torch.Generator | None = None,
-               device: str | torch.device = "cpu", start: str = "stationary") -> torch.Tensor: ...
+    def sample(
+        self,
+        batch: int,
+        length: int,
+        *,
+        seed: int | None = None,
+        generator: torch.Generator | None = None,
+        device: str | torch.device = "cpu",
+        start: str = "stationary",
+    ) -> torch.Tensor: ...
 
 
 class MarkovChain:
@@ -72,7 +90,9 @@ class MarkovChain:
             raise ValueError("P must have entries in [0, 1]")
         rows = P.sum(axis=1)
         if np.any(np.abs(rows - 1.0) > 1e-6):
-            raise ValueError(f"P must be row-stochastic (each row sums to 1); row sums are {np.round(rows, 6).tolist()}")
+            raise ValueError(
+                f"P must be row-stochastic (each row sums to 1); row sums are {np.round(rows, 6).tolist()}"
+            )
         self.P = P / rows[:, None]
         self.k = P.shape[0]
         self.name = name or f"MarkovChain(k={self.k})"
@@ -84,7 +104,9 @@ class MarkovChain:
         # in: at most k(k-1)+1 intervals, each with its map, so a step's map is one grid lookup + one table lookup
         self._breaks = np.unique(self._cdf)
         starts = np.concatenate([[0.0], self._breaks])
-        self._interval_maps = (self._cdf[None, :, :] <= starts[:, None, None]).sum(-1)   # (intervals, k)
+        self._interval_maps = (self._cdf[None, :, :] <= starts[:, None, None]).sum(
+            -1
+        )  # (intervals, k)
         self._grid = _interval_grid(self._breaks.astype(np.float32))
         self._cache: dict = {}
 
@@ -126,16 +148,25 @@ class MarkovChain:
     def _tables(self, device: torch.device):
         if device not in self._cache:
             lo, inner = self._grid
-            self._cache[device] = (torch.tensor(self._cdf, dtype=torch.float32, device=device),
-                                   torch.tensor(self._cdf_pi, dtype=torch.float32, device=device),
-                                   torch.tensor(lo, dtype=torch.int32, device=device),
-                                   torch.tensor(inner, dtype=torch.float32, device=device).T.contiguous(),
-                                   torch.tensor(self._interval_maps, dtype=torch.int64, device=device))
+            self._cache[device] = (
+                torch.tensor(self._cdf, dtype=torch.float32, device=device),
+                torch.tensor(self._cdf_pi, dtype=torch.float32, device=device),
+                torch.tensor(lo, dtype=torch.int32, device=device),
+                torch.tensor(inner, dtype=torch.float32, device=device).T.contiguous(),
+                torch.tensor(self._interval_maps, dtype=torch.int64, device=device),
+            )
         return self._cache[device]
 
-    def sample(self, batch: int, length: int, *, seed: int | None = None,
-               generator: torch.Generator | None = None, device: str | torch.device = "cpu",
-               start: Literal["stationary", "uniform"] = "stationary") -> torch.Tensor:
+    def sample(
+        self,
+        batch: int,
+        length: int,
+        *,
+        seed: int | None = None,
+        generator: torch.Generator | None = None,
+        device: str | torch.device = "cpu",
+        start: Literal["stationary", "uniform"] = "stationary",
+    ) -> torch.Tensor:
         """Draw ``batch`` independent paths of ``length`` states; int64 tensor (batch, length)."""
         batch, length = _check_int("batch", batch, 1), _check_int("length", length, 1)
         if start not in ("stationary", "uniform"):
@@ -163,10 +194,16 @@ class MarkovChain:
         """k×k matrix of observed transitions i→j in the paths ``x`` (batch, length)."""
         x = torch.as_tensor(x)
         pairs = x[:, :-1] * self.k + x[:, 1:]
-        return torch.bincount(pairs.reshape(-1).cpu(), minlength=self.k * self.k).reshape(self.k, self.k).numpy()
+        return (
+            torch.bincount(pairs.reshape(-1).cpu(), minlength=self.k * self.k)
+            .reshape(self.k, self.k)
+            .numpy()
+        )
 
 
-def _binary_paths(x0: torch.Tensor, u: torch.Tensor, t0: torch.Tensor, t1: torch.Tensor) -> torch.Tensor:
+def _binary_paths(
+    x0: torch.Tensor, u: torch.Tensor, t0: torch.Tensor, t1: torch.Tensor
+) -> torch.Tensor:
     """Closed form of the scan for k = 2, where every step map is a constant, the identity or the swap.
 
     The coupled maps are f_n(0) = [U_n >= t0], f_n(1) = [U_n >= t1]. The state at n is the value v_r of the
@@ -177,12 +214,18 @@ def _binary_paths(x0: torch.Tensor, u: torch.Tensor, t0: torch.Tensor, t1: torch
     from0, from1 = u >= t0, u >= t1
     from0[:, 0] = from1[:, 0] = x0.bool()
     parity = torch.cumsum(from0 & ~from1, dim=1, dtype=torch.int32).bitwise_and_(1)
-    key = (parity << 1).bitwise_or_(from0).bitwise_or_(torch.arange(u.shape[1], device=u.device, dtype=torch.int32) << 2)
+    key = (
+        (parity << 1)
+        .bitwise_or_(from0)
+        .bitwise_or_(torch.arange(u.shape[1], device=u.device, dtype=torch.int32) << 2)
+    )
     last = torch.cummax(key.masked_fill_(from0 != from1, 0), dim=1).values
     return last.bitwise_xor_(last >> 1).bitwise_xor_(parity).bitwise_and_(1).long()
 
 
-def _interval_grid(breaks: np.ndarray, cells: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+def _interval_grid(
+    breaks: np.ndarray, cells: int = 4096
+) -> tuple[np.ndarray, np.ndarray]:
     """Tables that give ``#{breaks <= u}`` (``torch.bucketize(u, breaks, right=True)``) for float32 ``u`` in [0, 1).
 
     Cell c = floor(u * cells) is exact for a power-of-two ``cells``. ``lo[c]`` counts the breaks <= c / cells,
@@ -206,13 +249,18 @@ def _buckets(u: torch.Tensor, lo: torch.Tensor, inner: torch.Tensor) -> torch.Te
     """``torch.bucketize(u, breaks, right=True)`` through the tables of :func:`_interval_grid` (u contiguous)."""
     cell = (u * lo.shape[0]).to(lo.dtype).clamp_(max=lo.shape[0] - 1).view(-1)
     bucket = lo.index_select(0, cell)
-    for row in inner:                   # inner is stored transposed: one row per rank within a cell
+    for row in inner:  # inner is stored transposed: one row per rank within a cell
         bucket += u.view(-1) >= row.index_select(0, cell)
     return bucket.view(u.shape)
 
 
-def _blocked_paths(x0: torch.Tensor, u: torch.Tensor, lo: torch.Tensor, inner: torch.Tensor,
-                   interval_maps: torch.Tensor) -> torch.Tensor:
+def _blocked_paths(
+    x0: torch.Tensor,
+    u: torch.Tensor,
+    lo: torch.Tensor,
+    inner: torch.Tensor,
+    interval_maps: torch.Tensor,
+) -> torch.Tensor:
     """Paths x (batch, 1 + n) from x_0 and the uniforms u (batch, n) of the steps: x_{m+1} = f_m(x_m).
 
     The step maps are f_m = interval_maps[bucket(u_m)] (one k-vector each). The n steps are cut into nb
@@ -228,7 +276,12 @@ def _blocked_paths(x0: torch.Tensor, u: torch.Tensor, lo: torch.Tensor, inner: t
     nb = -(-n // L)
     # steps laid out (L, batch, nb) so that each step is one contiguous slab; the padding after step n only
     # ever follows the real steps, so it does not change them
-    u = torch.nn.functional.pad(u, (0, nb * L - n)).view(batch, nb, L).permute(2, 0, 1).contiguous()
+    u = (
+        torch.nn.functional.pad(u, (0, nb * L - n))
+        .view(batch, nb, L)
+        .permute(2, 0, 1)
+        .contiguous()
+    )
     bucket = _buckets(u, lo, inner)
     block = interval_maps.index_select(0, bucket[0].view(-1)).view(batch, nb, k)
     for t in range(1, L):
@@ -238,11 +291,16 @@ def _blocked_paths(x0: torch.Tensor, u: torch.Tensor, lo: torch.Tensor, inner: t
     entry[0, :, 0] = x0
     for j in range(1, nb):
         torch.gather(block[:, j - 1], -1, entry[j - 1], out=entry[j])
-    flat, rest = interval_maps.view(-1), torch.empty(L + 1, batch, nb, dtype=interval_maps.dtype, device=u.device)
+    flat, rest = (
+        interval_maps.view(-1),
+        torch.empty(L + 1, batch, nb, dtype=interval_maps.dtype, device=u.device),
+    )
     rest[0] = entry.view(nb, batch).T
     bucket.mul_(k)
     for t in range(L):
-        torch.index_select(flat, 0, (bucket[t] + rest[t]).view(-1), out=rest[t + 1].view(-1))
+        torch.index_select(
+            flat, 0, (bucket[t] + rest[t]).view(-1), out=rest[t + 1].view(-1)
+        )
     x = torch.empty(batch, 1 + nb * L, dtype=torch.int64, device=u.device)
     x[:, 0] = x0
     x[:, 1:].view(batch, nb, L).copy_(rest[1:].permute(1, 2, 0))
@@ -254,7 +312,9 @@ def binary(p: float, q: float) -> MarkovChain:
     p = _check_probability("p", p)
     q = _check_probability("q", q)
     if p + q == 0:
-        raise ValueError("p + q must be > 0 (p = q = 0 never switches: no unique stationary law)")
+        raise ValueError(
+            "p + q must be > 0 (p = q = 0 never switches: no unique stationary law)"
+        )
     return MarkovChain([[1 - p, p], [q, 1 - q]], name=f"binary(p={p:g}, q={q:g})")
 
 
@@ -263,7 +323,9 @@ def symmetric(k: int, p: float) -> MarkovChain:
     k = _check_int("k", k, 2)
     p = _check_probability("p", p)
     if p == 0:
-        raise ValueError("p must be > 0 for symmetric(k, p) (p = 0 never moves: no unique stationary law)")
+        raise ValueError(
+            "p must be > 0 for symmetric(k, p) (p = 0 never moves: no unique stationary law)"
+        )
     P = np.full((k, k), p / (k - 1))
     np.fill_diagonal(P, 1 - p)
     return MarkovChain(P, name=f"symmetric(k={k}, p={p:g})")
@@ -281,15 +343,23 @@ class HigherOrderChain:
         order = _check_int("order", order, 1)
         P = np.array(P, dtype=np.float64)
         if P.ndim != 2 or P.shape[1] < 2 or P.shape[0] != P.shape[1] ** order:
-            raise ValueError(f"P must have k**order rows and k >= 2 columns; got shape {P.shape} for order {order}")
-        if not np.all(np.isfinite(P)) or np.any(P < 0) or np.any(np.abs(P.sum(1) - 1) > 1e-6):
+            raise ValueError(
+                f"P must have k**order rows and k >= 2 columns; got shape {P.shape} for order {order}"
+            )
+        if (
+            not np.all(np.isfinite(P))
+            or np.any(P < 0)
+            or np.any(np.abs(P.sum(1) - 1) > 1e-6)
+        ):
             raise ValueError("P must have entries in [0, 1] and rows that sum to 1")
         self.P, self.order, self.k = P / P.sum(1, keepdims=True), order, P.shape[1]
         self.name = name or f"order-{order} chain on {self.k} states"
-        n = self.k ** order
+        n = self.k**order
         lifted = np.zeros((n, n))
         for context in range(n):
-            lifted[context, (context * self.k) % n + np.arange(self.k)] = self.P[context]
+            lifted[context, (context * self.k) % n + np.arange(self.k)] = self.P[
+                context
+            ]
         self.lifted = MarkovChain(lifted, name=f"contexts of {self.name}")
 
     def context_law(self) -> np.ndarray:
@@ -310,7 +380,9 @@ class HigherOrderChain:
 
     def bigram_entropy(self) -> float:
         """H(x_{n+1} | x_n): the loss of the best predictor that sees only the last symbol (a first-order model)."""
-        joint = (self.context_law()[:, None] * self.P).reshape(-1, self.k, self.k).sum(0)   # (x_n, x_{n+1})
+        joint = (
+            (self.context_law()[:, None] * self.P).reshape(-1, self.k, self.k).sum(0)
+        )  # (x_n, x_{n+1})
         return float(-(_xlogx(joint).sum() - _xlogx(joint.sum(1)).sum()))
 
     def __repr__(self) -> str:
@@ -326,27 +398,48 @@ class HigherOrderChain:
         log_P = torch.as_tensor(np.log(np.clip(self.P, 1e-300, None)), device=x.device)
         joint = self.context_law().reshape([k] * order)
         out = []
-        for m in range(1, min(order, n)):             # predict x_{m+1} from x_1..x_m with the stationary joint law
-            num = torch.as_tensor(joint.sum(axis=tuple(range(m + 1, order))), device=x.device)
-            den = torch.as_tensor(joint.sum(axis=tuple(range(m, order))), device=x.device)
+        for m in range(
+            1, min(order, n)
+        ):  # predict x_{m+1} from x_1..x_m with the stationary joint law
+            num = torch.as_tensor(
+                joint.sum(axis=tuple(range(m + 1, order))), device=x.device
+            )
+            den = torch.as_tensor(
+                joint.sum(axis=tuple(range(m, order))), device=x.device
+            )
             idx = tuple(x[:, i] for i in range(m + 1))
-            out.append((torch.log(den[idx[:-1]].clamp_min(1e-300)) - torch.log(num[idx].clamp_min(1e-300)))[:, None])
+            out.append(
+                (
+                    torch.log(den[idx[:-1]].clamp_min(1e-300))
+                    - torch.log(num[idx].clamp_min(1e-300))
+                )[:, None]
+            )
         if n > order:
-            context = torch.zeros_like(x[:, order - 1:-1])
+            context = torch.zeros_like(x[:, order - 1 : -1])
             for lag in range(order):
-                context = context * k + x[:, lag:n - order + lag]
+                context = context * k + x[:, lag : n - order + lag]
             out.append(-log_P[context, x[:, order:]])
         return torch.cat(out, 1)
 
-    def sample(self, batch: int, length: int, *, seed: int | None = None, generator: torch.Generator | None = None,
-               device: str | torch.device = "cpu", start: Literal["stationary", "uniform"] = "stationary") -> torch.Tensor:
+    def sample(
+        self,
+        batch: int,
+        length: int,
+        *,
+        seed: int | None = None,
+        generator: torch.Generator | None = None,
+        device: str | torch.device = "cpu",
+        start: Literal["stationary", "uniform"] = "stationary",
+    ) -> torch.Tensor:
         """``batch`` paths of ``length`` symbols (int64); the first ``order`` symbols are one context drawn from
         its stationary (or uniform) law, then one symbol per step of the lifted chain."""
         length = _check_int("length", length, 1)
         steps = max(1, length - self.order + 1)
-        contexts = self.lifted.sample(batch, steps, seed=seed, generator=generator, device=device, start=start)
+        contexts = self.lifted.sample(
+            batch, steps, seed=seed, generator=generator, device=device, start=start
+        )
         powers = self.k ** torch.arange(self.order - 1, -1, -1, device=contexts.device)
-        first = (contexts[:, :1] // powers) % self.k                        # digits of the first context
+        first = (contexts[:, :1] // powers) % self.k  # digits of the first context
         return torch.cat([first, contexts[:, 1:] % self.k], dim=1)[:, :length]
 
 
@@ -363,15 +456,25 @@ def lag_switching(order: int, p: float, q: float) -> HigherOrderChain:
     """
     base = binary(p, q)
     order = _check_int("order", order, 1)
-    oldest = np.arange(2 ** order) >> (order - 1)                 # x_{n-order+1}, the leading digit of the context
-    return HigherOrderChain(base.P[oldest], order, name=f"lag-{order} switching(p={p:g}, q={q:g})")
+    oldest = np.arange(2**order) >> (
+        order - 1
+    )  # x_{n-order+1}, the leading digit of the context
+    return HigherOrderChain(
+        base.P[oldest], order, name=f"lag-{order} switching(p={p:g}, q={q:g})"
+    )
 
 
-def random_kth_order(order: int, k: int = 2, *, alpha: float = 1.0, seed: int = 0) -> HigherOrderChain:
+def random_kth_order(
+    order: int, k: int = 2, *, alpha: float = 1.0, seed: int = 0
+) -> HigherOrderChain:
     """A chain of order ``order`` on k symbols whose rows are drawn from Dirichlet(alpha, …, alpha) (numpy, seeded)."""
     k = _check_int("k", k, 2)
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0; got {alpha!r}")
     order = _check_int("order", order, 1)
-    P = np.random.default_rng(seed).dirichlet(np.full(k, float(alpha)), size=k ** order)
-    return HigherOrderChain(P, order, name=f"random order-{order} chain (k={k}, alpha={alpha:g}, seed={seed})")
+    P = np.random.default_rng(seed).dirichlet(np.full(k, float(alpha)), size=k**order)
+    return HigherOrderChain(
+        P,
+        order,
+        name=f"random order-{order} chain (k={k}, alpha={alpha:g}, seed={seed})",
+    )

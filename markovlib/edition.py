@@ -6,6 +6,7 @@ any single run bit for bit) with a fixed thread count, and claims a run with an 
 named after its key before training it: a second process skips a claimed run, a killed process releases its
 claims, and every finished run is committed to the store at once.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -41,17 +42,34 @@ def _claim(directory: Path, key: str):
         os.close(fd)
 
 
-def status(groups: Sequence[tuple[str, Sequence[RunSpec]]], store: ResultStore, shipped=None) -> list[dict]:
+def status(
+    groups: Sequence[tuple[str, Sequence[RunSpec]]], store: ResultStore, shipped=None
+) -> list[dict]:
     """Per group: runs, runs done (stored or shipped), seconds of training stored."""
     done = store.keys() | (set(shipped.index()) if shipped is not None else set())
     frame = store.frame()
     seconds = dict(zip(frame["key"], frame["seconds"])) if len(frame) else {}
-    return [{"group": name, "runs": len(specs), "stored": sum(s.key in done for s in specs),
-             "seconds": round(sum(seconds.get(s.key, 0.0) for s in specs), 1)} for name, specs in groups]
+    return [
+        {
+            "group": name,
+            "runs": len(specs),
+            "stored": sum(s.key in done for s in specs),
+            "seconds": round(sum(seconds.get(s.key, 0.0) for s in specs), 1),
+        }
+        for name, specs in groups
+    ]
 
 
-def produce(groups: Sequence[tuple[str, Sequence[RunSpec]]], store: ResultStore | str | Path, *, threads: int = 1,
-            only: Sequence[str] | None = None, device: str = "cpu", shipped=None, log=print) -> int:
+def produce(
+    groups: Sequence[tuple[str, Sequence[RunSpec]]],
+    store: ResultStore | str | Path,
+    *,
+    threads: int = 1,
+    only: Sequence[str] | None = None,
+    device: str = "cpu",
+    shipped=None,
+    log=print,
+) -> int:
     """Train every run of ``groups`` that neither ``store`` nor the ``shipped`` data (a ShippedData) holds and no
     other process has claimed; returns the number of runs trained."""
     store = store if isinstance(store, ResultStore) else ResultStore(store)
@@ -72,8 +90,11 @@ def produce(groups: Sequence[tuple[str, Sequence[RunSpec]]], store: ResultStore 
                 result = train_specs([spec], device=device)[0]
                 store.put([(spec, result)])
                 trained += 1
-                log(f"{time.strftime('%H:%M:%S')} {name} seed {spec.seed}: final test loss "
-                    f"{result.final_test_loss:.4f} in {time.perf_counter() - t0:.0f} s ({spec.key})", flush=True)
+                log(
+                    f"{time.strftime('%H:%M:%S')} {name} seed {spec.seed}: final test loss "
+                    f"{result.final_test_loss:.4f} in {time.perf_counter() - t0:.0f} s ({spec.key})",
+                    flush=True,
+                )
     return trained
 
 
@@ -82,11 +103,21 @@ def settings_table():
     import pandas as pd
 
     from .presets import CHAPTERS, resolve
+
     rows = []
     for chapter in CHAPTERS:
         S = resolve("paper", chapter)
-        rows.append({"chapter": chapter, "steps": S.steps, "length": S.seq_len, "batch": S.batch_size,
-                     "runs": S.seeds, "trap runs": S.trap_seeds, "source": S.source})
+        rows.append(
+            {
+                "chapter": chapter,
+                "steps": S.steps,
+                "length": S.seq_len,
+                "batch": S.batch_size,
+                "runs": S.seeds,
+                "trap runs": S.trap_seeds,
+                "source": S.source,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -98,12 +129,23 @@ def progress(data=None):
 
     from .experiments import paper_edition
     from .shipped import ShippedData, default_data_dir
+
     directory = data or default_data_dir()
     shipped = ShippedData(directory) if directory is not None else None
     index = shipped.index() if shipped is not None else {}
     rows = []
     for name, specs in paper_edition():
-        seconds = sum(json.loads(shipped.row(s.key)["provenance"]).get("seconds", 0.0) for s in specs if s.key in index)
-        rows.append({"group": name, "runs": len(specs), "shipped": sum(s.key in index for s in specs),
-                     "training hours": round(seconds / 3600, 2)})
+        seconds = sum(
+            json.loads(shipped.row(s.key)["provenance"]).get("seconds", 0.0)
+            for s in specs
+            if s.key in index
+        )
+        rows.append(
+            {
+                "group": name,
+                "runs": len(specs),
+                "shipped": sum(s.key in index for s in specs),
+                "training hours": round(seconds / 3600, 2),
+            }
+        )
     return pd.DataFrame(rows)

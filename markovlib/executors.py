@@ -12,6 +12,7 @@
 
 Ray is imported here, lazily, only when the Ray executor runs: ``import markovlib`` never loads it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,11 +28,19 @@ from ._checks import check_choice, check_int, check_number
 from .sweep import RunSpec, result_from_record, train_specs
 from .train import TrainResult
 
-__all__ = ["EXECUTORS", "RAY_MAX_RETRIES", "ClusterUnreachable", "train_chunks", "connect"]
+__all__ = [
+    "EXECUTORS",
+    "RAY_MAX_RETRIES",
+    "ClusterUnreachable",
+    "train_chunks",
+    "connect",
+]
 
 EXECUTORS = ("local", "ray")
-RAY_MAX_RETRIES = 3         # re-runs of a task whose worker process or node died (not of one that raised)
-CONNECT_TIMEOUT = 5.0       # seconds to reach a cluster's address before giving up
+RAY_MAX_RETRIES = (
+    3  # re-runs of a task whose worker process or node died (not of one that raised)
+)
+CONNECT_TIMEOUT = 5.0  # seconds to reach a cluster's address before giving up
 
 Chunk = Sequence[RunSpec]
 
@@ -41,25 +50,42 @@ class ClusterUnreachable(ConnectionError):
 
     def __init__(self, address: str, reason: str = "", hint: str = ""):
         self.address, self.reason, self.hint = address, reason, hint
-        super().__init__(f"cannot reach a Ray cluster at {address}" + (f" ({reason})" if reason else "") +
-                         (f"; {hint}" if hint else ""))
+        super().__init__(
+            f"cannot reach a Ray cluster at {address}"
+            + (f" ({reason})" if reason else "")
+            + (f"; {hint}" if hint else "")
+        )
 
 
-def train_chunks(chunks: Sequence[Chunk], *, executor: str = "local", device: str | torch.device = "auto",
-                 compile: bool = False, address: str | None = None, cpus_per_task: int = 1,
-                 gpus_per_task: float = 0.0) -> Iterator[tuple[Chunk, list[TrainResult]]]:
+def train_chunks(
+    chunks: Sequence[Chunk],
+    *,
+    executor: str = "local",
+    device: str | torch.device = "auto",
+    compile: bool = False,
+    address: str | None = None,
+    cpus_per_task: int = 1,
+    gpus_per_task: float = 0.0,
+) -> Iterator[tuple[Chunk, list[TrainResult]]]:
     """Train each chunk (specs of one group) as one ensemble; yields (chunk, results) as each one finishes."""
     check_choice("executor", executor, EXECUTORS)
     cpus = check_int("cpus_per_task", cpus_per_task, 1)
     gpus = check_number("gpus_per_task", gpus_per_task, low=0.0)
     if executor == "local":
         if address is not None:
-            raise ValueError(f"address is for executor='ray'; got address={address!r} with executor='local'")
-        return ((chunk, train_specs(chunk, device=device, compile=compile)) for chunk in chunks)
+            raise ValueError(
+                f"address is for executor='ray'; got address={address!r} with executor='local'"
+            )
+        return (
+            (chunk, train_specs(chunk, device=device, compile=compile))
+            for chunk in chunks
+        )
     chunks = list(chunks)
     if not chunks:
         return iter(())
-    ray, started = connect(address)           # here, not at the first result: an unreachable address fails first
+    ray, started = connect(
+        address
+    )  # here, not at the first result: an unreachable address fails first
     # 'auto': the GPU Ray assigns (it sets CUDA_VISIBLE_DEVICES), else the CPU, whatever GPUs the node has
     device = ("cuda" if gpus > 0 else "cpu") if str(device) == "auto" else str(device)
     return _ray_chunks(ray, started, chunks, device, compile, cpus, gpus)
@@ -81,11 +107,14 @@ def connect(address: str | None = None):
     """(ray, started): ray connected to the cluster at ``address``; ``started`` if this call connected it (the
     caller then shuts it down). An existing connection (``ray.init`` done by the caller) is used as it is."""
     import ray
+
     if ray.is_initialized():
         current = ray.get_runtime_context().gcs_address
         if address not in (None, "auto", current):
-            raise ValueError(f"ray is connected to the cluster at {current}, not {address}: call ray.shutdown() "
-                             "first, or give address=None to use that cluster")
+            raise ValueError(
+                f"ray is connected to the cluster at {current}, not {address}: call ray.shutdown() "
+                "first, or give address=None to use that cluster"
+            )
         return ray, False
     if address not in (None, "auto", "local"):
         _probe(address)
@@ -93,12 +122,22 @@ def connect(address: str | None = None):
     try:
         ray.init(address=address, logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError) as e:
-        hint = "" if os.environ.get("RAY_AUTH_MODE") == "token" else \
-            "if it uses token authentication, set RAY_AUTH_MODE=token (and RAY_AUTH_TOKEN or ~/.ray/auth_token)"
-        raise ClusterUnreachable(address or "auto", str(e).split("\n")[0], hint) from None
+        hint = (
+            ""
+            if os.environ.get("RAY_AUTH_MODE") == "token"
+            else "if it uses token authentication, set RAY_AUTH_MODE=token (and RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+        )
+        raise ClusterUnreachable(
+            address or "auto", str(e).split("\n")[0], hint
+        ) from None
     finally:
-        if threading.current_thread() is threading.main_thread() and previous is not None:
-            signal.signal(signal.SIGTERM, previous)     # ray.init's own handler exits at once: keep the caller's
+        if (
+            threading.current_thread() is threading.main_thread()
+            and previous is not None
+        ):
+            signal.signal(
+                signal.SIGTERM, previous
+            )  # ray.init's own handler exits at once: keep the caller's
     return ray, True
 
 
@@ -109,32 +148,58 @@ def _cpu(state: dict) -> dict:
 def _train_chunk(chunk: Chunk, device: str, compile: bool, threads: int) -> list[dict]:
     """The Ray task: train one ensemble with ``threads`` torch threads; its results as plain data."""
     torch.set_num_threads(threads)
-    return [{"weights": _cpu(r.model.state_dict()), "history": r.history, "metrics": {},
-             "provenance": {**r.provenance, "seconds": r.seconds}, "checkpoint_step": r.checkpoint_step,
-             "checkpoint": None if r.checkpoint is None else _cpu(r.checkpoint)}
-            for r in train_specs(chunk, device=device, compile=compile)]
+    return [
+        {
+            "weights": _cpu(r.model.state_dict()),
+            "history": r.history,
+            "metrics": {},
+            "provenance": {**r.provenance, "seconds": r.seconds},
+            "checkpoint_step": r.checkpoint_step,
+            "checkpoint": None if r.checkpoint is None else _cpu(r.checkpoint),
+        }
+        for r in train_specs(chunk, device=device, compile=compile)
+    ]
 
 
-def _ray_chunks(ray, started: bool, chunks: list[Chunk], device: str, compile: bool, cpus: int,
-                gpus: float) -> Iterator[tuple[Chunk, list[TrainResult]]]:
+def _ray_chunks(
+    ray,
+    started: bool,
+    chunks: list[Chunk],
+    device: str,
+    compile: bool,
+    cpus: int,
+    gpus: float,
+) -> Iterator[tuple[Chunk, list[TrainResult]]]:
     """Every chunk submitted at once as a task; (chunk, results) as tasks finish (``ray.wait``). Stopped early
     (Ctrl-C, SIGTERM, an error), ray is shut down if ``started`` (the cluster then ends the tasks in flight),
     otherwise the tasks in flight are cancelled."""
     pending = {}
     try:
-        task = ray.remote(_train_chunk).options(num_cpus=cpus, num_gpus=gpus, max_retries=RAY_MAX_RETRIES)
+        task = ray.remote(_train_chunk).options(
+            num_cpus=cpus, num_gpus=gpus, max_retries=RAY_MAX_RETRIES
+        )
         pending = {task.remote(chunk, device, compile, cpus): chunk for chunk in chunks}
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)   # wakes up for signals
+            done, _ = ray.wait(
+                list(pending), num_returns=1, timeout=1.0
+            )  # wakes up for signals
             for ref in done:
                 chunk = pending.pop(ref)
-                yield chunk, [result_from_record(spec, plain) for spec, plain in zip(chunk, ray.get(ref))]
+                yield (
+                    chunk,
+                    [
+                        result_from_record(spec, plain)
+                        for spec, plain in zip(chunk, ray.get(ref))
+                    ],
+                )
     finally:
-        if started:     # the cluster ends a disconnected driver's tasks itself; cancelling them here as well
+        if started:  # the cluster ends a disconnected driver's tasks itself; cancelling them here as well
             ray.shutdown()  # races with task replies in ray's core worker and can crash it (ray PR 54798)
         else:
             for ref in pending:
                 try:
                     ray.cancel(ref, force=True)
-                except Exception:       # the cluster or the connection is gone: nothing left to cancel
+                except (
+                    Exception
+                ):  # the cluster or the connection is gone: nothing left to cancel
                     pass

@@ -4,20 +4,42 @@ A chapter asks for its runs here and gets them through :func:`~markovlib.sweep.s
 edition (:func:`paper_edition`) is the same calls at the chapters' default parameters and the ``paper``
 scale. One definition for both, so the shipped runs are found by the chapters' spec hashes.
 """
+
 from __future__ import annotations
 
 from .presets import Scale, resolve
 from .sweep import RunSpec, chain_grid, grid
 
-__all__ = ["global_minimum", "trap_variants", "saddle_sides", "fig4_grid", "fig5", "threshold_runs", "depth_fig1",
-           "lag_runs", "FIG4_GRID", "FIG5_PS", "TRAP_VARIANTS", "threshold_ps", "lag_windows", "paper_edition"]
+__all__ = [
+    "global_minimum",
+    "trap_variants",
+    "saddle_sides",
+    "fig4_grid",
+    "fig5",
+    "threshold_runs",
+    "depth_fig1",
+    "lag_runs",
+    "FIG4_GRID",
+    "FIG5_PS",
+    "TRAP_VARIANTS",
+    "threshold_ps",
+    "lag_windows",
+    "paper_edition",
+]
 
-FIG4_GRID = (0.2, 0.4, 0.5, 0.6, 0.8)      # Fig 4's p and q values
-FIG5_PS = (0.1, 0.3, 0.6, 0.9)             # Fig 5's switching probabilities (k = 5)
+FIG4_GRID = (0.2, 0.4, 0.5, 0.6, 0.8)  # Fig 4's p and q values
+FIG5_PS = (0.1, 0.3, 0.6, 0.9)  # Fig 5's switching probabilities (k = 5)
 # bad_local_minima: the tied models whose plateaus are counted, (preset, architecture changes)
-TRAP_VARIANTS = {"gpt2": ("gpt2", {}), "theory": ("theory", {}), "theory + LN": ("theory", {"layer_norm": True}),
-                 "gpt2, init 0.2": ("gpt2", {"init_std": 0.2})}
-MAIN_VARIANTS = ("gpt2", "theory")           # the paper's two models; the others are side variants
+TRAP_VARIANTS = {
+    "gpt2": ("gpt2", {}),
+    "theory": ("theory", {}),
+    "theory + LN": ("theory", {"layer_norm": True}),
+    "gpt2, init 0.2": ("gpt2", {"init_std": 0.2}),
+}
+MAIN_VARIANTS = (
+    "gpt2",
+    "theory",
+)  # the paper's two models; the others are side variants
 
 
 def _arch(S: Scale, **changes) -> dict:
@@ -25,57 +47,124 @@ def _arch(S: Scale, **changes) -> dict:
     return dict(d_model=S.d_model, max_len=max(1024, S.seq_len), **changes)
 
 
-def global_minimum(p: float, q: float, S: Scale, seed: int = 0) -> dict[str, list[RunSpec]]:
+def global_minimum(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
     """Fig 3(b): the GPT-2 model, tied and untied, ``S.seeds`` runs each."""
-    return {label: grid([p], [q], tied=[tied], seeds=range(seed, seed + S.seeds), config_kwargs=_arch(S), train=S.train)
-            for label, tied in (("tied", True), ("untied", False))}
+    return {
+        label: grid(
+            [p],
+            [q],
+            tied=[tied],
+            seeds=range(seed, seed + S.seeds),
+            config_kwargs=_arch(S),
+            train=S.train,
+        )
+        for label, tied in (("tied", True), ("untied", False))
+    }
 
 
-def trap_variants(p: float, q: float, S: Scale, seed: int = 0) -> dict[str, list[RunSpec]]:
+def trap_variants(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
     """Fig 3(a) and the trap statistics: tied runs of each of :data:`TRAP_VARIANTS`."""
     out = {}
     for name, (preset, changes) in TRAP_VARIANTS.items():
         n = S.trap_seeds if name in MAIN_VARIANTS else S.n_variant_seeds
-        out[name] = grid([p], [q], tied=[True], seeds=range(seed, seed + n), preset=preset,
-                         config_kwargs=_arch(S, **changes), train=S.trap_train)
+        out[name] = grid(
+            [p],
+            [q],
+            tied=[True],
+            seeds=range(seed, seed + n),
+            preset=preset,
+            config_kwargs=_arch(S, **changes),
+            train=S.trap_train,
+        )
     return out
 
 
-def saddle_sides(p: float, q: float, S: Scale, seed: int = 0) -> dict[tuple[str, str], list[RunSpec]]:
+def saddle_sides(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[tuple[str, str], list[RunSpec]]:
     """Thm 3 in training: GPT-2 and theory models, tied and untied, ``S.trap_seeds`` runs each."""
-    return {(preset, "tied" if tied else "untied"):
-            grid([p], [q], tied=[tied], seeds=range(seed, seed + S.trap_seeds), preset=preset,
-                 config_kwargs=_arch(S), train=S.trap_train)
-            for preset in MAIN_VARIANTS for tied in (True, False)}
+    return {
+        (preset, "tied" if tied else "untied"): grid(
+            [p],
+            [q],
+            tied=[tied],
+            seeds=range(seed, seed + S.trap_seeds),
+            preset=preset,
+            config_kwargs=_arch(S),
+            train=S.trap_train,
+        )
+        for preset in MAIN_VARIANTS
+        for tied in (True, False)
+    }
 
 
 def fig4_grid(S: Scale, seed: int = 0) -> dict[str, list[RunSpec]]:
     """Fig 4: the GPT-2 model on every (p, q) of :data:`FIG4_GRID`, tied and untied, ``S.seeds`` runs per cell."""
-    return {tie: grid(FIG4_GRID, FIG4_GRID, tied=[tie == "tied"], seeds=range(seed, seed + S.seeds),
-                      config_kwargs=_arch(S), train=S.train)
-            for tie in ("tied", "untied")}
+    return {
+        tie: grid(
+            FIG4_GRID,
+            FIG4_GRID,
+            tied=[tie == "tied"],
+            seeds=range(seed, seed + S.seeds),
+            config_kwargs=_arch(S),
+            train=S.train,
+        )
+        for tie in ("tied", "untied")
+    }
 
 
 def fig5(k: int, S: Scale, seed: int = 0, ps=FIG5_PS) -> dict[str, list[RunSpec]]:
     """Fig 5: symmetric k-state chains at each p, the GPT-2 model tied and untied, ``S.seeds`` runs each."""
     chains = [{"kind": "symmetric", "k": k, "p": float(p)} for p in ps]
-    return {tie: chain_grid(chains, tied=[tie == "tied"], seeds=range(seed, seed + S.seeds), config_kwargs=_arch(S),
-                            train=S.train)
-            for tie in ("tied", "untied")}
+    return {
+        tie: chain_grid(
+            chains,
+            tied=[tie == "tied"],
+            seeds=range(seed, seed + S.seeds),
+            config_kwargs=_arch(S),
+            train=S.train,
+        )
+        for tie in ("tied", "untied")
+    }
 
 
 def threshold_ps(star: float) -> list[float]:
     """Switching probabilities around a k-state threshold ``star``: three below it, two above."""
-    return sorted({round(x, 3) for x in (star - 0.2, star - 0.1, star - 0.05, min(star + 0.05, 0.99),
-                                         min(star + 0.1, 1.0)) if 0 < x <= 1})
+    return sorted(
+        {
+            round(x, 3)
+            for x in (
+                star - 0.2,
+                star - 0.1,
+                star - 0.05,
+                min(star + 0.05, 0.99),
+                min(star + 0.1, 1.0),
+            )
+            if 0 < x <= 1
+        }
+    )
 
 
-def threshold_runs(k: int, star: float, S: Scale, seed: int = 0) -> dict[str, list[RunSpec]]:
+def threshold_runs(
+    k: int, star: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
     """Tied theory and GPT-2 models on symmetric chains around the threshold ``star``, ``S.seeds`` runs each."""
     chains = [{"kind": "symmetric", "k": k, "p": p} for p in threshold_ps(star)]
-    return {preset: chain_grid(chains, tied=[True], seeds=range(seed, seed + S.seeds), preset=preset,
-                               config_kwargs=_arch(S), train=S.trap_train)
-            for preset in ("theory", "gpt2")}
+    return {
+        preset: chain_grid(
+            chains,
+            tied=[True],
+            seeds=range(seed, seed + S.seeds),
+            preset=preset,
+            config_kwargs=_arch(S),
+            train=S.trap_train,
+        )
+        for preset in ("theory", "gpt2")
+    }
 
 
 def depths(S: Scale) -> list[int]:
@@ -86,9 +175,16 @@ def depths(S: Scale) -> list[int]:
 def depth_fig1(p: float, q: float, S: Scale, seed: int = 0) -> dict[int, list[RunSpec]]:
     """Fig 1: tied GPT-2 models of each depth on the binary chain, ``S.seeds`` runs each."""
     base = {"kind": "binary", "p": float(p), "q": float(q)}
-    return {L: chain_grid([base], tied=[True], seeds=range(seed, seed + S.seeds), config_kwargs=_arch(S, n_layers=L),
-                          train=S.train)
-            for L in depths(S)}
+    return {
+        L: chain_grid(
+            [base],
+            tied=[True],
+            seeds=range(seed, seed + S.seeds),
+            config_kwargs=_arch(S, n_layers=L),
+            train=S.train,
+        )
+        for L in depths(S)
+    }
 
 
 def lag_windows(order: int) -> list[int]:
@@ -96,14 +192,34 @@ def lag_windows(order: int) -> list[int]:
     return sorted({0, order - 1, order, 2 * order, 4 * order})
 
 
-def lag_runs(order: int, p: float, q: float, S: Scale, seed: int = 0) -> dict[str, dict[int, list[RunSpec]]]:
+def lag_runs(
+    order: int, p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, dict[int, list[RunSpec]]]:
     """Poster: a lag-``order`` chain, full attention at each depth, and one layer with each window."""
     lag = {"kind": "lag", "order": order, "p": float(p), "q": float(q)}
     seeds = range(seed, seed + S.seeds)
-    return {"depth": {L: chain_grid([lag], tied=[True], seeds=seeds, config_kwargs=_arch(S, n_layers=L), train=S.train)
-                      for L in depths(S)},
-            "window": {w: chain_grid([lag], tied=[True], seeds=seeds, config_kwargs=_arch(S, window=w), train=S.train)
-                       for w in lag_windows(order)}}
+    return {
+        "depth": {
+            L: chain_grid(
+                [lag],
+                tied=[True],
+                seeds=seeds,
+                config_kwargs=_arch(S, n_layers=L),
+                train=S.train,
+            )
+            for L in depths(S)
+        },
+        "window": {
+            w: chain_grid(
+                [lag],
+                tied=[True],
+                seeds=seeds,
+                config_kwargs=_arch(S, window=w),
+                train=S.train,
+            )
+            for w in lag_windows(order)
+        },
+    }
 
 
 def paper_edition() -> list[tuple[str, list[RunSpec]]]:
@@ -111,11 +227,18 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
 
     A group's name is the shipped file it goes to (``data/paper/<name>.parquet``).
     """
-    gm, blm, sad = (resolve("paper", c) for c in ("global_minimum", "bad_local_minima", "saddles"))
+    gm, blm, sad = (
+        resolve("paper", c) for c in ("global_minimum", "bad_local_minima", "saddles")
+    )
     ms, dp = resolve("paper", "multi_state"), resolve("paper", "depth")
     groups: list[tuple[str, list[RunSpec]]] = []
-    groups += [(f"global_minimum-{label}", specs) for label, specs in global_minimum(0.2, 0.3, gm).items()]
-    groups += [(f"depth-fig1-L{L}", specs) for L, specs in depth_fig1(0.5, 0.8, dp).items()]
+    groups += [
+        (f"global_minimum-{label}", specs)
+        for label, specs in global_minimum(0.2, 0.3, gm).items()
+    ]
+    groups += [
+        (f"depth-fig1-L{L}", specs) for L, specs in depth_fig1(0.5, 0.8, dp).items()
+    ]
     lag = lag_runs(2, 0.5, 0.8, dp)
     groups += [(f"depth-lag2-L{L}", specs) for L, specs in lag["depth"].items()]
     groups += [(f"depth-lag2-window{w}", specs) for w, specs in lag["window"].items()]
@@ -123,8 +246,14 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
     groups += [(f"trap-{name}-tied", traps[name]) for name in MAIN_VARIANTS]
     sides = saddle_sides(0.5, 0.8, sad)
     groups += [(f"trap-{name}-untied", sides[name, "untied"]) for name in MAIN_VARIANTS]
-    groups += [("trap-theory-ln-tied", traps["theory + LN"]), ("trap-gpt2-init0.2-tied", traps["gpt2, init 0.2"])]
+    groups += [
+        ("trap-theory-ln-tied", traps["theory + LN"]),
+        ("trap-gpt2-init0.2-tied", traps["gpt2, init 0.2"]),
+    ]
     groups += [(f"fig4-{tie}", specs) for tie, specs in fig4_grid(sad).items()]
     groups += [(f"fig5-k5-{tie}", specs) for tie, specs in fig5(5, ms).items()]
-    groups += [(f"threshold-k5-{preset}", specs) for preset, specs in threshold_runs(5, 0.8, ms).items()]
+    groups += [
+        (f"threshold-k5-{preset}", specs)
+        for preset, specs in threshold_runs(5, 0.8, ms).items()
+    ]
     return groups

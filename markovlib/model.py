@@ -8,6 +8,7 @@ Two presets: ``TransformerConfig.theory`` (no layer norm, ReLU: the model of the
 For k = 2 the head returns two logits; softmax over them is sigmoid(<a_1 - a_0, z> + b_1 - b_0), the paper's
 single-logit output with a = a_1 - a_0, so every binary statement of the paper holds for this model too.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,39 +27,62 @@ __all__ = ["TransformerConfig", "Transformer"]
 class TransformerConfig:
     """Architecture of :class:`Transformer`."""
 
-    vocab_size: int = 2            # k, the number of states
-    d_model: int = 8               # d, the embedding dimension (paper: 8)
-    n_layers: int = 1              # L, attention + feed-forward blocks
+    vocab_size: int = 2  # k, the number of states
+    d_model: int = 8  # d, the embedding dimension (paper: 8)
+    n_layers: int = 1  # L, attention + feed-forward blocks
     n_heads: int = 1
-    tied: bool = True              # head weight A is the token embedding E (one shared Parameter)
-    layer_norm: bool = False       # GPT-2 pre-LN blocks and a final LN (no LN bias)
-    activation: str = "relu"       # "relu" (theory) or "gelu" (GPT-2)
-    window: int | None = None      # attend to positions n-window..n only (None: all of 1..n)
-    init_std: float = 0.02         # N(0, init_std) init; residual projections use init_std / sqrt(2L)
-    max_len: int = 1024            # longest sequence (size of the positional table)
-    ff_mult: int = 4               # hidden width of the feed-forward layer is ff_mult * d
+    tied: bool = True  # head weight A is the token embedding E (one shared Parameter)
+    layer_norm: bool = False  # GPT-2 pre-LN blocks and a final LN (no LN bias)
+    activation: str = "relu"  # "relu" (theory) or "gelu" (GPT-2)
+    window: int | None = (
+        None  # attend to positions n-window..n only (None: all of 1..n)
+    )
+    init_std: float = (
+        0.02  # N(0, init_std) init; residual projections use init_std / sqrt(2L)
+    )
+    max_len: int = 1024  # longest sequence (size of the positional table)
+    ff_mult: int = 4  # hidden width of the feed-forward layer is ff_mult * d
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len", "ff_mult"):
+        for name in (
+            "vocab_size",
+            "d_model",
+            "n_layers",
+            "n_heads",
+            "max_len",
+            "ff_mult",
+        ):
             check_int(name, getattr(self, name), 2 if name == "vocab_size" else 1)
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
         if self.activation not in ("relu", "gelu"):
-            raise ValueError(f"activation must be 'relu' or 'gelu'; got {self.activation!r}")
+            raise ValueError(
+                f"activation must be 'relu' or 'gelu'; got {self.activation!r}"
+            )
         if self.window is not None:
             check_int("window", self.window, 0)
         if not self.init_std > 0:
             raise ValueError(f"init_std must be > 0; got {self.init_std!r}")
 
     @classmethod
-    def theory(cls, vocab_size: int = 2, d_model: int = 8, **kw) -> "TransformerConfig":
+    def theory(cls, vocab_size: int = 2, d_model: int = 8, **kw) -> TransformerConfig:
         """The model of the theorems: no layer norm, ReLU feed-forward."""
-        return cls(vocab_size=vocab_size, d_model=d_model, **{"layer_norm": False, "activation": "relu", **kw})
+        return cls(
+            vocab_size=vocab_size,
+            d_model=d_model,
+            **{"layer_norm": False, "activation": "relu", **kw},
+        )
 
     @classmethod
-    def gpt2(cls, vocab_size: int = 2, d_model: int = 8, **kw) -> "TransformerConfig":
+    def gpt2(cls, vocab_size: int = 2, d_model: int = 8, **kw) -> TransformerConfig:
         """The authors' experimental model: pre-LN GPT-2 blocks, final LN, GELU, biased tied head."""
-        return cls(vocab_size=vocab_size, d_model=d_model, **{"layer_norm": True, "activation": "gelu", **kw})
+        return cls(
+            vocab_size=vocab_size,
+            d_model=d_model,
+            **{"layer_norm": True, "activation": "gelu", **kw},
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,9 +99,18 @@ class Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight.dim() == 2:
             return super().forward(x)
-        w = self.weight.mT.reshape(self.weight.shape[0], *[1] * (x.dim() - 3), self.in_features, self.out_features)
+        w = self.weight.mT.reshape(
+            self.weight.shape[0],
+            *[1] * (x.dim() - 3),
+            self.in_features,
+            self.out_features,
+        )
         out = x @ w
-        return out if self.bias is None else out + self.bias.view(self.bias.shape[0], *[1] * (x.dim() - 2), -1)
+        return (
+            out
+            if self.bias is None
+            else out + self.bias.view(self.bias.shape[0], *[1] * (x.dim() - 2), -1)
+        )
 
 
 class Embedding(nn.Embedding):
@@ -86,7 +119,9 @@ class Embedding(nn.Embedding):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         if self.weight.dim() == 2:
             return super().forward(idx)
-        members = torch.arange(self.weight.shape[0], device=idx.device).view(-1, *[1] * (idx.dim() - 1))
+        members = torch.arange(self.weight.shape[0], device=idx.device).view(
+            -1, *[1] * (idx.dim() - 1)
+        )
         return self.weight[members, idx]
 
 
@@ -122,12 +157,18 @@ class CausalSelfAttention(nn.Module):
         return allowed & (gap <= self.window) if self.window is not None else allowed
 
     def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
-        *lead, L, d = x.shape   # lead: (batch,) or (models, batch); merged into one attention batch
-        q, k, v = (W(x).reshape(-1, L, self.n_heads, d // self.n_heads).transpose(1, 2)
-                   for W in (self.W_Q, self.W_K, self.W_V))
+        *lead, L, d = (
+            x.shape
+        )  # lead: (batch,) or (models, batch); merged into one attention batch
+        q, k, v = (
+            W(x).reshape(-1, L, self.n_heads, d // self.n_heads).transpose(1, 2)
+            for W in (self.W_Q, self.W_K, self.W_V)
+        )
         if trace is None:
             mask = None if self.window is None else self.mask(L, x.device)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=mask is None
+            )
         else:  # explicit softmax, to expose the attention weights
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
             att = scores.masked_fill(~self.mask(L, x.device), float("-inf")).softmax(-1)
@@ -154,7 +195,12 @@ class Block(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.ln_1, self.attn, self.ln_2, self.ff = _norm(cfg), CausalSelfAttention(cfg), _norm(cfg), FeedForward(cfg)
+        self.ln_1, self.attn, self.ln_2, self.ff = (
+            _norm(cfg),
+            CausalSelfAttention(cfg),
+            _norm(cfg),
+            FeedForward(cfg),
+        )
 
     def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
         a = self.attn(self.ln_1(x), trace)
@@ -173,34 +219,50 @@ class Transformer(nn.Module):
     is initialised exactly as a single model with ``generators[i]`` (see :meth:`member`).
     """
 
-    def __init__(self, config: TransformerConfig, *, generator: torch.Generator | None = None,
-                 n_models: int | None = None, generators: list[torch.Generator] | None = None):
+    def __init__(
+        self,
+        config: TransformerConfig,
+        *,
+        generator: torch.Generator | None = None,
+        n_models: int | None = None,
+        generators: list[torch.Generator] | None = None,
+    ):
         super().__init__()
         self.config = cfg = config
         self.n_models = n_models
-        self.wte = Embedding(cfg.vocab_size, cfg.d_model)             # token embeddings e_1..e_k
-        self.wpe = Embedding(cfg.max_len, cfg.d_model)                # positional embeddings p_n
+        self.wte = Embedding(cfg.vocab_size, cfg.d_model)  # token embeddings e_1..e_k
+        self.wpe = Embedding(cfg.max_len, cfg.d_model)  # positional embeddings p_n
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = _norm(cfg)
-        self.head = Linear(cfg.d_model, cfg.vocab_size, bias=True)    # logits = A z + b
+        self.head = Linear(cfg.d_model, cfg.vocab_size, bias=True)  # logits = A z + b
         if n_models is not None:
             check_int("n_models", n_models, 1)
             for module in self.modules():
                 for name, p in list(module.named_parameters(recurse=False)):
-                    setattr(module, name, nn.Parameter(p.detach().expand(n_models, *p.shape).clone()))
+                    setattr(
+                        module,
+                        name,
+                        nn.Parameter(p.detach().expand(n_models, *p.shape).clone()),
+                    )
         if cfg.tied:
-            self.head.weight = self.wte.weight                          # one Parameter, not a copy
+            self.head.weight = self.wte.weight  # one Parameter, not a copy
         if n_models is None:
             self.reset_parameters(generator)
         else:
-            generators = generators if generators is not None else [generator] * n_models
+            generators = (
+                generators if generators is not None else [generator] * n_models
+            )
             if len(generators) != n_models:
-                raise ValueError(f"generators must have n_models={n_models} entries; got {len(generators)}")
+                raise ValueError(
+                    f"generators must have n_models={n_models} entries; got {len(generators)}"
+                )
             for i, g in enumerate(generators):
                 self.reset_parameters(g, member=i)
 
     @torch.no_grad()
-    def reset_parameters(self, generator: torch.Generator | None = None, member: int | None = None) -> None:
+    def reset_parameters(
+        self, generator: torch.Generator | None = None, member: int | None = None
+    ) -> None:
         """N(0, init_std) weights, N(0, init_std/sqrt(2L)) for W_O and W_2, zero biases, unit LN gains."""
         std = self.config.init_std
         for name, p in self.named_parameters():
@@ -208,11 +270,15 @@ class Transformer(nn.Module):
             if p.dim() == 1:
                 nn.init.ones_(p) if "ln" in name else nn.init.zeros_(p)
             else:
-                scale = 1 / math.sqrt(2 * self.config.n_layers) if name.endswith(("W_O.weight", "W_2.weight")) else 1.0
+                scale = (
+                    1 / math.sqrt(2 * self.config.n_layers)
+                    if name.endswith(("W_O.weight", "W_2.weight"))
+                    else 1.0
+                )
                 nn.init.normal_(p, 0.0, std * scale, generator=generator)
 
     @torch.no_grad()
-    def member(self, i: int) -> "Transformer":
+    def member(self, i: int) -> Transformer:
         """Member i of an ensemble as a single model (a copy of its weights)."""
         if self.n_models is None:
             raise ValueError("member() needs an ensemble (n_models is None)")
@@ -231,7 +297,10 @@ class Transformer(nn.Module):
         untied head), as in the authors' optimiser groups; ``embeddings=True``: every matrix (markovlib 0.1)."""
         if embeddings:
             return self.matrix_parameters()
-        tables = {id(self.wte.weight), id(self.wpe.weight)}      # a tied head *is* the token embedding
+        tables = {
+            id(self.wte.weight),
+            id(self.wpe.weight),
+        }  # a tied head *is* the token embedding
         linear = [m.weight for m in self.modules() if isinstance(m, nn.Linear)]
         return list({id(p): p for p in linear if id(p) not in tables}.values())
 
@@ -242,7 +311,9 @@ class Transformer(nn.Module):
     def embed(self, idx: torch.Tensor) -> torch.Tensor:
         L = idx.shape[-1]
         if L > self.config.max_len:
-            raise ValueError(f"sequence length {L} exceeds max_len={self.config.max_len}")
+            raise ValueError(
+                f"sequence length {L} exceeds max_len={self.config.max_len}"
+            )
         if self.n_models is None:
             return self.wte(idx) + self.wpe(torch.arange(L, device=idx.device))
         return self.wte(idx) + self.wpe.weight[:, None, :L]
@@ -262,7 +333,12 @@ class Transformer(nn.Module):
             t: dict = {}
             x = block(x, t)
             layers.append(t)
-        return {"embedding": embedding, "layers": layers, "output": x, "logits": self.head(self.ln_f(x))}
+        return {
+            "embedding": embedding,
+            "layers": layers,
+            "output": x,
+            "logits": self.head(self.ln_f(x)),
+        }
 
     @torch.no_grad()
     def probabilities(self, idx: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,7 @@ variable ``MARKOVLIB_SCALE`` overrides whatever a notebook asks for (CI forces `
 sizes for the figure the chapter reproduces (paper Sec. 4 and App. A), and where this book asks a
 question of its own (trap statistics, the k-state threshold), the sizes it uses, said as such.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,27 +22,38 @@ class Scale:
     """Sizes of one scale. ``converges`` says whether runs at this scale are long enough to claim convergence."""
 
     name: str
-    steps: int          # optimisation steps per run
+    steps: int  # optimisation steps per run
     batch_size: int
     seq_len: int
-    seeds: int          # independent runs where a chapter reports seed statistics
-    trap_seeds: int     # runs where a chapter reports the fraction of runs on a plateau (needs many)
+    seeds: int  # independent runs where a chapter reports seed statistics
+    trap_seeds: int  # runs where a chapter reports the fraction of runs on a plateau (needs many)
     d_model: int
-    eval_every: int     # steps between two test-loss evaluations
-    eval_batches: int   # fresh batches per test-loss evaluation
+    eval_every: int  # steps between two test-loss evaluations
+    eval_batches: int  # fresh batches per test-loss evaluation
     lr: float = 2e-3
     converges: bool = True
-    variant_seeds: int | None = None   # runs per side variant of a trap experiment (None: trap_seeds)
-    trap_steps: int | None = None      # steps of the runs that count plateaus, where they differ from ``steps``
-    chapter: str | None = None         # the chapter whose settings were applied, if any
-    source: str = ""                   # where these sizes come from
+    variant_seeds: int | None = (
+        None  # runs per side variant of a trap experiment (None: trap_seeds)
+    )
+    trap_steps: int | None = (
+        None  # steps of the runs that count plateaus, where they differ from ``steps``
+    )
+    chapter: str | None = None  # the chapter whose settings were applied, if any
+    source: str = ""  # where these sizes come from
 
     @property
     def train(self):
         """The :class:`~markovlib.train.TrainConfig` of this scale (AdamW, one-cycle, weight decay 1e-3)."""
         from .train import TrainConfig
-        return TrainConfig(steps=self.steps, batch_size=self.batch_size, seq_len=self.seq_len, lr=self.lr,
-                           eval_every=self.eval_every, eval_batches=self.eval_batches)
+
+        return TrainConfig(
+            steps=self.steps,
+            batch_size=self.batch_size,
+            seq_len=self.seq_len,
+            lr=self.lr,
+            eval_every=self.eval_every,
+            eval_batches=self.eval_batches,
+        )
 
     @property
     def trap_train(self):
@@ -59,37 +71,75 @@ class Scale:
 
 PRESETS: dict[str, Scale] = {
     # seconds: exercises every code path, claims nothing about convergence
-    "smoke": Scale("smoke", steps=30, batch_size=4, seq_len=64, seeds=2, trap_seeds=4, d_model=8,
-                   eval_every=10, eval_batches=1, converges=False, source="CI: every code path in seconds"),
+    "smoke": Scale(
+        "smoke",
+        steps=30,
+        batch_size=4,
+        seq_len=64,
+        seeds=2,
+        trap_seeds=4,
+        d_model=8,
+        eval_every=10,
+        eval_batches=1,
+        converges=False,
+        source="CI: every code path in seconds",
+    ),
     # minutes on a 2-core laptop: the paper's model and optimiser, shorter sequences
-    "cpu": Scale("cpu", steps=400, batch_size=16, seq_len=256, seeds=3, trap_seeds=32, d_model=8,
-                 eval_every=10, eval_batches=4, source="the paper's model and optimiser at a quarter of its length"),
+    "cpu": Scale(
+        "cpu",
+        steps=400,
+        batch_size=16,
+        seq_len=256,
+        seeds=3,
+        trap_seeds=32,
+        d_model=8,
+        eval_every=10,
+        eval_batches=4,
+        source="the paper's model and optimiser at a quarter of its length",
+    ),
     # the authors' settings (App. A): batch 16, length 1024, d = 8, AdamW lr 2e-3, 1000 iterations
-    "paper": Scale("paper", steps=1000, batch_size=16, seq_len=1024, seeds=3, trap_seeds=32, d_model=8,
-                   eval_every=10, eval_batches=4,
-                   source="App. A: batch 16, length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, one-cycle, 1000 iterations"),
+    "paper": Scale(
+        "paper",
+        steps=1000,
+        batch_size=16,
+        seq_len=1024,
+        seeds=3,
+        trap_seeds=32,
+        d_model=8,
+        eval_every=10,
+        eval_batches=4,
+        source="App. A: batch 16, length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, one-cycle, 1000 iterations",
+    ),
 }
 
 # Per chapter at the paper scale: what differs from PRESETS["paper"], and why.
 CHAPTERS: dict[str, dict] = {
     "global_minimum": dict(
-        source="Fig 3(b): length 1024, 1000 iterations; 3 runs per model as in Fig 1"),
+        source="Fig 3(b): length 1024, 1000 iterations; 3 runs per model as in Fig 1"
+    ),
     "bad_local_minima": dict(
         variant_seeds=8,
         source="Fig 3(a): length 1024, 1000 iterations. Trap statistics are this book's question: 32 runs each for "
-               "the GPT-2 and the theory model (the paper shows single runs); 8 runs for each side variant "
-               "(theory + LN, init 0.2)"),
+        "the GPT-2 and the theory model (the paper shows single runs); 8 runs for each side variant "
+        "(theory + LN, init 0.2)",
+    ),
     "saddles": dict(
         seeds=1,
         source="Fig 4: length 1024, 1000 iterations, one run per (p, q) cell and tying, as the paper's heatmap; "
-               "trap statistics: 32 runs each, GPT-2 and theory model, tied and untied"),
+        "trap statistics: 32 runs each, GPT-2 and theory model, tied and untied",
+    ),
     "multi_state": dict(
-        steps=5000, seeds=1, trap_steps=1000,
+        steps=5000,
+        seeds=1,
+        trap_steps=1000,
         source="Fig 5: k = 5, length 1024, 5000 iterations, one run per p and tying; the threshold runs (this "
-               "book's question) 1000 iterations, one run per p and model"),
+        "book's question) 1000 iterations, one run per p and model",
+    ),
     "depth": dict(
-        steps=500, seq_len=512,
-        source="Fig 1: depths 1, 2, 4, 8, length 512, 500 iterations, 3 runs; the lag chain (poster) the same"),
+        steps=500,
+        seq_len=512,
+        source="Fig 1: depths 1, 2, 4, 8, length 512, 500 iterations, 3 runs; the lag chain (poster) the same",
+    ),
 }
 
 
@@ -98,20 +148,41 @@ CHAPTERS: dict[str, dict] = {
 class CCMCSizes:
     """Sizes of the CCMC chapter at one scale."""
 
-    n_check: int                  # random prompts for the equivalence checks
-    n_traj: int                   # trajectories (seeds) generated from one prompt
-    gen_len: int                  # tokens generated per trajectory
-    window: int                   # trailing window of the trajectory statistics
-    est_sizes: tuple[int, ...]    # sample sizes n of the maximum-likelihood estimation of W
-    est_reps: int                 # independent data sets per sample size
+    n_check: int  # random prompts for the equivalence checks
+    n_traj: int  # trajectories (seeds) generated from one prompt
+    gen_len: int  # tokens generated per trajectory
+    window: int  # trailing window of the trajectory statistics
+    est_sizes: tuple[
+        int, ...
+    ]  # sample sizes n of the maximum-likelihood estimation of W
+    est_reps: int  # independent data sets per sample size
 
 
 CCMC_SIZES: dict[str, CCMCSizes] = {
-    "smoke": CCMCSizes(n_check=64, n_traj=32, gen_len=400, window=50, est_sizes=(2000, 8000, 32000), est_reps=2),
-    "cpu": CCMCSizes(n_check=1024, n_traj=256, gen_len=10000, window=200,
-                     est_sizes=(2000, 8000, 32000, 128000, 512000), est_reps=4),
-    "paper": CCMCSizes(n_check=4096, n_traj=1024, gen_len=20000, window=500,
-                       est_sizes=(2000, 8000, 32000, 128000, 512000, 2048000), est_reps=8),
+    "smoke": CCMCSizes(
+        n_check=64,
+        n_traj=32,
+        gen_len=400,
+        window=50,
+        est_sizes=(2000, 8000, 32000),
+        est_reps=2,
+    ),
+    "cpu": CCMCSizes(
+        n_check=1024,
+        n_traj=256,
+        gen_len=10000,
+        window=200,
+        est_sizes=(2000, 8000, 32000, 128000, 512000),
+        est_reps=4,
+    ),
+    "paper": CCMCSizes(
+        n_check=4096,
+        n_traj=1024,
+        gen_len=20000,
+        window=500,
+        est_sizes=(2000, 8000, 32000, 128000, 512000, 2048000),
+        est_reps=8,
+    ),
 }
 
 
@@ -119,7 +190,9 @@ def ccmc_sizes(scale) -> CCMCSizes:
     """The CCMC chapter's sizes for a :class:`Scale` (or its name)."""
     name = getattr(scale, "name", scale)
     if name not in CCMC_SIZES:
-        raise ValueError(f"scale must be one of {', '.join(map(repr, CCMC_SIZES))}; got {name!r}")
+        raise ValueError(
+            f"scale must be one of {', '.join(map(repr, CCMC_SIZES))}; got {name!r}"
+        )
     return CCMC_SIZES[name]
 
 
@@ -136,9 +209,13 @@ def resolve(scale: str | Scale = "auto", chapter: str | None = None) -> Scale:
     if scale == "auto":
         scale = "paper" if torch.cuda.is_available() else "cpu"
     if scale not in PRESETS:
-        raise ValueError(f"scale must be one of 'auto', {', '.join(map(repr, PRESETS))}; got {scale!r}")
+        raise ValueError(
+            f"scale must be one of 'auto', {', '.join(map(repr, PRESETS))}; got {scale!r}"
+        )
     if chapter is not None and chapter not in CHAPTERS:
-        raise ValueError(f"chapter must be one of {', '.join(map(repr, CHAPTERS))} or None; got {chapter!r}")
+        raise ValueError(
+            f"chapter must be one of {', '.join(map(repr, CHAPTERS))} or None; got {chapter!r}"
+        )
     if scale == "paper" and chapter is not None:
         return replace(PRESETS[scale], chapter=chapter, **CHAPTERS[chapter])
     return replace(PRESETS[scale], chapter=chapter) if chapter else PRESETS[scale]

@@ -6,6 +6,7 @@ version, the metrics and the per-step history. Each ensemble's rows are committe
 soon as it finishes, so an interrupted sweep (Ctrl-C, SIGTERM) loses at most the ensemble in flight, and
 re-running the same sweep trains only what the store does not hold.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,8 +30,20 @@ from .chains import Chain, binary, lag_switching, random_kth_order, symmetric
 from .model import Transformer, TransformerConfig
 from .train import TrainConfig, TrainResult, train, train_many
 
-__all__ = ["RunSpec", "ResultStore", "StoreError", "grid", "chain_grid", "sweep", "sweep_results", "make_chain", "default_results_dir",
-           "train_specs", "spec_key", "result_from_record"]
+__all__ = [
+    "RunSpec",
+    "ResultStore",
+    "StoreError",
+    "grid",
+    "chain_grid",
+    "sweep",
+    "sweep_results",
+    "make_chain",
+    "default_results_dir",
+    "train_specs",
+    "spec_key",
+    "result_from_record",
+]
 
 
 def default_results_dir() -> Path:
@@ -41,7 +54,10 @@ def default_results_dir() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "markovlib" / "results"
 
-CHECKPOINT_STEP = 50     # every stored run also keeps its weights after this step (quick verification)
+
+CHECKPOINT_STEP = (
+    50  # every stored run also keeps its weights after this step (quick verification)
+)
 
 
 def make_chain(spec: dict) -> Chain:
@@ -56,27 +72,40 @@ def make_chain(spec: dict) -> Chain:
     if kind == "lag":
         return lag_switching(spec["order"], spec["p"], spec["q"])
     if kind == "random":
-        return random_kth_order(spec["order"], spec["k"], alpha=spec["alpha"], seed=spec["seed"])
-    raise ValueError(f"chain kind must be 'binary', 'symmetric', 'lag' or 'random'; got {kind!r}")
+        return random_kth_order(
+            spec["order"], spec["k"], alpha=spec["alpha"], seed=spec["seed"]
+        )
+    raise ValueError(
+        f"chain kind must be 'binary', 'symmetric', 'lag' or 'random'; got {kind!r}"
+    )
 
 
 @dataclass(frozen=True)
 class RunSpec:
     """Everything that determines one training run."""
 
-    chain: dict                      # e.g. {"kind": "binary", "p": 0.5, "q": 0.8}
+    chain: dict  # e.g. {"kind": "binary", "p": 0.5, "q": 0.8}
     config: TransformerConfig
     train: TrainConfig
     seed: int
 
     def as_dict(self) -> dict:
-        return {"chain": dict(self.chain), "config": asdict(self.config), "train": self.train.to_dict(),
-                "seed": int(self.seed)}
+        return {
+            "chain": dict(self.chain),
+            "config": asdict(self.config),
+            "train": self.train.to_dict(),
+            "seed": int(self.seed),
+        }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunSpec":
+    def from_dict(cls, d: dict) -> RunSpec:
         """The spec of a stored run (specs stored by older versions are read with their old meaning)."""
-        return cls(dict(d["chain"]), TransformerConfig(**d["config"]), TrainConfig.from_dict(d["train"]), int(d["seed"]))
+        return cls(
+            dict(d["chain"]),
+            TransformerConfig(**d["config"]),
+            TrainConfig.from_dict(d["train"]),
+            int(d["seed"]),
+        )
 
     @property
     def key(self) -> str:
@@ -95,41 +124,79 @@ def spec_key(spec: dict) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def grid(ps: Sequence[float], qs: Sequence[float], *, tied: Iterable[bool] = (True, False), seeds: Iterable[int] = (0,),
-         preset: str = "gpt2", config_kwargs: dict | None = None, train: TrainConfig | None = None,
-         **train_kwargs) -> list[RunSpec]:
+def grid(
+    ps: Sequence[float],
+    qs: Sequence[float],
+    *,
+    tied: Iterable[bool] = (True, False),
+    seeds: Iterable[int] = (0,),
+    preset: str = "gpt2",
+    config_kwargs: dict | None = None,
+    train: TrainConfig | None = None,
+    **train_kwargs,
+) -> list[RunSpec]:
     """Specs for binary chains over ps × qs × tying × seeds (``train`` and/or its fields: steps, batch_size, ...)."""
     for p in ps:
         for q in qs:
             binary(p, q)  # validates p, q (ValueError naming the parameter)
-    return chain_grid([{"kind": "binary", "p": float(p), "q": float(q)} for p in ps for q in qs], tied=tied, seeds=seeds,
-                      preset=preset, config_kwargs=config_kwargs, train=train, **train_kwargs)
+    return chain_grid(
+        [{"kind": "binary", "p": float(p), "q": float(q)} for p in ps for q in qs],
+        tied=tied,
+        seeds=seeds,
+        preset=preset,
+        config_kwargs=config_kwargs,
+        train=train,
+        **train_kwargs,
+    )
 
 
-def chain_grid(chains: Sequence[dict], *, tied: Iterable[bool] = (True, False), seeds: Iterable[int] = (0,),
-               preset: str = "gpt2", config_kwargs: dict | None = None, train: TrainConfig | None = None,
-               **train_kwargs) -> list[RunSpec]:
+def chain_grid(
+    chains: Sequence[dict],
+    *,
+    tied: Iterable[bool] = (True, False),
+    seeds: Iterable[int] = (0,),
+    preset: str = "gpt2",
+    config_kwargs: dict | None = None,
+    train: TrainConfig | None = None,
+    **train_kwargs,
+) -> list[RunSpec]:
     """Specs for any chains (dicts as in :func:`make_chain`) × tying × seeds; the vocabulary is each chain's k."""
     if preset not in ("gpt2", "theory"):
         raise ValueError(f"preset must be 'gpt2' or 'theory'; got {preset!r}")
     settings = TrainConfig.build(train, **train_kwargs)
     make = {"gpt2": TransformerConfig.gpt2, "theory": TransformerConfig.theory}[preset]
     tied, seeds = list(tied), list(seeds)
-    return [RunSpec(dict(c), make(vocab_size=make_chain(c).k, tied=t, **(config_kwargs or {})), settings, int(s))
-            for t in tied for c in chains for s in seeds]
+    return [
+        RunSpec(
+            dict(c),
+            make(vocab_size=make_chain(c).k, tied=t, **(config_kwargs or {})),
+            settings,
+            int(s),
+        )
+        for t in tied
+        for c in chains
+        for s in seeds
+    ]
 
 
 def _metrics(result: TrainResult) -> dict:
     chain = result.chain
-    return {"final_test_loss": result.final_test_loss, "entropy_rate": chain.entropy_rate(),
-            "unigram_entropy": chain.unigram_entropy(), "excess": result.final_test_loss - chain.entropy_rate(),
-            "escape_step": result.escape_step(0.005), "learnt_kernel": result.learnt_kernel().tolist(),
-            "seconds": result.seconds}
+    return {
+        "final_test_loss": result.final_test_loss,
+        "entropy_rate": chain.entropy_rate(),
+        "unigram_entropy": chain.unigram_entropy(),
+        "excess": result.final_test_loss - chain.entropy_rate(),
+        "escape_step": result.escape_step(0.005),
+        "learnt_kernel": result.learnt_kernel().tolist(),
+        "seconds": result.seconds,
+    }
 
 
 def history_json(history: pd.DataFrame) -> str:
     """A history as JSON that reads back bit for bit (Python's float repr; pandas' to_json rounds to 10 digits)."""
-    return json.dumps({"format": 2, "columns": {c: history[c].tolist() for c in history.columns}})
+    return json.dumps(
+        {"format": 2, "columns": {c: history[c].tolist() for c in history.columns}}
+    )
 
 
 def history_frame(text: str) -> pd.DataFrame:
@@ -144,7 +211,13 @@ def _digest(*parts: str | bytes | None) -> str:
     """SHA-256 over a run's stored fields (SQLite checks its pages, not the bytes of a blob)."""
     h = hashlib.sha256()
     for part in parts:
-        data = b"" if part is None else part.encode() if isinstance(part, str) else bytes(part)
+        data = (
+            b""
+            if part is None
+            else part.encode()
+            if isinstance(part, str)
+            else bytes(part)
+        )
         h.update(len(data).to_bytes(8, "little") + data)
     return h.hexdigest()
 
@@ -156,7 +229,9 @@ def _weights_blob(state: dict) -> bytes:
 
 
 def _weights_of(blob: bytes) -> dict:
-    return torch.load(io.BytesIO(blob), weights_only=True)      # tensors only: never unpickles objects
+    return torch.load(
+        io.BytesIO(blob), weights_only=True
+    )  # tensors only: never unpickles objects
 
 
 class StoreError(RuntimeError):
@@ -166,9 +241,20 @@ class StoreError(RuntimeError):
 class ResultStore:
     """One SQLite file of finished runs, keyed by :attr:`RunSpec.key`; checked when opened (integrity, schema)."""
 
-    VERSION = 2        # PRAGMA user_version; 0/1: the 8 columns of markovlib 0.1 (no provenance, no checkpoint)
-    COLUMNS = ("key", "created", "version", "seed", "spec", "metrics", "history", "weights", "provenance",
-               "checkpoint_step", "checkpoint")
+    VERSION = 2  # PRAGMA user_version; 0/1: the 8 columns of markovlib 0.1 (no provenance, no checkpoint)
+    COLUMNS = (
+        "key",
+        "created",
+        "version",
+        "seed",
+        "spec",
+        "metrics",
+        "history",
+        "weights",
+        "provenance",
+        "checkpoint_step",
+        "checkpoint",
+    )
     SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
         key TEXT PRIMARY KEY, created REAL NOT NULL, version TEXT NOT NULL, seed INTEGER NOT NULL,
         spec TEXT NOT NULL, metrics TEXT NOT NULL, history TEXT NOT NULL, weights BLOB NOT NULL,
@@ -180,33 +266,49 @@ class ResultStore:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise StoreError(f"cannot create the result store folder {self.directory}: {e.strerror}") from None
+            raise StoreError(
+                f"cannot create the result store folder {self.directory}: {e.strerror}"
+            ) from None
         if not os.access(self.directory, os.W_OK):
-            raise StoreError(f"the result store folder {self.directory} is not writable; give another one "
-                             "(--results DIR or $MARKOVLIB_RESULTS)")
+            raise StoreError(
+                f"the result store folder {self.directory} is not writable; give another one "
+                "(--results DIR or $MARKOVLIB_RESULTS)"
+            )
         try:
             with self._connect() as con:
                 check = con.execute("PRAGMA integrity_check(1)").fetchall()
                 if check != [("ok",)]:
-                    what = " ".join(check[0][0].replace("*** in database main ***", "").split())
-                    raise StoreError(f"{self.path} is damaged (SQLite integrity_check: {what}); "
-                                     f"{self._readable(con)}move it aside (mv {self.path} {self.path}.damaged) and "
-                                     "re-run to train its runs again")
+                    what = " ".join(
+                        check[0][0].replace("*** in database main ***", "").split()
+                    )
+                    raise StoreError(
+                        f"{self.path} is damaged (SQLite integrity_check: {what}); "
+                        f"{self._readable(con)}move it aside (mv {self.path} {self.path}.damaged) and "
+                        "re-run to train its runs again"
+                    )
                 version = con.execute("PRAGMA user_version").fetchone()[0]
                 columns = [row[1] for row in con.execute("PRAGMA table_info(runs)")]
                 if not columns:
                     con.execute(self.SCHEMA)
-                elif version < self.VERSION and columns == list(self.COLUMNS[:8]):      # markovlib 0.1: migrate
-                    con.execute("ALTER TABLE runs ADD COLUMN provenance TEXT NOT NULL DEFAULT '{}'")
+                elif version < self.VERSION and columns == list(
+                    self.COLUMNS[:8]
+                ):  # markovlib 0.1: migrate
+                    con.execute(
+                        "ALTER TABLE runs ADD COLUMN provenance TEXT NOT NULL DEFAULT '{}'"
+                    )
                     con.execute("ALTER TABLE runs ADD COLUMN checkpoint_step INTEGER")
                     con.execute("ALTER TABLE runs ADD COLUMN checkpoint BLOB")
                 elif columns != list(self.COLUMNS) or version > self.VERSION:
-                    raise StoreError(f"{self.path} is not a result store of this markovlib (schema version {version}, "
-                                     f"table runs with columns {columns}); move it aside or give another folder")
+                    raise StoreError(
+                        f"{self.path} is not a result store of this markovlib (schema version {version}, "
+                        f"table runs with columns {columns}); move it aside or give another folder"
+                    )
                 con.execute(f"PRAGMA user_version = {self.VERSION}")
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path} is damaged or not an SQLite file ({e}); move it aside "
-                             f"(mv {self.path} {self.path}.damaged) and re-run to train its runs again") from None
+            raise StoreError(
+                f"{self.path} is damaged or not an SQLite file ({e}); move it aside "
+                f"(mv {self.path} {self.path}.damaged) and re-run to train its runs again"
+            ) from None
 
     def _readable(self, con) -> str:
         try:
@@ -220,7 +322,7 @@ class ResultStore:
         con = sqlite3.connect(self.path, timeout=60)
         try:
             con.execute("PRAGMA journal_mode=WAL")
-            with con:                       # one transaction: committed on success, rolled back on error
+            with con:  # one transaction: committed on success, rolled back on error
                 yield con
         finally:
             con.close()
@@ -236,37 +338,75 @@ class ResultStore:
     def put(self, pairs: Sequence[tuple[RunSpec, TrainResult]]) -> None:
         """Write finished runs, all in one transaction."""
         from . import __version__
+
         rows = []
         for spec, result in pairs:
-            ckpt = None if result.checkpoint is None else _weights_blob(result.checkpoint)
-            payload = (json.dumps(spec.as_dict(), sort_keys=True), json.dumps(_metrics(result)),
-                       history_json(result.history), _weights_blob(result.model.state_dict()))
-            prov = {**result.provenance, "seconds": result.seconds, "digest": _digest(*payload, ckpt)}
-            rows.append((spec.key, time.time(), __version__, spec.seed, *payload, json.dumps(prov, sort_keys=True),
-                         result.checkpoint_step, ckpt))
+            ckpt = (
+                None if result.checkpoint is None else _weights_blob(result.checkpoint)
+            )
+            payload = (
+                json.dumps(spec.as_dict(), sort_keys=True),
+                json.dumps(_metrics(result)),
+                history_json(result.history),
+                _weights_blob(result.model.state_dict()),
+            )
+            prov = {
+                **result.provenance,
+                "seconds": result.seconds,
+                "digest": _digest(*payload, ckpt),
+            }
+            rows.append(
+                (
+                    spec.key,
+                    time.time(),
+                    __version__,
+                    spec.seed,
+                    *payload,
+                    json.dumps(prov, sort_keys=True),
+                    result.checkpoint_step,
+                    ckpt,
+                )
+            )
         with self._connect() as con:
-            con.executemany(f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * len(self.COLUMNS))})", rows)
+            con.executemany(
+                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * len(self.COLUMNS))})",
+                rows,
+            )
 
     def frame(self) -> pd.DataFrame:
         """One row per run: key, created, version, seed, flattened chain / config / train fields, metrics."""
         with self._connect() as con:
-            rows = con.execute("SELECT key, created, version, seed, spec, metrics FROM runs ORDER BY created").fetchall()
+            rows = con.execute(
+                "SELECT key, created, version, seed, spec, metrics FROM runs ORDER BY created"
+            ).fetchall()
         records = []
         for key, created, version, seed, spec, metrics in rows:
             try:
                 spec, metrics = json.loads(spec), json.loads(metrics)
-                records.append({"key": key, "created": created, "version": version, "seed": seed,
-                                **{f"chain.{k}": v for k, v in spec["chain"].items()},
-                                **{f"config.{k}": v for k, v in spec["config"].items()},
-                                **{f"train.{k}": v for k, v in spec["train"].items()}, **metrics})
+                records.append(
+                    {
+                        "key": key,
+                        "created": created,
+                        "version": version,
+                        "seed": seed,
+                        **{f"chain.{k}": v for k, v in spec["chain"].items()},
+                        **{f"config.{k}": v for k, v in spec["config"].items()},
+                        **{f"train.{k}": v for k, v in spec["train"].items()},
+                        **metrics,
+                    }
+                )
             except (ValueError, KeyError, TypeError, AttributeError) as e:
-                raise StoreError(f"{self.path}: run {key} is unreadable ({type(e).__name__}: {e}); delete that row "
-                                 f"(sqlite3 {self.path} \"DELETE FROM runs WHERE key = '{key}'\") to re-train it") from None
+                raise StoreError(
+                    f"{self.path}: run {key} is unreadable ({type(e).__name__}: {e}); delete that row "
+                    f"(sqlite3 {self.path} \"DELETE FROM runs WHERE key = '{key}'\") to re-train it"
+                ) from None
         return pd.DataFrame.from_records(records)
 
     def history(self, key: str) -> pd.DataFrame:
         with self._connect() as con:
-            row = con.execute("SELECT history FROM runs WHERE key = ?", (key,)).fetchone()
+            row = con.execute(
+                "SELECT history FROM runs WHERE key = ?", (key,)
+            ).fetchone()
         if row is None:
             raise KeyError(key)
         return history_frame(row[0])
@@ -274,39 +414,71 @@ class ResultStore:
     def record(self, key: str) -> dict:
         """Everything stored of one run: spec (dict), metrics, provenance, history, weights, checkpoint."""
         with self._connect() as con:
-            row = con.execute(f"SELECT {', '.join(self.COLUMNS)} FROM runs WHERE key = ?", (key,)).fetchone()
+            row = con.execute(
+                f"SELECT {', '.join(self.COLUMNS)} FROM runs WHERE key = ?", (key,)
+            ).fetchone()
         if row is None:
             raise KeyError(f"run {key} is not in {self.path}")
         r = dict(zip(self.COLUMNS, row))
         prov = json.loads(r["provenance"])
-        digest = prov.pop("digest", None)                # rows written before digests existed have none
-        if digest is not None and digest != _digest(r["spec"], r["metrics"], r["history"], r["weights"], r["checkpoint"]):
-            raise StoreError(f"{self.path}: run {key} is damaged (its contents differ from their digest); delete that "
-                             f"row (sqlite3 {self.path} \"DELETE FROM runs WHERE key = '{key}'\") to re-train it")
-        return {"key": key, "created": r["created"], "version": r["version"], "spec": json.loads(r["spec"]),
-                "metrics": json.loads(r["metrics"]), "provenance": prov,
-                "history": history_frame(r["history"]), "weights": _weights_of(r["weights"]),
-                "checkpoint_step": r["checkpoint_step"],
-                "checkpoint": None if r["checkpoint"] is None else _weights_of(r["checkpoint"])}
+        digest = prov.pop(
+            "digest", None
+        )  # rows written before digests existed have none
+        if digest is not None and digest != _digest(
+            r["spec"], r["metrics"], r["history"], r["weights"], r["checkpoint"]
+        ):
+            raise StoreError(
+                f"{self.path}: run {key} is damaged (its contents differ from their digest); delete that "
+                f"row (sqlite3 {self.path} \"DELETE FROM runs WHERE key = '{key}'\") to re-train it"
+            )
+        return {
+            "key": key,
+            "created": r["created"],
+            "version": r["version"],
+            "spec": json.loads(r["spec"]),
+            "metrics": json.loads(r["metrics"]),
+            "provenance": prov,
+            "history": history_frame(r["history"]),
+            "weights": _weights_of(r["weights"]),
+            "checkpoint_step": r["checkpoint_step"],
+            "checkpoint": None
+            if r["checkpoint"] is None
+            else _weights_of(r["checkpoint"]),
+        }
 
     def load(self, spec: RunSpec, device: str | torch.device = "cpu") -> TrainResult:
         """The stored run of ``spec`` as a :class:`TrainResult` (trained model included)."""
         return result_from_record(spec, self.record(spec.key), device)
 
 
-def result_from_record(spec: RunSpec, record: dict, device: str | torch.device = "cpu") -> TrainResult:
+def result_from_record(
+    spec: RunSpec, record: dict, device: str | torch.device = "cpu"
+) -> TrainResult:
     """A :class:`TrainResult` from a stored run (result store or shipped data)."""
     model = Transformer(spec.config)
     model.load_state_dict(record["weights"])
     prov = dict(record["provenance"])
-    return TrainResult(chain=make_chain(spec.chain), config=spec.config, model=model.to(device).eval(),
-                       history=record["history"], seed=spec.seed, train_config=spec.train,
-                       seconds=prov.pop("seconds", record["metrics"].get("seconds", float("nan"))), provenance=prov,
-                       checkpoint_step=record["checkpoint_step"], checkpoint=record["checkpoint"])
+    return TrainResult(
+        chain=make_chain(spec.chain),
+        config=spec.config,
+        model=model.to(device).eval(),
+        history=record["history"],
+        seed=spec.seed,
+        train_config=spec.train,
+        seconds=prov.pop("seconds", record["metrics"].get("seconds", float("nan"))),
+        provenance=prov,
+        checkpoint_step=record["checkpoint_step"],
+        checkpoint=record["checkpoint"],
+    )
 
 
-def train_specs(specs: Sequence[RunSpec], *, device: str | torch.device = "auto", compile: bool = False,
-                progress: bool = False) -> list[TrainResult]:
+def train_specs(
+    specs: Sequence[RunSpec],
+    *,
+    device: str | torch.device = "auto",
+    compile: bool = False,
+    progress: bool = False,
+) -> list[TrainResult]:
     """Train specs of one group: a single spec with :func:`~markovlib.train.train`, several as one ensemble.
 
     Both keep the weights after :data:`CHECKPOINT_STEP`; an ensemble's members record each other's keys, since
@@ -314,12 +486,32 @@ def train_specs(specs: Sequence[RunSpec], *, device: str | torch.device = "auto"
     """
     first = specs[0]
     if any(s.group != first.group for s in specs):
-        raise ValueError("train_specs needs specs of one group (same architecture and training settings)")
+        raise ValueError(
+            "train_specs needs specs of one group (same architecture and training settings)"
+        )
     if len(specs) == 1:
-        return [train(make_chain(first.chain), first.config, first.train, seed=first.seed, device=device,
-                      compile=compile, progress=progress, checkpoint=CHECKPOINT_STEP)]
-    results = train_many([make_chain(s.chain) for s in specs], first.config, first.train, seeds=[s.seed for s in specs],
-                         device=device, compile=compile, progress=progress, checkpoint=CHECKPOINT_STEP)
+        return [
+            train(
+                make_chain(first.chain),
+                first.config,
+                first.train,
+                seed=first.seed,
+                device=device,
+                compile=compile,
+                progress=progress,
+                checkpoint=CHECKPOINT_STEP,
+            )
+        ]
+    results = train_many(
+        [make_chain(s.chain) for s in specs],
+        first.config,
+        first.train,
+        seeds=[s.seed for s in specs],
+        device=device,
+        compile=compile,
+        progress=progress,
+        checkpoint=CHECKPOINT_STEP,
+    )
     for r in results:
         r.provenance = {**r.provenance, "ensemble_members": [s.key for s in specs]}
     return results
@@ -328,8 +520,10 @@ def train_specs(specs: Sequence[RunSpec], *, device: str | torch.device = "auto"
 @contextmanager
 def _sigterm_as_interrupt():
     """Turn SIGTERM into KeyboardInterrupt, so that a terminated sweep unwinds like Ctrl-C."""
+
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
+
     try:
         previous = signal.signal(signal.SIGTERM, handler)
     except ValueError:  # not in the main thread: leave signals alone
@@ -341,9 +535,19 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def sweep(specs: Sequence[RunSpec], store: ResultStore | str | Path, *, ensemble_size: int = 8,
-          device: str = "auto", compile: bool = False, progress: bool = True, executor: str = "local",
-          address: str | None = None, cpus_per_task: int = 1, gpus_per_task: float = 0.0) -> pd.DataFrame:
+def sweep(
+    specs: Sequence[RunSpec],
+    store: ResultStore | str | Path,
+    *,
+    ensemble_size: int = 8,
+    device: str = "auto",
+    compile: bool = False,
+    progress: bool = True,
+    executor: str = "local",
+    address: str | None = None,
+    cpus_per_task: int = 1,
+    gpus_per_task: float = 0.0,
+) -> pd.DataFrame:
     """Train every spec the store does not hold yet, ``ensemble_size`` models per batched step.
 
     Each finished ensemble is written at once, by this process alone. ``executor``: 'local' (here, one ensemble
@@ -354,6 +558,7 @@ def sweep(specs: Sequence[RunSpec], store: ResultStore | str | Path, *, ensemble
     from contextlib import closing
 
     from .executors import train_chunks
+
     store = store if isinstance(store, ResultStore) else ResultStore(store)
     check_int("ensemble_size", ensemble_size, 1)
     unique = {spec.key: spec for spec in specs}
@@ -362,11 +567,27 @@ def sweep(specs: Sequence[RunSpec], store: ResultStore | str | Path, *, ensemble
     groups: dict[str, list[RunSpec]] = {}
     for spec in todo:
         groups.setdefault(spec.group, []).append(spec)
-    chunks = [members[lo:lo + ensemble_size] for members in groups.values()
-              for lo in range(0, len(members), ensemble_size)]
-    finished = train_chunks(chunks, executor=executor, device=device, compile=compile, address=address,
-                            cpus_per_task=cpus_per_task, gpus_per_task=gpus_per_task)
-    bar = tqdm(total=len(unique), initial=len(unique) - len(todo), desc="sweep", unit="run", disable=not progress)
+    chunks = [
+        members[lo : lo + ensemble_size]
+        for members in groups.values()
+        for lo in range(0, len(members), ensemble_size)
+    ]
+    finished = train_chunks(
+        chunks,
+        executor=executor,
+        device=device,
+        compile=compile,
+        address=address,
+        cpus_per_task=cpus_per_task,
+        gpus_per_task=gpus_per_task,
+    )
+    bar = tqdm(
+        total=len(unique),
+        initial=len(unique) - len(todo),
+        desc="sweep",
+        unit="run",
+        disable=not progress,
+    )
     with _sigterm_as_interrupt(), closing(finished):
         for chunk, results in finished:
             store.put(list(zip(chunk, results)))
@@ -379,32 +600,49 @@ def sweep(specs: Sequence[RunSpec], store: ResultStore | str | Path, *, ensemble
 _SHIPPED: dict = {}
 
 
-def _shipped_data(data) :
+def _shipped_data(data):
     """The :class:`~markovlib.shipped.ShippedData` for ``data`` ('auto': the default folder, None: none)."""
     from .shipped import ShippedData, default_data_dir
+
     if isinstance(data, ShippedData) or data is None:
         return data
     directory = default_data_dir() if data == "auto" else Path(data)
     if directory is None:
         return None
     manifest = directory / "manifest.json"
-    stamp = (str(directory.resolve()), manifest.stat().st_mtime_ns if manifest.exists() else None)
+    stamp = (
+        str(directory.resolve()),
+        manifest.stat().st_mtime_ns if manifest.exists() else None,
+    )
     if stamp not in _SHIPPED:
         _SHIPPED[stamp] = ShippedData(directory)
     return _SHIPPED[stamp]
 
 
-def sweep_results(specs: Sequence[RunSpec], store: ResultStore | str | Path | None = None, *,
-                  device: str = "auto", data="auto", **sweep_kwargs) -> list[TrainResult]:
+def sweep_results(
+    specs: Sequence[RunSpec],
+    store: ResultStore | str | Path | None = None,
+    *,
+    device: str = "auto",
+    data="auto",
+    **sweep_kwargs,
+) -> list[TrainResult]:
     """Every spec's result, in order: from shipped data (``data``: a folder, 'auto' or None) by spec key, else
     from the local store, training there what it lacks (see :func:`sweep`)."""
     from .presets import resolve_device
+
     shipped = _shipped_data(data)
     device = resolve_device(device)
     rest = [s for s in specs if shipped is None or s.key not in shipped]
     if rest:
-        store = ResultStore(default_results_dir() if store is None else store) if not isinstance(store, ResultStore) \
+        store = (
+            ResultStore(default_results_dir() if store is None else store)
+            if not isinstance(store, ResultStore)
             else store
+        )
         sweep(rest, store, device=device, **sweep_kwargs)
     missing = {s.key for s in rest}
-    return [store.load(s, device) if s.key in missing else shipped.load(s, device) for s in specs]
+    return [
+        store.load(s, device) if s.key in missing else shipped.load(s, device)
+        for s in specs
+    ]

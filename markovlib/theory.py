@@ -4,6 +4,7 @@ Nothing here trains. Constructions return a :class:`~markovlib.model.Transformer
 (no layer norm) whose weights are set by the theorem; ``expected_loss`` computes the population loss
 exactly by enumerating every sequence, so gradients and Hessians at these points are exact too.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,12 +21,28 @@ from ._checks import check_int, check_number, check_vocab, seeded
 from .chains import MarkovChain
 from .model import Transformer, TransformerConfig
 
-__all__ = ["global_minimum", "unigram_point", "expected_loss", "population_loss", "PopulationLoss",
-           "gradient_norm", "loss_slice", "attention_ratio", "ablate_attention", "singular_values", "positional_spread",
-           "exact_loss_function", "hessian", "UnigramHessian", "unigram_hessian", "unigram_curvature", "perturbed",
-           "population_descent"]
+__all__ = [
+    "global_minimum",
+    "unigram_point",
+    "expected_loss",
+    "population_loss",
+    "PopulationLoss",
+    "gradient_norm",
+    "loss_slice",
+    "attention_ratio",
+    "ablate_attention",
+    "singular_values",
+    "positional_spread",
+    "exact_loss_function",
+    "hessian",
+    "UnigramHessian",
+    "unigram_hessian",
+    "unigram_curvature",
+    "perturbed",
+    "population_descent",
+]
 
-_MAX_ENUMERATED = 2 ** 18
+_MAX_ENUMERATED = 2**18
 
 
 def _logit(a: float) -> float:
@@ -41,7 +58,9 @@ def _zero_model(config: TransformerConfig) -> Transformer:
 
 
 @torch.no_grad()
-def global_minimum(chain: MarkovChain, config: TransformerConfig, route: str = "auto") -> Transformer:
+def global_minimum(
+    chain: MarkovChain, config: TransformerConfig, route: str = "auto"
+) -> Transformer:
     """Thm 1: weights θ* whose predictions equal the kernel, P(x_{n+1}=j | x_1^n) = P[x_n, j].
 
     Attention and positional embeddings contribute nothing (W_V = W_O = 0, p_n = 0). Routes:
@@ -52,10 +71,14 @@ def global_minimum(chain: MarkovChain, config: TransformerConfig, route: str = "
     Σ_j log P_ij e_j, so the tied head reads log P_ij. Needs d >= k. ``auto`` picks direct when it applies.
     """
     if config.layer_norm:
-        raise ValueError("global_minimum builds the theory model: config.layer_norm must be False")
+        raise ValueError(
+            "global_minimum builds the theory model: config.layer_norm must be False"
+        )
     check_vocab(config, chain)
     if np.any(chain.P <= 0):
-        raise ValueError("Thm 1's construction needs every transition probability in (0, 1) (finite logits)")
+        raise ValueError(
+            "Thm 1's construction needs every transition probability in (0, 1) (finite logits)"
+        )
     k, d, P = chain.k, config.d_model, chain.P
     gain = _logit(1 - P[1, 0]) - _logit(P[0, 1]) if k == 2 else None
     if gain is not None and -1e-9 < gain < 0:
@@ -63,35 +86,51 @@ def global_minimum(chain: MarkovChain, config: TransformerConfig, route: str = "
     if route == "auto":
         route = "direct" if k == 2 and (not config.tied or gain >= 0) else "feedforward"
     if route not in ("direct", "feedforward"):
-        raise ValueError(f"route must be 'auto', 'direct' or 'feedforward'; got {route!r}")
+        raise ValueError(
+            f"route must be 'auto', 'direct' or 'feedforward'; got {route!r}"
+        )
     if (route == "feedforward" or k > 2) and d < k:
-        raise ValueError(f"this construction needs d_model >= k; got d_model={d}, k={k}")
+        raise ValueError(
+            f"this construction needs d_model >= k; got d_model={d}, k={k}"
+        )
 
     model = _zero_model(config)
-    E, A, b = model.wte.weight, model.head.weight, model.head.bias   # A is E when tied
+    E, A, b = model.wte.weight, model.head.weight, model.head.bias  # A is E when tied
     if route == "direct" and k == 2:
         if config.tied:
             if gain < 0:
-                raise ValueError("the direct tied route needs p + q <= 1 (||e||^2 = logit(1-q) - logit(p) >= 0); "
-                                 "use route='feedforward'")
+                raise ValueError(
+                    "the direct tied route needs p + q <= 1 (||e||^2 = logit(1-q) - logit(p) >= 0); "
+                    "use route='feedforward'"
+                )
             E[1, 0] = math.sqrt(gain)
         else:
             E[1, 0], A[1, 0] = 1.0, gain
         b[1] = _logit(P[0, 1])
     elif route == "direct":
         if config.tied:
-            raise ValueError("the direct route for k > 2 is untied only; use route='feedforward'")
+            raise ValueError(
+                "the direct route for k > 2 is untied only; use route='feedforward'"
+            )
         E[:, :k] = torch.eye(k)
-        A[:, :k] = torch.as_tensor(np.log(P).T, dtype=A.dtype)       # logits_j = log P[x_n, j]
+        A[:, :k] = torch.as_tensor(
+            np.log(P).T, dtype=A.dtype
+        )  # logits_j = log P[x_n, j]
     else:
         block = model.blocks[0]
         E[:, :k] = torch.eye(k)
         if not config.tied:
             A[:, :k] = torch.eye(k)
-        unit = float(block.ff.act(torch.tensor(1.0)))                 # act(1): 1 for ReLU, 0.841 for GELU
-        block.ff.W_1.weight[:k, :k] = torch.eye(k)                    # hidden unit i fires on e_i only
-        target = torch.as_tensor(np.log(P).T, dtype=E.dtype)          # column i: Σ_j log P_ij e_j
-        block.ff.W_2.weight[:k, :k] = (target - torch.eye(k)) / unit  # z = e_i + (target_i - e_i)
+        unit = float(
+            block.ff.act(torch.tensor(1.0))
+        )  # act(1): 1 for ReLU, 0.841 for GELU
+        block.ff.W_1.weight[:k, :k] = torch.eye(k)  # hidden unit i fires on e_i only
+        target = torch.as_tensor(
+            np.log(P).T, dtype=E.dtype
+        )  # column i: Σ_j log P_ij e_j
+        block.ff.W_2.weight[:k, :k] = (
+            target - torch.eye(k)
+        ) / unit  # z = e_i + (target_i - e_i)
     return model
 
 
@@ -113,21 +152,34 @@ def unigram_point(chain: MarkovChain, config: TransformerConfig) -> Transformer:
     return model
 
 
-def _all_paths(chain: MarkovChain, length: int, start: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _all_paths(
+    chain: MarkovChain, length: int, start: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     if not isinstance(chain, MarkovChain):
-        raise ValueError(f"exact enumeration needs a first-order MarkovChain; got {chain!r} (use Monte Carlo)")
+        raise ValueError(
+            f"exact enumeration needs a first-order MarkovChain; got {chain!r} (use Monte Carlo)"
+        )
     k = chain.k
-    if k ** length > _MAX_ENUMERATED:
-        raise ValueError(f"exact enumeration needs k**length <= {_MAX_ENUMERATED}; got {k}**{length}")
-    x = torch.tensor(list(itertools.product(range(k), repeat=length)), dtype=torch.int64)
+    if k**length > _MAX_ENUMERATED:
+        raise ValueError(
+            f"exact enumeration needs k**length <= {_MAX_ENUMERATED}; got {k}**{length}"
+        )
+    x = torch.tensor(
+        list(itertools.product(range(k), repeat=length)), dtype=torch.int64
+    )
     pi0 = chain.stationary() if start == "stationary" else np.full(k, 1 / k)
     xn = x.numpy()
     prob = pi0[xn[:, 0]] * np.prod(chain.P[xn[:, :-1], xn[:, 1:]], axis=1)
     return x, torch.as_tensor(prob)
 
 
-def expected_loss(model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary",
-                  params: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
+def expected_loss(
+    model: Transformer,
+    chain: MarkovChain,
+    length: int = 10,
+    start: str = "stationary",
+    params: dict[str, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """Population loss E[(1/(L-1)) Σ_n -log f(x_{n+1} | x_1^n)] over paths of ``length`` states, exactly.
 
     Enumerates all k**length paths with their probabilities; differentiable (for gradients, Hessians).
@@ -136,7 +188,9 @@ def expected_loss(model: Transformer, chain: MarkovChain, length: int = 10, star
     return exact_loss_function(model, chain, length, start)(params)
 
 
-def exact_loss_function(model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary"):
+def exact_loss_function(
+    model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary"
+):
     """``params ↦`` the exact population loss of ``model`` (its own weights for ``params=None``), with the
     enumerated paths built once: for loops over many evaluations and for torch.func transforms."""
     if not isinstance(length, int) or length < 2:
@@ -146,8 +200,14 @@ def exact_loss_function(model: Transformer, chain: MarkovChain, length: int = 10
     prob = prob.to(param.dtype)
 
     def loss(params: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        logits = model(x[:, :-1]) if params is None else functional_call(model, params, (x[:, :-1],))
-        nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").mean(1)
+        logits = (
+            model(x[:, :-1])
+            if params is None
+            else functional_call(model, params, (x[:, :-1],))
+        )
+        nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").mean(
+            1
+        )
         return (prob * nll).sum()
 
     return loss
@@ -171,13 +231,25 @@ class PopulationLoss:
     excess_stderr: float = float("nan")
 
     def __str__(self) -> str:
-        return f"{self.mean:.4f} (exact)" if self.exact else f"{self.mean:.4f} ± {self.stderr:.4f}"
+        return (
+            f"{self.mean:.4f} (exact)"
+            if self.exact
+            else f"{self.mean:.4f} ± {self.stderr:.4f}"
+        )
 
 
 @torch.no_grad()
-def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256, exact: bool = False,
-                    n_sequences: int = 512, batch_size: int = 64, seed: int = 0,
-                    start: str = "stationary") -> PopulationLoss:
+def population_loss(
+    model: Transformer,
+    chain: MarkovChain,
+    *,
+    length: int = 256,
+    exact: bool = False,
+    n_sequences: int = 512,
+    batch_size: int = 64,
+    seed: int = 0,
+    start: str = "stationary",
+) -> PopulationLoss:
     """Population loss of ``model``: exact by enumeration (short lengths) or Monte Carlo with a standard error.
 
     Monte Carlo averages the per-sequence mean loss over ``n_sequences`` independent paths; the standard
@@ -187,39 +259,71 @@ def population_loss(model: Transformer, chain: MarkovChain, *, length: int = 256
         value = float(expected_loss(model, chain, length, start))
         x, prob = _all_paths(chain, length, start)
         bayes = float((prob * chain.next_nll(x).mean(1)).sum())
-        return PopulationLoss(value, 0.0, True, length, chain.k ** length, value - bayes, 0.0)
+        return PopulationLoss(
+            value, 0.0, True, length, chain.k**length, value - bayes, 0.0
+        )
     if n_sequences < 2:
-        raise ValueError(f"n_sequences must be >= 2 for a standard error; got {n_sequences}")
+        raise ValueError(
+            f"n_sequences must be >= 2 for a standard error; got {n_sequences}"
+        )
     device = next(model.parameters()).device
     g = seeded(seed, device)
     per_seq, excess = [], []
     for lo in range(0, n_sequences, batch_size):
-        x = chain.sample(min(batch_size, n_sequences - lo), length, generator=g, device=device, start=start)
-        nll = F.cross_entropy(model(x[:, :-1]).transpose(1, 2), x[:, 1:], reduction="none").double()
+        x = chain.sample(
+            min(batch_size, n_sequences - lo),
+            length,
+            generator=g,
+            device=device,
+            start=start,
+        )
+        nll = F.cross_entropy(
+            model(x[:, :-1]).transpose(1, 2), x[:, 1:], reduction="none"
+        ).double()
         per_seq.append(nll.mean(1).cpu())
         excess.append((nll - chain.next_nll(x)).mean(1).cpu())
     per_seq, excess = torch.cat(per_seq), torch.cat(excess)
     se = math.sqrt(n_sequences)
-    return PopulationLoss(float(per_seq.mean()), float(per_seq.std() / se), False, length, n_sequences,
-                          float(excess.mean()), float(excess.std() / se))
+    return PopulationLoss(
+        float(per_seq.mean()),
+        float(per_seq.std() / se),
+        False,
+        length,
+        n_sequences,
+        float(excess.mean()),
+        float(excess.std() / se),
+    )
 
 
 @torch.no_grad()
-def loss_slice(model: Transformer, chain: MarkovChain, ts, *, seed: int = 0, length: int = 10) -> np.ndarray:
+def loss_slice(
+    model: Transformer, chain: MarkovChain, ts, *, seed: int = 0, length: int = 10
+) -> np.ndarray:
     """Exact loss L(θ + t v) for each t, along a random unit direction v over all parameters (seeded)."""
     g = seeded(seed)
-    theta = dict(model.named_parameters())          # a tied weight appears once, functional_call re-ties it
-    v = {name: torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device) for name, p in theta.items()}
-    norm = torch.sqrt(sum((u ** 2).sum() for u in v.values()))
+    theta = dict(
+        model.named_parameters()
+    )  # a tied weight appears once, functional_call re-ties it
+    v = {
+        name: torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device)
+        for name, p in theta.items()
+    }
+    norm = torch.sqrt(sum((u**2).sum() for u in v.values()))
     loss = exact_loss_function(model, chain, length)
-    return np.array([float(loss({n: p + (t / norm) * v[n] for n, p in theta.items()})) for t in ts])
+    return np.array(
+        [float(loss({n: p + (t / norm) * v[n] for n, p in theta.items()})) for t in ts]
+    )
 
 
 def gradient_norm(model: Transformer, chain: MarkovChain, length: int = 10) -> float:
     """‖∇_θ L(θ)‖ of the exact population loss over paths of ``length`` states."""
     params = [p for p in model.parameters() if p.requires_grad]
-    grads = torch.autograd.grad(expected_loss(model, chain, length), params, allow_unused=True)
-    return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None)))
+    grads = torch.autograd.grad(
+        expected_loss(model, chain, length), params, allow_unused=True
+    )
+    return float(
+        torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None))
+    )
 
 
 @torch.no_grad()
@@ -227,7 +331,9 @@ def attention_ratio(model: Transformer, x: torch.Tensor, layer: int = 0) -> np.n
     """App. D: ‖attn_n‖ / ‖x_n + attn_n‖ per position (batch mean) — how much attention adds to the residual."""
     t = model.trace(x)["layers"][layer]
     # clamp: where x_n + attn_n = 0 (e.g. e_0 = p_n = 0 in Thm 1's construction) attention adds nothing
-    ratio = t["attention"].norm(dim=-1) / (t["input"] + t["attention"]).norm(dim=-1).clamp_min(1e-30)
+    ratio = t["attention"].norm(dim=-1) / (t["input"] + t["attention"]).norm(
+        dim=-1
+    ).clamp_min(1e-30)
     return ratio.mean(0).cpu().numpy()
 
 
@@ -243,8 +349,11 @@ def ablate_attention(model: Transformer) -> Transformer:
 @torch.no_grad()
 def singular_values(model: Transformer) -> dict[str, np.ndarray]:
     """Singular values of every weight matrix (App. D: near rank one after training)."""
-    return {name: torch.linalg.svdvals(p.detach().double().cpu()).numpy()
-            for name, p in model.named_parameters() if p.dim() == 2 and name != "wpe.weight"}
+    return {
+        name: torch.linalg.svdvals(p.detach().double().cpu()).numpy()
+        for name, p in model.named_parameters()
+        if p.dim() == 2 and name != "wpe.weight"
+    }
 
 
 @torch.no_grad()
@@ -263,19 +372,27 @@ def _exact_math():
 
 def _hessian_of(f, x: torch.Tensor, chunk_size: int = 64) -> torch.Tensor:
     """Hessian of the scalar function f at the vector x: Hessian-vector products (forward over reverse), vmapped."""
+
     def hvp(v):
         return jvp(grad(f), (x,), (v,))[1]
+
     with _exact_math():
-        H = vmap(hvp, chunk_size=chunk_size)(torch.eye(x.numel(), dtype=x.dtype, device=x.device))
+        H = vmap(hvp, chunk_size=chunk_size)(
+            torch.eye(x.numel(), dtype=x.dtype, device=x.device)
+        )
     return (H + H.T) / 2
 
 
-def hessian(model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary") -> tuple[np.ndarray, list[str]]:
+def hessian(
+    model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary"
+) -> tuple[np.ndarray, list[str]]:
     """Exact Hessian of the population loss over all parameters of ``model`` (flattened), and a label per coordinate.
 
     The positional table counts in full: build the model with ``max_len = length`` to keep the matrix small.
     """
-    named = [(n, p.detach()) for n, p in model.named_parameters()]      # a tied weight appears once
+    named = [
+        (n, p.detach()) for n, p in model.named_parameters()
+    ]  # a tied weight appears once
     shapes = [p.shape for _, p in named]
     flat = torch.cat([p.reshape(-1) for _, p in named])
 
@@ -285,7 +402,7 @@ def hessian(model: Transformer, chain: MarkovChain, length: int = 10, start: str
         params, i = {}, 0
         for (name, _), shape in zip(named, shapes):
             n = math.prod(shape)
-            params[name] = v[i:i + n].view(shape)
+            params[name] = v[i : i + n].view(shape)
             i += n
         return loss(params)
 
@@ -325,7 +442,9 @@ class UnigramHessian:
 
     def params(self, v: np.ndarray) -> dict[str, torch.Tensor]:
         """Parameters θ_π + v (v in these coordinates), for ``expected_loss(model, chain, params=...)``."""
-        return _unigram_params(self.model, torch.as_tensor(np.asarray(v), dtype=torch.float64))
+        return _unigram_params(
+            self.model, torch.as_tensor(np.asarray(v), dtype=torch.float64)
+        )
 
 
 def _unigram_params(model: Transformer, v: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -335,23 +454,34 @@ def _unigram_params(model: Transformer, v: torch.Tensor) -> dict[str, torch.Tens
     i = 0
     names = ["wte.weight"] + ([] if cfg.tied else ["head.weight"])
     for name in names:
-        rows = v[i:i + (k - 1) * d].view(k - 1, d)
+        rows = v[i : i + (k - 1) * d].view(k - 1, d)
         params[name] = params[name] + torch.cat([rows.new_zeros(1, d), rows])
         i += (k - 1) * d
-    params["head.bias"] = params["head.bias"] + torch.cat([v.new_zeros(1), v[i:i + k - 1]])
+    params["head.bias"] = params["head.bias"] + torch.cat(
+        [v.new_zeros(1), v[i : i + k - 1]]
+    )
     return params
 
 
-def unigram_hessian(chain: MarkovChain, config: TransformerConfig, *, length: int = 10,
-                    start: str = "stationary") -> UnigramHessian:
+def unigram_hessian(
+    chain: MarkovChain,
+    config: TransformerConfig,
+    *,
+    length: int = 10,
+    start: str = "stationary",
+) -> UnigramHessian:
     """The exact Hessian at Thm 2's θ_π in the coordinates of :class:`UnigramHessian` (float64)."""
     model = unigram_point(chain, config).double()
     with torch.no_grad():
-        model.head.bias.copy_(torch.as_tensor(np.log(chain.stationary())))   # b = log π in float64, not float32
+        model.head.bias.copy_(
+            torch.as_tensor(np.log(chain.stationary()))
+        )  # b = log π in float64, not float32
     k, d = config.vocab_size, config.d_model
     n_emb = (k - 1) * d
     embeddings = ["e"] if config.tied else ["e", "a"]
-    blocks = {name: slice(i * n_emb, (i + 1) * n_emb) for i, name in enumerate(embeddings)}
+    blocks = {
+        name: slice(i * n_emb, (i + 1) * n_emb) for i, name in enumerate(embeddings)
+    }
     size = len(embeddings) * n_emb + k - 1
     blocks["b"] = slice(size - (k - 1), size)
 
@@ -360,7 +490,9 @@ def unigram_hessian(chain: MarkovChain, config: TransformerConfig, *, length: in
     def f(v: torch.Tensor) -> torch.Tensor:
         return loss(_unigram_params(model, v))
 
-    labels = [f"{name}_{i}[{j}]" for name in embeddings for i in range(1, k) for j in range(d)]
+    labels = [
+        f"{name}_{i}[{j}]" for name in embeddings for i in range(1, k) for j in range(d)
+    ]
     labels += [f"b_{i}" for i in range(1, k)]
     H = _hessian_of(f, torch.zeros(size, dtype=torch.float64)).numpy()
     return UnigramHessian(H, labels, blocks, model)
@@ -398,8 +530,15 @@ def perturbed(model: Transformer, std: float, *, seed: int = 0) -> Transformer:
     return out
 
 
-def population_descent(model: Transformer, chain: MarkovChain, *, steps: int, lr: float, length: int = 10,
-                       start: str = "stationary") -> tuple[Transformer, np.ndarray]:
+def population_descent(
+    model: Transformer,
+    chain: MarkovChain,
+    *,
+    steps: int,
+    lr: float,
+    length: int = 10,
+    start: str = "stationary",
+) -> tuple[Transformer, np.ndarray]:
     """Plain gradient descent θ ← θ - lr ∇L(θ) on the exact population loss over paths of ``length`` states.
 
     No sampling noise, no optimiser state: the deterministic dynamics near a stationary point (Thm 2, 3).
@@ -409,7 +548,9 @@ def population_descent(model: Transformer, chain: MarkovChain, *, steps: int, lr
     lr = check_number("lr", lr, low=0.0, open_low=True, what="a positive number")
     model = copy.deepcopy(model)
     params = [p for p in model.parameters() if p.requires_grad]
-    exact_loss = exact_loss_function(model, chain, length, start)     # paths enumerated once, not per step
+    exact_loss = exact_loss_function(
+        model, chain, length, start
+    )  # paths enumerated once, not per step
     losses = []
     for _ in range(steps):
         loss = exact_loss()

@@ -5,6 +5,7 @@ cosine down to lr/5. Every batch is a fresh draw from the chain; the test loss i
 batches from a separate random stream. All randomness (initialisation, training data, test data) is
 derived from ``seed`` through ``numpy.random.SeedSequence``: same seed, same history, bit for bit, on CPU.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,15 +19,28 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm  # text bars (stderr): no widget dependency in notebooks and the built book
+from tqdm import (
+    tqdm,
+)  # text bars (stderr): no widget dependency in notebooks and the built book
 
 from ._checks import check_choice, check_int, check_number, check_vocab, seeded
-from .chains import Chain, MarkovChain
+from .chains import Chain
 from .model import Transformer, TransformerConfig
 from .presets import resolve_device
 
-__all__ = ["TrainConfig", "train", "train_many", "TrainResult", "seed_streams", "make_optimizer", "make_schedule",
-           "cross_entropy", "escape_curve", "provenance", "cpu_model"]
+__all__ = [
+    "TrainConfig",
+    "train",
+    "train_many",
+    "TrainResult",
+    "seed_streams",
+    "make_optimizer",
+    "make_schedule",
+    "cross_entropy",
+    "escape_curve",
+    "provenance",
+    "cpu_model",
+]
 
 SCHEDULES = ("one-cycle", "constant")
 STARTS = ("stationary", "uniform")
@@ -54,49 +68,71 @@ class TrainConfig:
     batch_size: int
     seq_len: int
     lr: float = 2e-3
-    eval_every: int = 10           # steps between two test-loss evaluations
-    eval_batches: int = 4          # fresh batches per test-loss evaluation
-    schedule: str = "one-cycle"    # 'one-cycle' (2 % warm-up from lr/100, cosine to lr/5) or 'constant'
+    eval_every: int = 10  # steps between two test-loss evaluations
+    eval_batches: int = 4  # fresh batches per test-loss evaluation
+    schedule: str = "one-cycle"  # 'one-cycle' (2 % warm-up from lr/100, cosine to lr/5) or 'constant'
     weight_decay: float = 1e-3
     decay_embeddings: bool = False
-    start: str = "stationary"      # law of the first state: 'stationary' or 'uniform'
-    precision: str = "fp32"        # 'fp32' or 'bf16' (autocast)
+    start: str = "stationary"  # law of the first state: 'stationary' or 'uniform'
+    precision: str = "fp32"  # 'fp32' or 'bf16' (autocast)
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "seq_len", "eval_every", "eval_batches"):
-            object.__setattr__(self, name, _check_positive_int(name, getattr(self, name)))
+            object.__setattr__(
+                self, name, _check_positive_int(name, getattr(self, name))
+            )
         object.__setattr__(self, "lr", _check_lr(self.lr))
-        object.__setattr__(self, "weight_decay", check_number("weight_decay", self.weight_decay, low=0.0,
-                                                              what="a number >= 0"))
+        object.__setattr__(
+            self,
+            "weight_decay",
+            check_number(
+                "weight_decay", self.weight_decay, low=0.0, what="a number >= 0"
+            ),
+        )
         if not isinstance(self.decay_embeddings, bool):
-            raise ValueError(f"decay_embeddings must be True or False; got {self.decay_embeddings!r}")
+            raise ValueError(
+                f"decay_embeddings must be True or False; got {self.decay_embeddings!r}"
+            )
         check_choice("schedule", self.schedule, SCHEDULES)
         check_choice("start", self.start, STARTS)
         check_choice("precision", self.precision, PRECISIONS)
 
     @classmethod
-    def build(cls, settings: "TrainConfig | dict | None" = None, **changes) -> "TrainConfig":
+    def build(
+        cls, settings: TrainConfig | dict | None = None, **changes
+    ) -> TrainConfig:
         """``settings`` (a TrainConfig or a dict of its fields) with ``changes`` applied; unknown names raise."""
-        base = settings.to_dict() if isinstance(settings, TrainConfig) else dict(settings or {})
+        base = (
+            settings.to_dict()
+            if isinstance(settings, TrainConfig)
+            else dict(settings or {})
+        )
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted((set(base) | set(changes)) - fields)
         if unknown:
-            raise ValueError(f"unknown training settings {unknown}; allowed: {sorted(fields)}")
-        missing = sorted(f.name for f in dataclasses.fields(cls)
-                         if f.default is dataclasses.MISSING and f.name not in base and f.name not in changes)
+            raise ValueError(
+                f"unknown training settings {unknown}; allowed: {sorted(fields)}"
+            )
+        missing = sorted(
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING
+            and f.name not in base
+            and f.name not in changes
+        )
         if missing:
             raise ValueError(f"training settings need {missing}")
         return cls(**{**base, **changes})
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
+    def from_dict(cls, d: dict) -> TrainConfig:
         """Read a stored spec; specs written before ``decay_embeddings`` existed decayed the embeddings."""
         return cls.build({"decay_embeddings": True, **d})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def replace(self, **changes) -> "TrainConfig":
+    def replace(self, **changes) -> TrainConfig:
         return self.build(self, **changes)
 
 
@@ -117,13 +153,24 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def provenance(device: torch.device, *, ensemble_size: int = 1, compile: bool = False) -> dict:
+def provenance(
+    device: torch.device, *, ensemble_size: int = 1, compile: bool = False
+) -> dict:
     """Where and how a run was computed: library and torch versions, device, CPU model and capability, threads."""
     from . import __version__
+
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
-    return {"markovlib": __version__, "torch": torch.__version__, "device": str(device), "device_name": name,
-            "cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "threads": torch.get_num_threads(), "ensemble_size": int(ensemble_size), "compile": bool(compile)}
+    return {
+        "markovlib": __version__,
+        "torch": torch.__version__,
+        "device": str(device),
+        "device_name": name,
+        "cpu_model": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "ensemble_size": int(ensemble_size),
+        "compile": bool(compile),
+    }
 
 
 def cross_entropy(model, x: torch.Tensor) -> torch.Tensor:
@@ -134,25 +181,41 @@ def cross_entropy(model, x: torch.Tensor) -> torch.Tensor:
     """
     logits = model(x[..., :-1])
     if x.dim() == 2:
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
-    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[..., 1:].reshape(-1), reduction="none")
+        return F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1)
+        )
+    nll = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), x[..., 1:].reshape(-1), reduction="none"
+    )
     return nll.view(x.shape[0], -1).mean(1)
 
 
-def make_optimizer(model: Transformer, lr: float, weight_decay: float = 1e-3, *,
-                   decay_embeddings: bool = False) -> torch.optim.AdamW:
+def make_optimizer(
+    model: Transformer,
+    lr: float,
+    weight_decay: float = 1e-3,
+    *,
+    decay_embeddings: bool = False,
+) -> torch.optim.AdamW:
     """AdamW(0.9, 0.95); weight decay on :meth:`Transformer.decayed_parameters` only (paper App. A).
 
     AdamW is elementwise, so on an ensemble's stacked parameters it is N independent optimisers.
     """
     decayed = {id(p) for p in model.decayed_parameters(embeddings=decay_embeddings)}
     params = list(model.parameters())  # a tied weight appears once
-    groups = [{"params": [p for p in params if id(p) in decayed], "weight_decay": weight_decay},
-              {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0}]
+    groups = [
+        {
+            "params": [p for p in params if id(p) in decayed],
+            "weight_decay": weight_decay,
+        },
+        {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
 
 
-def one_cycle_factor(step: int, steps: int, warmup: float = 0.02, start: float = 0.01, end: float = 0.2) -> float:
+def one_cycle_factor(
+    step: int, steps: int, warmup: float = 0.02, start: float = 0.01, end: float = 0.2
+) -> float:
     """lr multiplier at ``step``: linear warm-up from ``start`` to 1 over 2 % of the steps, cosine from 1 to ``end``."""
     w = max(1, math.ceil(warmup * steps))
     if step < w:
@@ -164,7 +227,9 @@ def one_cycle_factor(step: int, steps: int, warmup: float = 0.02, start: float =
 def make_schedule(optimizer, schedule: str, steps: int, lr: float):
     """'one-cycle': 2 % warm-up from lr/100 to lr, cosine to lr/5 at the last step; 'constant': lr throughout."""
     if schedule == "one-cycle":
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: one_cycle_factor(step, steps))
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: one_cycle_factor(step, steps)
+        )
     if schedule == "constant":
         return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     raise ValueError(f"schedule must be 'one-cycle' or 'constant'; got {schedule!r}")
@@ -177,12 +242,14 @@ class TrainResult:
     chain: Chain
     config: TransformerConfig
     model: Transformer
-    history: pd.DataFrame          # one row per step (0 = before training): lr, train_loss, test_loss (NaN between evals)
+    history: pd.DataFrame  # one row per step (0 = before training): lr, train_loss, test_loss (NaN between evals)
     seed: int
     train_config: TrainConfig
     seconds: float = float("nan")
     provenance: dict = field(default_factory=dict)
-    checkpoint_step: int | None = None          # weights were also saved after this step (verification)
+    checkpoint_step: int | None = (
+        None  # weights were also saved after this step (verification)
+    )
     checkpoint: dict | None = None
 
     @property
@@ -210,10 +277,14 @@ class TrainResult:
 
     def escape_step(self, tol: float = 0.005) -> int | None:
         """First step at which the test loss came within ``tol`` nats of H_rate (None if never)."""
-        close = self.test_history[self.test_history["test_loss"] <= self.chain.entropy_rate() + tol]
+        close = self.test_history[
+            self.test_history["test_loss"] <= self.chain.entropy_rate() + tol
+        ]
         return None if close.empty else int(close["step"].iloc[0])
 
-    def test_sequence(self, length: int | None = None, *, seed: int | None = None) -> torch.Tensor:
+    def test_sequence(
+        self, length: int | None = None, *, seed: int | None = None
+    ) -> torch.Tensor:
         """One fresh test path (1, length) drawn from the chain (reproducible from the run's seed)."""
         length = length or self.train_config.seq_len
         seed = self.test_seed + 1 if seed is None else seed
@@ -224,7 +295,9 @@ class TrainResult:
         self.model.eval()
         return self.model.probabilities(x.to(self.device)).cpu()
 
-    def probability_along(self, x: torch.Tensor, i: int = 0, j: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    def probability_along(
+        self, x: torch.Tensor, i: int = 0, j: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Positions n of a single path x where x_n = i, and the predicted P(x_{n+1} = j | x_1^n) there (Fig 3c-d)."""
         x = x.reshape(1, -1)
         probs = self.probabilities(x)[0, :, j].numpy()
@@ -234,7 +307,12 @@ class TrainResult:
     def learnt_kernel(self, x: torch.Tensor | None = None) -> np.ndarray:
         """k×k average predicted P(x_{n+1} = j | x_n = i) over test paths x (default: 8 fresh paths)."""
         if x is None:
-            x = self.chain.sample(8, self.train_config.seq_len, seed=self.test_seed + 2, device=self.device)
+            x = self.chain.sample(
+                8,
+                self.train_config.seq_len,
+                seed=self.test_seed + 2,
+                device=self.device,
+            )
         probs = self.probabilities(x).double()
         onehot = F.one_hot(x.cpu(), self.chain.k).double()
         sums = torch.einsum("bni,bnj->ij", onehot, probs)
@@ -242,9 +320,20 @@ class TrainResult:
         return (sums / counts.clamp(min=1)).numpy()
 
 
-def train(chain: Chain, config: TransformerConfig, settings: TrainConfig | None = None, *, seed: int = 0,
-          device: str | torch.device = "auto", compile: bool = False, progress: bool = True, desc: str | None = None,
-          checkpoint: int | None = None, stop_after: int | None = None, **changes) -> TrainResult:
+def train(
+    chain: Chain,
+    config: TransformerConfig,
+    settings: TrainConfig | None = None,
+    *,
+    seed: int = 0,
+    device: str | torch.device = "auto",
+    compile: bool = False,
+    progress: bool = True,
+    desc: str | None = None,
+    checkpoint: int | None = None,
+    stop_after: int | None = None,
+    **changes,
+) -> TrainResult:
     """Train a fresh :class:`Transformer` on samples of ``chain``; returns a :class:`TrainResult`.
 
     ``settings`` is a :class:`TrainConfig`; keyword ``changes`` (``steps=400, batch_size=16, ...``) build or
@@ -254,13 +343,34 @@ def train(chain: Chain, config: TransformerConfig, settings: TrainConfig | None 
     """
     settings = TrainConfig.build(settings, **changes)
     desc = desc or f"{chain.name} {'tied' if config.tied else 'untied'}"
-    return _fit([chain], config, settings, [seed], False, device=device, compile=compile, progress=progress,
-                desc=desc, checkpoint=checkpoint, stop_after=stop_after)[0]
+    return _fit(
+        [chain],
+        config,
+        settings,
+        [seed],
+        False,
+        device=device,
+        compile=compile,
+        progress=progress,
+        desc=desc,
+        checkpoint=checkpoint,
+        stop_after=stop_after,
+    )[0]
 
 
-def train_many(chains: Chain | Sequence[Chain], config: TransformerConfig, settings: TrainConfig | None = None, *,
-               seeds: Sequence[int], device: str | torch.device = "auto", compile: bool = False, progress: bool = True,
-               desc: str | None = None, checkpoint: int | None = None, **changes) -> list[TrainResult]:
+def train_many(
+    chains: Chain | Sequence[Chain],
+    config: TransformerConfig,
+    settings: TrainConfig | None = None,
+    *,
+    seeds: Sequence[int],
+    device: str | torch.device = "auto",
+    compile: bool = False,
+    progress: bool = True,
+    desc: str | None = None,
+    checkpoint: int | None = None,
+    **changes,
+) -> list[TrainResult]:
     """Train N = len(seeds) independent models of one architecture in one batched step (an ensemble).
 
     Member i has its own seed and chain (``chains`` is one chain for all or a list of N) and gives the
@@ -268,26 +378,57 @@ def train_many(chains: Chain | Sequence[Chain], config: TransformerConfig, setti
     """
     settings = TrainConfig.build(settings, **changes)
     seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
-    if not seeds or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in seeds):
+    if not seeds or not all(
+        isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in seeds
+    ):
         raise ValueError(f"seeds must be a non-empty list of integers; got {seeds!r}")
     chains = [chains] * len(seeds) if isinstance(chains, Chain) else list(chains)
     if len(chains) != len(seeds):
-        raise ValueError(f"chains must be one chain or one per seed ({len(seeds)}); got {len(chains)}")
+        raise ValueError(
+            f"chains must be one chain or one per seed ({len(seeds)}); got {len(chains)}"
+        )
     desc = desc or f"ensemble of {len(seeds)} {'tied' if config.tied else 'untied'}"
-    return _fit(chains, config, settings, seeds, True, device=device, compile=compile, progress=progress, desc=desc,
-                checkpoint=checkpoint)
+    return _fit(
+        chains,
+        config,
+        settings,
+        seeds,
+        True,
+        device=device,
+        compile=compile,
+        progress=progress,
+        desc=desc,
+        checkpoint=checkpoint,
+    )
 
 
-def _fit(chains: list[Chain], config: TransformerConfig, settings: TrainConfig, seeds: list[int], ensemble: bool, *,
-         device, compile: bool, progress: bool, desc: str, checkpoint: int | None,
-         stop_after: int | None = None) -> list[TrainResult]:
+def _fit(
+    chains: list[Chain],
+    config: TransformerConfig,
+    settings: TrainConfig,
+    seeds: list[int],
+    ensemble: bool,
+    *,
+    device,
+    compile: bool,
+    progress: bool,
+    desc: str,
+    checkpoint: int | None,
+    stop_after: int | None = None,
+) -> list[TrainResult]:
     """The training loop of :func:`train` (one model) and :func:`train_many` (an ensemble)."""
     s = settings
     if s.seq_len > config.max_len:
-        raise ValueError(f"seq_len must be <= config.max_len ({config.max_len}); got {s.seq_len}")
+        raise ValueError(
+            f"seq_len must be <= config.max_len ({config.max_len}); got {s.seq_len}"
+        )
     if checkpoint is not None:
         checkpoint = min(_check_positive_int("checkpoint", checkpoint), s.steps)
-    last = s.steps if stop_after is None else min(_check_positive_int("stop_after", stop_after), s.steps)
+    last = (
+        s.steps
+        if stop_after is None
+        else min(_check_positive_int("stop_after", stop_after), s.steps)
+    )
     for chain in chains:
         check_vocab(config, chain)
 
@@ -297,29 +438,43 @@ def _fit(chains: list[Chain], config: TransformerConfig, settings: TrainConfig, 
     streams = [seed_streams(seed) for seed in seeds]
     cpu = torch.device("cpu")
     if ensemble:
-        model = Transformer(config, n_models=n, generators=[seeded(st[0], cpu) for st in streams]).to(device)
+        model = Transformer(
+            config, n_models=n, generators=[seeded(st[0], cpu) for st in streams]
+        ).to(device)
     else:
         model = Transformer(config, generator=seeded(streams[0][0], cpu)).to(device)
-    optimizer = make_optimizer(model, s.lr, s.weight_decay, decay_embeddings=s.decay_embeddings)
+    optimizer = make_optimizer(
+        model, s.lr, s.weight_decay, decay_embeddings=s.decay_embeddings
+    )
     scheduler = make_schedule(optimizer, s.schedule, s.steps, s.lr)
-    forward = torch.compile(model) if compile else model   # shares the parameters of model
+    forward = (
+        torch.compile(model) if compile else model
+    )  # shares the parameters of model
 
     def loss_of(x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=s.precision == "bf16"):
+        with torch.autocast(
+            device.type, dtype=torch.bfloat16, enabled=s.precision == "bf16"
+        ):
             return cross_entropy(forward, x).float()
 
     train_gens = [seeded(st[1], device) for st in streams]
     test_gens = [seeded(st[2], device) for st in streams]
 
     def draw(gens) -> torch.Tensor:
-        xs = [c.sample(s.batch_size, s.seq_len + 1, generator=g, device=device, start=s.start)
-              for c, g in zip(chains, gens)]
+        xs = [
+            c.sample(
+                s.batch_size, s.seq_len + 1, generator=g, device=device, start=s.start
+            )
+            for c, g in zip(chains, gens)
+        ]
         return torch.stack(xs) if ensemble else xs[0]
 
     @torch.no_grad()
     def test_loss() -> torch.Tensor:
         model.eval()
-        losses = torch.stack([loss_of(draw(test_gens)) for _ in range(s.eval_batches)]).mean(0)
+        losses = torch.stack(
+            [loss_of(draw(test_gens)) for _ in range(s.eval_batches)]
+        ).mean(0)
         model.train()
         return losses.reshape(n).cpu()
 
@@ -330,19 +485,30 @@ def _fit(chains: list[Chain], config: TransformerConfig, settings: TrainConfig, 
     lrs, train_losses, test_losses = [float("nan")], [], {0: test_loss()}
     saved = None
     t0 = time.perf_counter()
-    bar = tqdm(range(1, s.steps + 1), desc=desc, disable=not progress, leave=False, mininterval=0.5)
+    bar = tqdm(
+        range(1, s.steps + 1),
+        desc=desc,
+        disable=not progress,
+        leave=False,
+        mininterval=0.5,
+    )
     model.train()
     for step in bar:
         losses = loss_of(draw(train_gens))
         optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()            # member i's gradient is that of its own loss
+        losses.sum().backward()  # member i's gradient is that of its own loss
         lrs.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         scheduler.step()
-        train_losses.append(losses.detach().reshape(n))  # kept on the device: no host sync per step on CUDA
+        train_losses.append(
+            losses.detach().reshape(n)
+        )  # kept on the device: no host sync per step on CUDA
         if step % s.eval_every == 0 or step == s.steps:
             test_losses[step] = test_loss()
-            bar.set_postfix(train=f"{train_losses[-1].mean().item():.4f}", test=f"{test_losses[step].mean():.4f}")
+            bar.set_postfix(
+                train=f"{train_losses[-1].mean().item():.4f}",
+                test=f"{test_losses[step].mean():.4f}",
+            )
         if step == checkpoint:
             saved = [weights_of(i) for i in range(n)]
         if step == last:
@@ -350,18 +516,36 @@ def _fit(chains: list[Chain], config: TransformerConfig, settings: TrainConfig, 
     bar.close()
     seconds = time.perf_counter() - t0
     model.eval()
-    train_matrix = torch.stack(train_losses).cpu().T.tolist()       # (n, steps)
+    train_matrix = torch.stack(train_losses).cpu().T.tolist()  # (n, steps)
     where = provenance(device, ensemble_size=n if ensemble else 1, compile=compile)
     results = []
     for i, (chain, seed) in enumerate(zip(chains, seeds)):
-        history = pd.DataFrame({"step": np.arange(last + 1), "lr": lrs,
-                                "train_loss": [float("nan")] + train_matrix[i],
-                                "test_loss": [float(test_losses[t][i]) if t in test_losses else float("nan")
-                                              for t in range(last + 1)]})
+        history = pd.DataFrame(
+            {
+                "step": np.arange(last + 1),
+                "lr": lrs,
+                "train_loss": [float("nan")] + train_matrix[i],
+                "test_loss": [
+                    float(test_losses[t][i]) if t in test_losses else float("nan")
+                    for t in range(last + 1)
+                ],
+            }
+        )
         member = model.member(i) if ensemble else model
-        results.append(TrainResult(chain=chain, config=config, model=member.eval(), history=history, seed=int(seed),
-                                   train_config=settings, seconds=seconds, provenance=where,
-                                   checkpoint_step=checkpoint, checkpoint=None if saved is None else saved[i]))
+        results.append(
+            TrainResult(
+                chain=chain,
+                config=config,
+                model=member.eval(),
+                history=history,
+                seed=int(seed),
+                train_config=settings,
+                seconds=seconds,
+                provenance=where,
+                checkpoint_step=checkpoint,
+                checkpoint=None if saved is None else saved[i],
+            )
+        )
     return results
 
 
@@ -371,6 +555,8 @@ def escape_curve(results: Sequence[TrainResult], tol: float = 0.005) -> pd.DataF
     if not results:
         raise ValueError("results must hold at least one run")
     steps = results[0].test_history["step"].to_numpy()
-    first = np.array([np.inf if (s := r.escape_step(tol)) is None else s for r in results])
+    first = np.array(
+        [np.inf if (s := r.escape_step(tol)) is None else s for r in results]
+    )
     escaped = (first[None, :] <= steps[:, None]).mean(1)
     return pd.DataFrame({"step": steps, "escaped": escaped, "plateau": 1 - escaped})

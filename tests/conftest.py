@@ -3,6 +3,7 @@
 Two CPU threads (the target machine has 2 cores; CPU results are bit-reproducible only with a fixed thread
 count), a non-interactive matplotlib backend, and a few helpers exposed as fixtures.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,7 +45,13 @@ def _markov_chi2(counts: np.ndarray, P: np.ndarray) -> tuple[float, int, float]:
         return float("inf"), 1, 0.0
     mask = (P > 0) & (n_i > 0)
     stat = float((((counts - expected) ** 2)[mask] / expected[mask]).sum())
-    dof = int(sum(max(int((P[i] > 0).sum()) - 1, 0) for i in range(P.shape[0]) if n_i[i, 0] > 0))
+    dof = int(
+        sum(
+            max(int((P[i] > 0).sum()) - 1, 0)
+            for i in range(P.shape[0])
+            if n_i[i, 0] > 0
+        )
+    )
     return stat, dof, float(stats.chi2.sf(stat, dof))
 
 

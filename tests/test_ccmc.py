@@ -1,4 +1,5 @@
 """markovlib.ccmc: attention = context-conditioned Markov chain, the generator, the statistics, the MLE of W."""
+
 from __future__ import annotations
 
 import math
@@ -11,7 +12,7 @@ from scipy import stats
 from markovlib import ccmc
 from markovlib.presets import PRESETS
 
-P_MIN = 1e-4      # a correct sampler with a fixed seed passes a goodness-of-fit test at this level essentially always
+P_MIN = 1e-4  # a correct sampler with a fixed seed passes a goodness-of-fit test at this level essentially always
 
 
 def _ccmc_by_hand(W, x, pos=None) -> torch.Tensor:
@@ -40,16 +41,27 @@ def test_attention_output_equals_ccmc_formula(k, T):
         model = ccmc.SelfAttentionSampler(W)
         probs = model(x)
         assert probs.dtype == torch.float64 and probs.shape == (200, k)
-        assert torch.allclose(probs.sum(1), torch.ones(200, dtype=torch.float64), atol=1e-12)
+        assert torch.allclose(
+            probs.sum(1), torch.ones(200, dtype=torch.float64), atol=1e-12
+        )
         assert (probs - ccmc.ccmc_probs(W, x)).abs().max() < 1e-6
-        assert (probs - ccmc.ccmc_probs(W, x)).abs().max() < 1e-12    # in float64 they agree to rounding
+        assert (
+            probs - ccmc.ccmc_probs(W, x)
+        ).abs().max() < 1e-12  # in float64 they agree to rounding
 
 
 @pytest.mark.parametrize("k,T", [(3, 4), (6, 25)])
 def test_positional_attention_equals_position_weighted_ccmc(k, T):
     for seed in range(3):
         W = ccmc.random_W(k, sigma=1.5, seed=seed)
-        pos = torch.randn(T + 5, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 2
+        pos = (
+            torch.randn(
+                T + 5,
+                generator=torch.Generator().manual_seed(seed),
+                dtype=torch.float64,
+            )
+            * 2
+        )
         x = ccmc.sample_prompts(150, T, k, seed=seed + 20)
         probs = ccmc.SelfAttentionSampler(W, pos)(x)
         assert (probs - ccmc.ccmc_probs(W, x, pos)).abs().max() < 1e-12
@@ -67,14 +79,22 @@ def test_token_counts_by_hand():
     x = torch.tensor([[0, 2, 2, 1, 2], [1, 1, 1, 1, 0]])
     assert ccmc.token_counts(x, 3).tolist() == [[1, 1, 3], [1, 4, 0]]
     pos = torch.log(torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64))
-    assert torch.allclose(ccmc.token_counts(x, 3, pos), torch.tensor([[1.0, 4.0, 10.0], [5.0, 10.0, 0.0]], dtype=torch.float64))
+    assert torch.allclose(
+        ccmc.token_counts(x, 3, pos),
+        torch.tensor([[1.0, 4.0, 10.0], [5.0, 10.0, 0.0]], dtype=torch.float64),
+    )
 
 
 @pytest.mark.parametrize("k,repeats", [(3, 1), (6, 1), (6, 4)])
 def test_base_chain_when_every_token_occurs_equally_often(k, repeats):
     W = ccmc.random_W(k, sigma=1.5, seed=k)
     g = torch.Generator().manual_seed(k)
-    x = torch.stack([torch.arange(k * repeats)[torch.randperm(k * repeats, generator=g)] % k for _ in range(40)])
+    x = torch.stack(
+        [
+            torch.arange(k * repeats)[torch.randperm(k * repeats, generator=g)] % k
+            for _ in range(40)
+        ]
+    )
     expected = _softmax_rows(W)[x[:, -1]]
     assert torch.allclose(ccmc.base_chain(W), _softmax_rows(W), atol=1e-15)
     assert (ccmc.ccmc_probs(W, x) - expected).abs().max() < 1e-12
@@ -83,7 +103,9 @@ def test_base_chain_when_every_token_occurs_equally_often(k, repeats):
 
 def test_token_absent_from_prompt_has_probability_zero():
     W = ccmc.random_W(6, sigma=3.0, seed=1)
-    x = ccmc.sample_prompts(300, 4, 6, seed=2)          # 4 tokens: at least two of the six are absent
+    x = ccmc.sample_prompts(
+        300, 4, 6, seed=2
+    )  # 4 tokens: at least two of the six are absent
     absent = ccmc.token_counts(x, 6) == 0
     assert absent.sum(1).min() >= 2
     assert (ccmc.ccmc_probs(W, x)[absent] == 0).all()
@@ -107,7 +129,7 @@ def test_first_and_second_generated_tokens_follow_the_ccmc():
         p2 = ccmc.ccmc_probs(W, torch.cat([prompt, torch.tensor([j])]))[0].numpy()
         counts2 = np.bincount(out[rows, 1].numpy(), minlength=k)
         assert stats.chisquare(counts2, rows.sum().item() * p2).pvalue > P_MIN, j
-        assert not np.allclose(p2, p1)                   # the appended token really changed the law
+        assert not np.allclose(p2, p1)  # the appended token really changed the law
 
 
 def test_positional_generation_follows_the_position_weighted_ccmc():
@@ -117,9 +139,14 @@ def test_positional_generation_follows_the_position_weighted_ccmc():
     prompt = torch.tensor([0, 1, 2, 3, 0, 1])
     out = ccmc.generate(W, prompt, 3, n_traj=20000, pos=pos, seed=1)
     p1 = ccmc.ccmc_probs(W, prompt, pos)[0].numpy()
-    assert stats.chisquare(np.bincount(out[:, 0].numpy(), minlength=k), 20000 * p1).pvalue > P_MIN
+    assert (
+        stats.chisquare(np.bincount(out[:, 0].numpy(), minlength=k), 20000 * p1).pvalue
+        > P_MIN
+    )
     with pytest.raises(ValueError, match="pos"):
-        ccmc.generate(W, prompt, 4, n_traj=2, pos=pos, seed=1)     # positions T .. T+3 need 10 entries
+        ccmc.generate(
+            W, prompt, 4, n_traj=2, pos=pos, seed=1
+        )  # positions T .. T+3 need 10 entries
 
 
 @pytest.mark.parametrize("positional", [False, True])
@@ -138,7 +165,12 @@ def test_generation_is_deterministic_and_stays_in_the_prompt():
     prompt = torch.tensor([1, 5, 5, 6])
     a = ccmc.generate(W, prompt, 300, n_traj=32, seed=11)
     assert torch.equal(a, ccmc.generate(W, prompt, 300, n_traj=32, seed=11))
-    assert torch.equal(a, ccmc.generate(W, prompt, 300, n_traj=32, generator=torch.Generator().manual_seed(11)))
+    assert torch.equal(
+        a,
+        ccmc.generate(
+            W, prompt, 300, n_traj=32, generator=torch.Generator().manual_seed(11)
+        ),
+    )
     assert not torch.equal(a, ccmc.generate(W, prompt, 300, n_traj=32, seed=12))
     assert set(a.unique().tolist()) <= {1, 5, 6}
     assert a.shape == (32, 300) and a.dtype == torch.long
@@ -157,9 +189,13 @@ def test_self_reinforcing_attention_collapses_and_the_markov_chain_does_not():
     k = 6
     W = ccmc.random_W(k, sigma=0.3, diag=3.0, seed=0)
     assert ccmc.stable_vertices(W) == list(range(k))
-    tokens = ccmc.generate(W, ccmc.balanced_prompt(k, 12, seed=0), 1500, n_traj=64, seed=0)
+    tokens = ccmc.generate(
+        W, ccmc.balanced_prompt(k, 12, seed=0), 1500, n_traj=64, seed=0
+    )
     end = ccmc.trajectory_stats(tokens, k, window=100, at=[1500])
-    markov = ccmc.trajectory_stats(ccmc.markov_comparison(W, 64, 1500, seed=0), k, window=100, at=[1500])
+    markov = ccmc.trajectory_stats(
+        ccmc.markov_comparison(W, 64, 1500, seed=0), k, window=100, at=[1500]
+    )
     assert end["top_share"].mean() > 0.9 and markov["top_share"].mean() < 0.6
     assert end["distinct"].mean() < 2 and markov["distinct"].mean() > k - 0.5
 
@@ -174,30 +210,40 @@ def test_trajectory_stats_by_hand():
     assert np.allclose(s["entropy"], [[0, 0, math.log(2), math.log(2)], [0, 0, 0, 0]])
     whole = ccmc.trajectory_stats(tokens, 4, at=[4])
     assert whole["distinct"][:, 0].tolist() == [3, 1]
-    assert np.allclose(whole["entropy"][0, 0], -(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25)))
+    assert np.allclose(
+        whole["entropy"][0, 0], -(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25))
+    )
     assert ccmc.trajectory_stats(tokens, 4)["n"].tolist() == [1, 2, 3, 4]
 
 
 def test_stable_vertices_by_hand():
-    W = torch.tensor([[2.0, 1.0, 0.0], [0.0, 1.0, 1.0], [0.0, 3.0, 0.5]], dtype=torch.float64)
+    W = torch.tensor(
+        [[2.0, 1.0, 0.0], [0.0, 1.0, 1.0], [0.0, 3.0, 0.5]], dtype=torch.float64
+    )
     assert ccmc.stable_vertices(W) == [0]
 
 
 def test_context_law_closed_forms():
     c = np.array([0.5, 0.3, 0.2, 0.0])
-    assert np.allclose(ccmc.context_law(torch.zeros(4, 4), c), c)          # W = 0: a Pólya urn, nu(c) = c
+    assert np.allclose(
+        ccmc.context_law(torch.zeros(4, 4), c), c
+    )  # W = 0: a Pólya urn, nu(c) = c
     # symmetric W: Q_c is reversible and nu_i ∝ c_i (exp(W) c)_i
     A = ccmc.random_W(4, seed=1)
     S = ((A + A.T) / 2).numpy()
     expected = c * (np.exp(S) @ c)
-    assert np.allclose(ccmc.context_law(torch.tensor(S), c), expected / expected.sum(), atol=1e-12)
+    assert np.allclose(
+        ccmc.context_law(torch.tensor(S), c), expected / expected.sum(), atol=1e-12
+    )
 
 
 def test_mean_field_goes_to_the_winner_and_keeps_a_polya_urn_still():
     W = 2.0 * torch.eye(3, dtype=torch.float64)
     c = ccmc.mean_field(W, [0.5, 0.3, 0.2], [0.0, 1.0, 20.0])
     assert np.allclose(c[0], [0.5, 0.3, 0.2]) and c[2, 0] > 0.999
-    assert np.allclose(ccmc.mean_field(torch.zeros(3, 3), [0.5, 0.3, 0.2], [10.0])[0], [0.5, 0.3, 0.2])
+    assert np.allclose(
+        ccmc.mean_field(torch.zeros(3, 3), [0.5, 0.3, 0.2], [10.0])[0], [0.5, 0.3, 0.2]
+    )
 
 
 # ---------------------------------------------------------------- learning W
@@ -219,10 +265,14 @@ def test_mle_recovers_W_with_shrinking_error():
         x = ccmc.sample_prompts(n, T, k, generator=g)
         y = ccmc.sample_next(W, x, generator=g)
         W_hat = ccmc.fit_W(x, y, k)
-        assert torch.allclose(W_hat.mean(1), torch.zeros(k, dtype=torch.float64), atol=1e-12)
-        assert ccmc.nll(W_hat, x, y) <= ccmc.nll(W, x, y) + 1e-9         # it is the maximum of the likelihood
+        assert torch.allclose(
+            W_hat.mean(1), torch.zeros(k, dtype=torch.float64), atol=1e-12
+        )
+        assert (
+            ccmc.nll(W_hat, x, y) <= ccmc.nll(W, x, y) + 1e-9
+        )  # it is the maximum of the likelihood
         errors[n] = ccmc.estimation_error(W_hat, W)
-    assert errors[32000] < 0.5 * errors[2000]                              # n^(-1/2): a factor 4 expected
+    assert errors[32000] < 0.5 * errors[2000]  # n^(-1/2): a factor 4 expected
     assert errors[32000] < 0.25
 
 
@@ -239,7 +289,9 @@ def test_estimation_curve_is_the_loop_over_fits_on_one_generator():
     k, T = 3, 5
     W = ccmc.random_W(k, seed=7)
     curve = ccmc.estimation_curve(W, T, (300, 3000), 2, seed=11)
-    g = torch.Generator().manual_seed(11)                    # the same draws, by hand, in the documented order
+    g = torch.Generator().manual_seed(
+        11
+    )  # the same draws, by hand, in the documented order
     for n in (300, 3000):
         expected = []
         for _ in range(2):
@@ -263,16 +315,45 @@ def test_sizes_cover_every_scale():
     assert ccmc.sizes("smoke").gen_len < ccmc.sizes("cpu").gen_len
 
 
-GOOD = dict(k=8, prompt_len=16, sigma=1.0, beta=2.0, gamma=2.0, seed=0, n_traj=None, gen_len=None)
+GOOD = dict(
+    k=8,
+    prompt_len=16,
+    sigma=1.0,
+    beta=2.0,
+    gamma=2.0,
+    seed=0,
+    n_traj=None,
+    gen_len=None,
+)
 
 
-@pytest.mark.parametrize("name,value", [("k", 1), ("k", 65), ("k", 4.0), ("k", True), ("prompt_len", 7),
-                                        ("prompt_len", 257), ("sigma", 0.0), ("sigma", math.nan), ("sigma", 5.5),
-                                        ("beta", -0.1), ("beta", "2"), ("gamma", 21.0), ("gamma", -math.inf),
-                                        ("seed", -1), ("seed", 0.5), ("n_traj", 9), ("gen_len", 100.0)])
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("k", 1),
+        ("k", 65),
+        ("k", 4.0),
+        ("k", True),
+        ("prompt_len", 7),
+        ("prompt_len", 257),
+        ("sigma", 0.0),
+        ("sigma", math.nan),
+        ("sigma", 5.5),
+        ("beta", -0.1),
+        ("beta", "2"),
+        ("gamma", 21.0),
+        ("gamma", -math.inf),
+        ("seed", -1),
+        ("seed", 0.5),
+        ("n_traj", 9),
+        ("gen_len", 100.0),
+    ],
+)
 def test_chapter_parameters_out_of_range_are_named(name, value):
-    ccmc.check_chapter_parameters(**GOOD)                       # the chapter's defaults pass
-    ccmc.check_chapter_parameters(**{**GOOD, "k": 3, "prompt_len": 3, "n_traj": 10, "gen_len": 10, "gamma": -20})
+    ccmc.check_chapter_parameters(**GOOD)  # the chapter's defaults pass
+    ccmc.check_chapter_parameters(
+        **{**GOOD, "k": 3, "prompt_len": 3, "n_traj": 10, "gen_len": 10, "gamma": -20}
+    )
     with pytest.raises(ValueError, match=f"^{name} must be"):
         ccmc.check_chapter_parameters(**{**GOOD, name: value})
 

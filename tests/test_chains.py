@@ -1,4 +1,5 @@
 """markovlib.chains: the parallel sampler (statistically and exactly), the closed forms, and input validation."""
+
 from __future__ import annotations
 
 import itertools
@@ -9,10 +10,21 @@ import pytest
 import torch
 from scipy import stats
 
-from markovlib.chains import (HigherOrderChain, MarkovChain, _binary_paths, _blocked_paths, _buckets, _interval_grid,
-                              binary, binary_entropy, lag_switching, random_kth_order, symmetric)
+from markovlib.chains import (
+    HigherOrderChain,
+    MarkovChain,
+    _binary_paths,
+    _blocked_paths,
+    _buckets,
+    _interval_grid,
+    binary,
+    binary_entropy,
+    lag_switching,
+    random_kth_order,
+    symmetric,
+)
 
-P_MIN = 1e-4      # a correct sampler with a fixed seed passes a test at this level essentially always
+P_MIN = 1e-4  # a correct sampler with a fixed seed passes a test at this level essentially always
 Z_MAX = 5.0
 
 
@@ -45,7 +57,9 @@ def test_binary_transition_frequencies_match_kernel(p, q, markov_chi2):
 @pytest.mark.parametrize("name", ["symmetric(5,0.3)", "random 3x3", "random 4x4"])
 def test_kstate_transition_frequencies_match_kernel(name, random_kernel, markov_chi2):
     chain = _kstate_chains(random_kernel)[name]
-    x = chain.sample(200, 1000, seed=5)          # 999 steps: 32 blocks of 31, the last one padded
+    x = chain.sample(
+        200, 1000, seed=5
+    )  # 999 steps: 32 blocks of 31, the last one padded
     counts = chain.transition_counts(x)
     assert counts.sum() == 200 * 999
     _, _, pval = markov_chi2(counts, chain.P)
@@ -55,7 +69,9 @@ def test_kstate_transition_frequencies_match_kernel(name, random_kernel, markov_
 @pytest.mark.parametrize("name", ["binary", "symmetric(5,0.3)", "random 4x4"])
 def test_perturbed_kernel_is_rejected(name, random_kernel, markov_chi2):
     """The same statistic has power: it rejects a kernel that is 0.03 off in one row."""
-    chain = binary(0.3, 0.6) if name == "binary" else _kstate_chains(random_kernel)[name]
+    chain = (
+        binary(0.3, 0.6) if name == "binary" else _kstate_chains(random_kernel)[name]
+    )
     x = chain.sample(200, 1000, seed=5)
     counts = chain.transition_counts(x)
     wrong = chain.P.copy()
@@ -80,7 +96,9 @@ def test_transition_counts_is_exact():
 
 
 # ---------------------------------------------------------------- exact path law on short paths
-def _path_probabilities(P: np.ndarray, pi0: np.ndarray, length: int) -> dict[tuple, float]:
+def _path_probabilities(
+    P: np.ndarray, pi0: np.ndarray, length: int
+) -> dict[tuple, float]:
     k = P.shape[0]
     out = {}
     for path in itertools.product(range(k), repeat=length):
@@ -95,8 +113,11 @@ def _path_probabilities(P: np.ndarray, pi0: np.ndarray, length: int) -> dict[tup
 @pytest.mark.parametrize("which,length", [("binary", 6), ("kstate", 4)])
 def test_joint_law_of_short_paths(which, length, start):
     """Every path of a short length appears with frequency pi0(x_1) prod P(x_n, x_n+1) (i.i.d. over the batch)."""
-    P = (np.array([[0.7, 0.3], [0.6, 0.4]]) if which == "binary"
-         else np.array([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.25, 0.25, 0.5]]))
+    P = (
+        np.array([[0.7, 0.3], [0.6, 0.4]])
+        if which == "binary"
+        else np.array([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.25, 0.25, 0.5]])
+    )
     chain = MarkovChain(P)
     n = 40_000
     x = chain.sample(n, length, seed=3, start=start)
@@ -104,15 +125,19 @@ def test_joint_law_of_short_paths(which, length, start):
     pi0 = chain.stationary() if start == "stationary" else np.full(k, 1 / k)
     law = _path_probabilities(P, pi0, length)
     codes = (x * (k ** torch.arange(length - 1, -1, -1))).sum(1)
-    observed = np.bincount(codes.numpy(), minlength=k ** length)
-    expected = np.array([law[path] for path in itertools.product(range(k), repeat=length)]) * n
-    assert expected.min() >= 5      # chi-square approximation is valid
+    observed = np.bincount(codes.numpy(), minlength=k**length)
+    expected = (
+        np.array([law[path] for path in itertools.product(range(k), repeat=length)]) * n
+    )
+    assert expected.min() >= 5  # chi-square approximation is valid
     _, pval = stats.chisquare(observed, expected)
     assert pval > P_MIN
 
 
 # ---------------------------------------------------------------- white-box: scan and closed form vs sequential
-def _sequential_from_uniforms(P: np.ndarray, x0: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+def _sequential_from_uniforms(
+    P: np.ndarray, x0: torch.Tensor, u: torch.Tensor
+) -> torch.Tensor:
     """x_{n+1} = F^{-1}_{x_n}(U_{n+1}), one position at a time."""
     cdf = torch.tensor(np.cumsum(P, 1)[:, :-1], dtype=torch.float32)
     states = [x0]
@@ -122,8 +147,11 @@ def _sequential_from_uniforms(P: np.ndarray, x0: torch.Tensor, u: torch.Tensor) 
 
 
 @pytest.mark.parametrize("length", [2, 3, 4, 5, 10, 17, 65, 257, 1025])
-@pytest.mark.parametrize("P", [symmetric(3, 0.6).P, np.random.default_rng(4).dirichlet(np.ones(6), size=6)],
-                         ids=["symmetric3", "dirichlet6"])
+@pytest.mark.parametrize(
+    "P",
+    [symmetric(3, 0.6).P, np.random.default_rng(4).dirichlet(np.ones(6), size=6)],
+    ids=["symmetric3", "dirichlet6"],
+)
 def test_blocked_paths_equal_sequential(length, P):
     """Lengths with every block shape: exact squares, a padded last block, a single step."""
     chain = MarkovChain(P)
@@ -139,17 +167,39 @@ def test_interval_grid_equals_bucketize():
     """The grid lookup counts #{breaks <= u} exactly like torch.bucketize(right=True): breaks on cell edges,
     several in one cell, duplicates, 0 and 1, probed at, just below and just above every break and edge."""
     cells = 16
-    breaks = np.sort(np.array([0.0, 0.0625, 0.1, 0.1001, 0.10011, 0.5, 0.5, 0.75, 0.999, 1.0], dtype=np.float32))
+    breaks = np.sort(
+        np.array(
+            [0.0, 0.0625, 0.1, 0.1001, 0.10011, 0.5, 0.5, 0.75, 0.999, 1.0],
+            dtype=np.float32,
+        )
+    )
     lo, inner = (torch.tensor(a) for a in _interval_grid(breaks, cells=cells))
-    assert inner.shape[1] == 3                         # 0.1, 0.1001, 0.10011 share cell 1
+    assert inner.shape[1] == 3  # 0.1, 0.1001, 0.10011 share cell 1
     b = torch.tensor(breaks)
-    probes = torch.cat([b, torch.arange(cells) / cells, torch.rand(20_000, generator=torch.Generator().manual_seed(1))])
-    probes = torch.cat([probes, torch.nextafter(probes, torch.tensor(0.0)), torch.nextafter(probes, torch.tensor(1.0))])
+    probes = torch.cat(
+        [
+            b,
+            torch.arange(cells) / cells,
+            torch.rand(20_000, generator=torch.Generator().manual_seed(1)),
+        ]
+    )
+    probes = torch.cat(
+        [
+            probes,
+            torch.nextafter(probes, torch.tensor(0.0)),
+            torch.nextafter(probes, torch.tensor(1.0)),
+        ]
+    )
     probes = probes[(probes >= 0) & (probes < 1)].contiguous()
-    assert torch.equal(_buckets(probes, lo, inner.T.contiguous()), torch.bucketize(probes, b, right=True))
+    assert torch.equal(
+        _buckets(probes, lo, inner.T.contiguous()),
+        torch.bucketize(probes, b, right=True),
+    )
 
 
-@pytest.mark.parametrize("p,q", [(0.2, 0.3), (0.7, 0.9), (1.0, 1.0), (0.0, 0.4), (0.5, 0.5)])
+@pytest.mark.parametrize(
+    "p,q", [(0.2, 0.3), (0.7, 0.9), (1.0, 1.0), (0.0, 0.4), (0.5, 0.5)]
+)
 @pytest.mark.parametrize("length", [2, 5, 100])
 def test_binary_closed_form_equals_sequential(p, q, length):
     chain = binary(p, q)
@@ -162,7 +212,11 @@ def test_binary_closed_form_equals_sequential(p, q, length):
 
 
 # ---------------------------------------------------------------- start distributions
-@pytest.mark.parametrize("chain", [binary(0.2, 0.3), binary(0.9, 0.05), symmetric(4, 0.7)], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "chain",
+    [binary(0.2, 0.3), binary(0.9, 0.05), symmetric(4, 0.7)],
+    ids=lambda c: c.name,
+)
 def test_stationary_start_marginals(chain):
     n = 20_000
     pi = chain.stationary()
@@ -175,7 +229,7 @@ def test_stationary_start_marginals(chain):
 
 
 def test_uniform_start_is_uniform_and_differs_from_stationary():
-    chain = binary(0.9, 0.05)              # pi = (0.053, 0.947): far from uniform
+    chain = binary(0.9, 0.05)  # pi = (0.053, 0.947): far from uniform
     n = 20_000
     x1 = chain.sample(n, 30, seed=4, start="uniform")[:, 0]
     observed = np.bincount(x1.numpy(), minlength=2)
@@ -183,7 +237,9 @@ def test_uniform_start_is_uniform_and_differs_from_stationary():
     assert stats.chisquare(observed, n * chain.stationary()).pvalue < 1e-10
     # k-state uniform start
     c5 = symmetric(5, 0.2)
-    observed5 = np.bincount(c5.sample(n, 3, seed=4, start="uniform")[:, 0].numpy(), minlength=5)
+    observed5 = np.bincount(
+        c5.sample(n, 3, seed=4, start="uniform")[:, 0].numpy(), minlength=5
+    )
     assert stats.chisquare(observed5, np.full(5, n / 5)).pvalue > P_MIN
 
 
@@ -200,7 +256,7 @@ def test_uniform_start_later_position_follows_the_chain():
 # ---------------------------------------------------------------- first-order Markov property
 def test_binary_sampler_is_first_order():
     """P(x_{n+1}=1 | x_n=b, x_{n-1}=a) does not depend on a: p for b=0, 1-q for b=1."""
-    p, q = 0.3, 0.6                        # p + q != 1: x_{n-1} is informative about x_n
+    p, q = 0.3, 0.6  # p + q != 1: x_{n-1} is informative about x_n
     chain = binary(p, q)
     x = chain.sample(400, 500, seed=21).numpy()
     a, b, c = x[:, :-2].ravel(), x[:, 1:-1].ravel(), x[:, 2:].ravel()
@@ -243,11 +299,11 @@ def test_absorbing_in_zero():
     chain = binary(p, q)
     np.testing.assert_allclose(chain.stationary(), [1.0, 0.0], atol=1e-12)
     assert chain.entropy_rate() == pytest.approx(0.0, abs=1e-12)
-    assert torch.all(chain.sample(256, 50, seed=0) == 0)                 # stationary start: always 0
+    assert torch.all(chain.sample(256, 50, seed=0) == 0)  # stationary start: always 0
     x = chain.sample(2_000, 50, seed=1, start="uniform")
     counts = chain.transition_counts(x)
-    assert counts[0, 1] == 0                                            # never leaves 0
-    assert abs(_z(counts[1, 0], counts[1].sum(), q)) < Z_MAX            # leaves 1 with prob q
+    assert counts[0, 1] == 0  # never leaves 0
+    assert abs(_z(counts[1, 0], counts[1].sum(), q)) < Z_MAX  # leaves 1 with prob q
     # every path is 1…1 0…0: non-increasing
     assert torch.all(x[:, 1:] <= x[:, :-1])
 
@@ -262,7 +318,9 @@ def test_absorbing_in_one():
 
 
 # ---------------------------------------------------------------- seeds, generators, dtype, shape
-@pytest.mark.parametrize("chain", [binary(0.2, 0.3), symmetric(5, 0.3)], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "chain", [binary(0.2, 0.3), symmetric(5, 0.3)], ids=lambda c: c.name
+)
 def test_seeding(chain):
     a = chain.sample(8, 100, seed=123)
     b = chain.sample(8, 100, seed=123)
@@ -272,12 +330,12 @@ def test_seeding(chain):
     g = torch.Generator().manual_seed(123)
     first = chain.sample(8, 100, generator=g)
     second = chain.sample(8, 100, generator=g)
-    assert torch.equal(first, a)                    # seed=s is the same stream as a generator seeded s
-    assert not torch.equal(first, second)           # the generator advances
+    assert torch.equal(first, a)  # seed=s is the same stream as a generator seeded s
+    assert not torch.equal(first, second)  # the generator advances
     torch.manual_seed(99)
     d = chain.sample(8, 100)
     torch.manual_seed(99)
-    assert torch.equal(d, chain.sample(8, 100))     # seed=None: torch's global RNG
+    assert torch.equal(d, chain.sample(8, 100))  # seed=None: torch's global RNG
 
 
 def test_seed_and_generator_together_raise():
@@ -285,7 +343,9 @@ def test_seed_and_generator_together_raise():
         binary(0.2, 0.3).sample(2, 5, seed=0, generator=torch.Generator())
 
 
-@pytest.mark.parametrize("chain", [binary(0.2, 0.3), symmetric(5, 0.3)], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "chain", [binary(0.2, 0.3), symmetric(5, 0.3)], ids=lambda c: c.name
+)
 @pytest.mark.parametrize("batch,length", [(3, 1), (1, 2), (4, 17)])
 def test_dtype_shape_and_range(chain, batch, length):
     for start in ("stationary", "uniform"):
@@ -320,8 +380,16 @@ def _independent_rates(P: np.ndarray) -> tuple[float, float]:
 
 
 def _chains_for_entropy(random_kernel):
-    return [binary(0.5, 0.8), binary(0.2, 0.3), binary(0.9, 0.05), binary(0.3, 0.7), symmetric(5, 0.1),
-            symmetric(3, 0.7), MarkovChain(random_kernel(4, seed=2)), MarkovChain(random_kernel(6, seed=3))]
+    return [
+        binary(0.5, 0.8),
+        binary(0.2, 0.3),
+        binary(0.9, 0.05),
+        binary(0.3, 0.7),
+        symmetric(5, 0.1),
+        symmetric(3, 0.7),
+        MarkovChain(random_kernel(4, seed=2)),
+        MarkovChain(random_kernel(6, seed=3)),
+    ]
 
 
 def test_entropies_match_independent_computation(random_kernel):
@@ -329,18 +397,26 @@ def test_entropies_match_independent_computation(random_kernel):
         h_rate, h_pi = _independent_rates(chain.P)
         assert chain.entropy_rate() == pytest.approx(h_rate, abs=1e-10), chain.name
         assert chain.unigram_entropy() == pytest.approx(h_pi, abs=1e-10), chain.name
-        np.testing.assert_allclose(chain.stationary(), _independent_pi(chain.P), atol=1e-10)
-        np.testing.assert_allclose(chain.stationary() @ chain.P, chain.stationary(), atol=1e-12)
+        np.testing.assert_allclose(
+            chain.stationary(), _independent_pi(chain.P), atol=1e-10
+        )
+        np.testing.assert_allclose(
+            chain.stationary() @ chain.P, chain.stationary(), atol=1e-12
+        )
 
 
-@pytest.mark.parametrize("p,q,h_rate,h_pi", [(0.5, 0.8, 0.6190, 0.6663), (0.2, 0.3, 0.5446, 0.6730)])
+@pytest.mark.parametrize(
+    "p,q,h_rate,h_pi", [(0.5, 0.8, 0.6190, 0.6663), (0.2, 0.3, 0.5446, 0.6730)]
+)
 def test_paper_check_values_binary(p, q, h_rate, h_pi):
     chain = binary(p, q)
     assert chain.entropy_rate() == pytest.approx(h_rate, abs=1e-4)
     assert chain.unigram_entropy() == pytest.approx(h_pi, abs=1e-4)
     # paper Sec. 2: H_rate = pi_0 h(p) + pi_1 h(q), H(pi) = h(pi_1)
     pi = chain.stationary()
-    assert chain.entropy_rate() == pytest.approx(pi[0] * binary_entropy(p) + pi[1] * binary_entropy(q), abs=1e-12)
+    assert chain.entropy_rate() == pytest.approx(
+        pi[0] * binary_entropy(p) + pi[1] * binary_entropy(q), abs=1e-12
+    )
     assert chain.unigram_entropy() == pytest.approx(binary_entropy(pi[1]), abs=1e-12)
 
 
@@ -357,12 +433,18 @@ def test_paper_check_values_symmetric():
 def test_binary_entropy_function():
     assert binary_entropy(0.5) == pytest.approx(math.log(2), abs=1e-15)
     assert binary_entropy(0.0) == 0.0 and binary_entropy(1.0) == 0.0
-    np.testing.assert_allclose(binary_entropy(np.array([0.1, 0.9])), [0.3250829733914482] * 2, atol=1e-15)
+    np.testing.assert_allclose(
+        binary_entropy(np.array([0.1, 0.9])), [0.3250829733914482] * 2, atol=1e-15
+    )
 
 
-@pytest.mark.parametrize("p,q", [(0.2, 0.3), (0.5, 0.8), (0.9, 0.05), (1.0, 0.5), (0.3, 0.0)])
+@pytest.mark.parametrize(
+    "p,q", [(0.2, 0.3), (0.5, 0.8), (0.9, 0.05), (1.0, 0.5), (0.3, 0.0)]
+)
 def test_binary_stationary_closed_form(p, q):
-    np.testing.assert_allclose(binary(p, q).stationary(), np.array([q, p]) / (p + q), atol=1e-12)
+    np.testing.assert_allclose(
+        binary(p, q).stationary(), np.array([q, p]) / (p + q), atol=1e-12
+    )
 
 
 def test_stationary_returns_a_copy():
@@ -373,14 +455,22 @@ def test_stationary_returns_a_copy():
 
 
 def test_mutual_information():
-    for p, q in [(0.3, 0.7), (0.5, 0.5), (0.9, 0.1)]:       # p + q = 1: rows equal, x_{n+1} ⟂ x_n
+    for p, q in [
+        (0.3, 0.7),
+        (0.5, 0.5),
+        (0.9, 0.1),
+    ]:  # p + q = 1: rows equal, x_{n+1} ⟂ x_n
         assert binary(p, q).mutual_information() == pytest.approx(0.0, abs=1e-12)
     for p, q in [(0.3, 0.6), (0.5, 0.8), (0.2, 0.3), (0.9, 0.9)]:
         chain = binary(p, q)
         assert chain.mutual_information() > 1e-3
-        assert chain.mutual_information() == pytest.approx(chain.unigram_entropy() - chain.entropy_rate(), abs=1e-15)
+        assert chain.mutual_information() == pytest.approx(
+            chain.unigram_entropy() - chain.entropy_rate(), abs=1e-15
+        )
     row = [0.2, 0.5, 0.3]
-    assert MarkovChain([row, row, row]).mutual_information() == pytest.approx(0.0, abs=1e-12)
+    assert MarkovChain([row, row, row]).mutual_information() == pytest.approx(
+        0.0, abs=1e-12
+    )
     assert symmetric(4, 0.5).mutual_information() > 1e-3
 
 
@@ -426,16 +516,19 @@ def test_symmetric_rejects_bad_p(p):
         symmetric(3, p)
 
 
-@pytest.mark.parametrize("P,pattern", [
-    (np.ones((2, 3)) / 3, r"^P must be a square"),
-    ([0.5, 0.5], r"^P must be a square"),
-    (np.ones((2, 2, 2)) / 2, r"^P must be a square"),
-    ([[0.5, 0.4], [0.5, 0.5]], r"^P must be row-stochastic"),
-    ([[0.6, 0.6], [0.5, 0.5]], r"^P must be row-stochastic"),
-    ([[1.2, -0.2], [0.5, 0.5]], r"^P must have entries"),
-    ([[float("nan"), 1.0], [0.5, 0.5]], r"^P must have entries"),
-    ([[1.0]], r"^k \(number of states\)"),
-])
+@pytest.mark.parametrize(
+    "P,pattern",
+    [
+        (np.ones((2, 3)) / 3, r"^P must be a square"),
+        ([0.5, 0.5], r"^P must be a square"),
+        (np.ones((2, 2, 2)) / 2, r"^P must be a square"),
+        ([[0.5, 0.4], [0.5, 0.5]], r"^P must be row-stochastic"),
+        ([[0.6, 0.6], [0.5, 0.5]], r"^P must be row-stochastic"),
+        ([[1.2, -0.2], [0.5, 0.5]], r"^P must have entries"),
+        ([[float("nan"), 1.0], [0.5, 0.5]], r"^P must have entries"),
+        ([[1.0]], r"^k \(number of states\)"),
+    ],
+)
 def test_markovchain_rejects_bad_kernels(P, pattern):
     with pytest.raises(ValueError, match=pattern):
         MarkovChain(P)
@@ -459,17 +552,29 @@ def test_sample_rejects_bad_start(start):
         binary(0.2, 0.3).sample(2, 5, start=start)
 
 
-@pytest.mark.parametrize("P", [symmetric(5, 0.3).P, np.random.default_rng(1).dirichlet(np.ones(8), size=8),
-                               np.array([[0.5, 0.5, 0.0], [0.0, 0.2, 0.8], [1.0, 0.0, 0.0]])],
-                         ids=["symmetric5", "dirichlet8", "with-zeros"])
+@pytest.mark.parametrize(
+    "P",
+    [
+        symmetric(5, 0.3).P,
+        np.random.default_rng(1).dirichlet(np.ones(8), size=8),
+        np.array([[0.5, 0.5, 0.0], [0.0, 0.2, 0.8], [1.0, 0.0, 0.0]]),
+    ],
+    ids=["symmetric5", "dirichlet8", "with-zeros"],
+)
 def test_interval_lookup_equals_inverse_cdf_maps(P):
     """The sampler's step maps (grid lookup of the interval between merged thresholds + a table lookup) equal
     the inverse-CDF maps computed row by row, also exactly at and just below every threshold."""
     chain = MarkovChain(P)
     cdf, _, lo, inner, table = chain._tables(torch.device("cpu"))
     edges = cdf.flatten()
-    u = torch.cat([torch.rand(50_000, generator=torch.Generator().manual_seed(0)), edges,
-                   torch.nextafter(edges, torch.tensor(0.0)), torch.tensor([0.0])])
+    u = torch.cat(
+        [
+            torch.rand(50_000, generator=torch.Generator().manual_seed(0)),
+            edges,
+            torch.nextafter(edges, torch.tensor(0.0)),
+            torch.tensor([0.0]),
+        ]
+    )
     u = u[u < 1].contiguous()
     direct = (u[:, None, None] >= cdf).sum(-1)
     assert torch.equal(table[_buckets(u, lo, inner)], direct)
@@ -479,27 +584,39 @@ def test_interval_lookup_equals_inverse_cdf_maps(P):
 def _path_probability(chain: HigherOrderChain, path) -> float:
     """P(x_1..x_n) of one path (n >= order): first `order` symbols from the context law, then the kernel."""
     context = 0
-    for s in path[:chain.order]:
+    for s in path[: chain.order]:
         context = context * chain.k + s
     prob = chain.context_law()[context]
-    for s in path[chain.order:]:
+    for s in path[chain.order :]:
         prob *= chain.P[context, s]
-        context = (context * chain.k + s) % chain.k ** chain.order
+        context = (context * chain.k + s) % chain.k**chain.order
     return prob
 
 
 def _path_entropy(chain: HigherOrderChain, n: int) -> float:
     """H(x_1..x_n) by enumerating every path."""
-    probs = [_path_probability(chain, path) for path in itertools.product(range(chain.k), repeat=n)]
+    probs = [
+        _path_probability(chain, path)
+        for path in itertools.product(range(chain.k), repeat=n)
+    ]
     return -sum(prob * math.log(prob) for prob in probs if prob > 0)
 
 
-@pytest.mark.parametrize("chain", [lag_switching(2, 0.5, 0.8), lag_switching(3, 0.2, 0.3), random_kth_order(2, 3, seed=4)],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "chain",
+    [
+        lag_switching(2, 0.5, 0.8),
+        lag_switching(3, 0.2, 0.3),
+        random_kth_order(2, 3, seed=4),
+    ],
+    ids=lambda c: c.name,
+)
 def test_higher_order_entropy_rate_is_the_increment_of_path_entropy(chain):
     """Stationary: H(x_1..x_{n+1}) - H(x_1..x_n) = H_rate for n >= order (independent computation by enumeration)."""
     n = chain.order + 1
-    assert _path_entropy(chain, n + 1) - _path_entropy(chain, n) == pytest.approx(chain.entropy_rate(), abs=1e-12)
+    assert _path_entropy(chain, n + 1) - _path_entropy(chain, n) == pytest.approx(
+        chain.entropy_rate(), abs=1e-12
+    )
 
 
 def test_lag_switching_interleaves_binary_chains():
@@ -509,23 +626,31 @@ def test_lag_switching_interleaves_binary_chains():
     for order in (1, 2, 3):
         chain = lag_switching(order, 0.5, 0.8)
         assert chain.entropy_rate() == pytest.approx(base.entropy_rate(), abs=1e-12)
-        assert chain.unigram_entropy() == pytest.approx(base.unigram_entropy(), abs=1e-12)
+        assert chain.unigram_entropy() == pytest.approx(
+            base.unigram_entropy(), abs=1e-12
+        )
         np.testing.assert_allclose(chain.stationary(), base.stationary(), atol=1e-12)
     # order 1: the last symbol is the context; order >= 2: it is independent of the next symbol
     assert one.bigram_entropy() == pytest.approx(base.entropy_rate(), abs=1e-12)
-    assert lag_switching(2, 0.5, 0.8).bigram_entropy() == pytest.approx(base.unigram_entropy(), abs=1e-12)
+    assert lag_switching(2, 0.5, 0.8).bigram_entropy() == pytest.approx(
+        base.unigram_entropy(), abs=1e-12
+    )
 
 
-@pytest.mark.parametrize("chain", [lag_switching(2, 0.3, 0.9), random_kth_order(2, 3, alpha=0.7, seed=1)], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "chain",
+    [lag_switching(2, 0.3, 0.9), random_kth_order(2, 3, alpha=0.7, seed=1)],
+    ids=lambda c: c.name,
+)
 def test_higher_order_sampler_matches_the_kernel(chain):
     """Context → next-symbol frequencies within 4.5 binomial standard errors of P; symbol frequencies vs pi."""
     x = chain.sample(400, 500, seed=3).numpy()
     assert x.shape == (400, 500) and x.min() >= 0 and x.max() < chain.k
-    n = chain.k ** chain.order
-    contexts = np.zeros_like(x[:, chain.order - 1:-1])
+    n = chain.k**chain.order
+    contexts = np.zeros_like(x[:, chain.order - 1 : -1])
     for lag in range(chain.order):
-        contexts = contexts * chain.k + x[:, lag:x.shape[1] - chain.order + lag]
-    nxt = x[:, chain.order:]
+        contexts = contexts * chain.k + x[:, lag : x.shape[1] - chain.order + lag]
+    nxt = x[:, chain.order :]
     counts = np.zeros((n, chain.k))
     np.add.at(counts, (contexts.ravel(), nxt.ravel()), 1)
     total = counts.sum(1, keepdims=True)
@@ -539,11 +664,14 @@ def test_higher_order_sampler_matches_the_kernel(chain):
     first = np.zeros(400, dtype=np.int64)
     for lag in range(chain.order):
         first = first * chain.k + x[:, lag]
-    assert np.abs(np.bincount(first, minlength=n) / 400 - chain.context_law()).max() < 0.1
+    assert (
+        np.abs(np.bincount(first, minlength=n) / 400 - chain.context_law()).max() < 0.1
+    )
 
 
 def test_kth_order_builds_from_a_kernel():
     from markovlib.chains import kth_order
+
     P = random_kth_order(2, 3, seed=9).P
     chain = kth_order(P, 2, name="mine")
     np.testing.assert_allclose(chain.P, P, rtol=0, atol=1e-15)
@@ -557,19 +685,31 @@ def test_higher_order_sampler_short_and_seeded():
     assert not torch.equal(chain.sample(5, 40, seed=1), chain.sample(5, 40, seed=2))
 
 
-@pytest.mark.parametrize("call,match", [(lambda: HigherOrderChain(np.ones((3, 2)) / 2, 2), "rows"),
-                                        (lambda: HigherOrderChain(np.ones((4, 2)), 2), "sum to 1"),
-                                        (lambda: lag_switching(0, 0.2, 0.3), "^order"),
-                                        (lambda: lag_switching(2, 1.5, 0.3), "^p"),
-                                        (lambda: random_kth_order(2, 1), "^k"),
-                                        (lambda: random_kth_order(2, 2, alpha=0.0), "^alpha")])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: HigherOrderChain(np.ones((3, 2)) / 2, 2), "rows"),
+        (lambda: HigherOrderChain(np.ones((4, 2)), 2), "sum to 1"),
+        (lambda: lag_switching(0, 0.2, 0.3), "^order"),
+        (lambda: lag_switching(2, 1.5, 0.3), "^p"),
+        (lambda: random_kth_order(2, 1), "^k"),
+        (lambda: random_kth_order(2, 2, alpha=0.0), "^alpha"),
+    ],
+)
 def test_higher_order_rejects_bad_parameters(call, match):
     with pytest.raises(ValueError, match=match):
         call()
 
 
-@pytest.mark.parametrize("chain", [lag_switching(2, 0.5, 0.8), random_kth_order(3, 2, seed=2), random_kth_order(2, 3, seed=7)],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "chain",
+    [
+        lag_switching(2, 0.5, 0.8),
+        random_kth_order(3, 2, seed=2),
+        random_kth_order(2, 3, seed=7),
+    ],
+    ids=lambda c: c.name,
+)
 def test_higher_order_next_nll_sums_to_the_path_log_probability(chain):
     """Σ_n -log P(x_{n+1} | x_1^n) + (-log P(x_1)) = -log P(x_1..x_L), with P(path) computed independently."""
     x = chain.sample(20, 6, seed=0)
@@ -577,9 +717,13 @@ def test_higher_order_next_nll_sums_to_the_path_log_probability(chain):
     assert nll.shape == (20, 5) and nll.dtype == torch.float64
     pi = chain.stationary()
     for row, path in zip(nll.numpy(), x.tolist()):
-        assert row.sum() - math.log(pi[path[0]]) == pytest.approx(-math.log(_path_probability(chain, path)), abs=1e-9)
+        assert row.sum() - math.log(pi[path[0]]) == pytest.approx(
+            -math.log(_path_probability(chain, path)), abs=1e-9
+        )
 
 
 def test_next_nll_first_order_and_lag_one_agree():
     x = binary(0.3, 0.6).sample(8, 30, seed=1)
-    torch.testing.assert_close(lag_switching(1, 0.3, 0.6).next_nll(x), binary(0.3, 0.6).next_nll(x))
+    torch.testing.assert_close(
+        lag_switching(1, 0.3, 0.6).next_nll(x), binary(0.3, 0.6).next_nll(x)
+    )

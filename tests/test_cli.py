@@ -1,4 +1,5 @@
 """The markovlib command: train, sweep, book, and one-line errors with exit status 2."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,21 +11,29 @@ from markovlib.cli import main
 
 
 def run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "markovlib", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "markovlib", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-@pytest.mark.parametrize("args, argument", [
-    (["train", "--p", "1.5", "--q", "0.3"], "--p"),
-    (["train", "--p", "0.2", "--q", "abc"], "--q"),
-    (["train", "--p", "0", "--q", "0"], "--q"),
-    (["train", "--q", "0.3"], "--p"),
-    (["train", "--p", "0.2", "--q", "0.3", "--steps", "0"], "--steps"),
-    (["sweep", "--p", "0.2,x", "--q", "0.3"], "--p"),
-    (["sweep", "--p", "0.2", "--q", "0.3", "--tied", "sometimes"], "--tied"),
-    (["sweep", "--p", "0.2", "--q", "0.3", "--seeds", "-1"], "--seeds"),
-    (["book", "--p", "0.2", "--q", "0.3", "--scale", "huge"], "--scale"),
-    (["fly"], "command"),
-])
+@pytest.mark.parametrize(
+    "args, argument",
+    [
+        (["train", "--p", "1.5", "--q", "0.3"], "--p"),
+        (["train", "--p", "0.2", "--q", "abc"], "--q"),
+        (["train", "--p", "0", "--q", "0"], "--q"),
+        (["train", "--q", "0.3"], "--p"),
+        (["train", "--p", "0.2", "--q", "0.3", "--steps", "0"], "--steps"),
+        (["sweep", "--p", "0.2,x", "--q", "0.3"], "--p"),
+        (["sweep", "--p", "0.2", "--q", "0.3", "--tied", "sometimes"], "--tied"),
+        (["sweep", "--p", "0.2", "--q", "0.3", "--seeds", "-1"], "--seeds"),
+        (["book", "--p", "0.2", "--q", "0.3", "--scale", "huge"], "--scale"),
+        (["fly"], "command"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(args, argument, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(args)
@@ -34,15 +43,56 @@ def test_bad_arguments_exit_2_with_one_line(args, argument, capsys):
 
 
 def test_train_prints_loss_against_references():
-    out = run("train", "--p", "0.5", "--q", "0.8", "--tied", "--steps", "20", "--seq-len", "32",
-              "--batch-size", "4", "--device", "cpu", "--scale", "smoke")
+    out = run(
+        "train",
+        "--p",
+        "0.5",
+        "--q",
+        "0.8",
+        "--tied",
+        "--steps",
+        "20",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "4",
+        "--device",
+        "cpu",
+        "--scale",
+        "smoke",
+    )
     assert out.returncode == 0, out.stderr
-    assert "H_rate 0.6190" in out.stdout and "H(pi) 0.6663" in out.stdout and "final test loss" in out.stdout
+    assert (
+        "H_rate 0.6190" in out.stdout
+        and "H(pi) 0.6663" in out.stdout
+        and "final test loss" in out.stdout
+    )
 
 
 def test_sweep_command_writes_the_store(tmp_path):
-    args = ["sweep", "--p", "0.2,0.6", "--q", "0.3", "--tied", "both", "--seeds", "2", "--scale", "smoke",
-            "--steps", "5", "--seq-len", "16", "--batch-size", "2", "--device", "cpu", "--results", str(tmp_path)]
+    args = [
+        "sweep",
+        "--p",
+        "0.2,0.6",
+        "--q",
+        "0.3",
+        "--tied",
+        "both",
+        "--seeds",
+        "2",
+        "--scale",
+        "smoke",
+        "--steps",
+        "5",
+        "--seq-len",
+        "16",
+        "--batch-size",
+        "2",
+        "--device",
+        "cpu",
+        "--results",
+        str(tmp_path),
+    ]
     first = run(*args)
     assert first.returncode == 0, first.stderr
     assert "8 runs" in first.stdout and "(8 new)" in first.stdout
@@ -52,13 +102,30 @@ def test_sweep_command_writes_the_store(tmp_path):
 
 def test_book_builds_a_readers_edition(tmp_path):
     out = tmp_path / "edition"
-    done = run("book", "--p", "0.6", "--q", "0.7", "--scale", "smoke", "--out", str(out), timeout=600)
+    done = run(
+        "book",
+        "--p",
+        "0.6",
+        "--q",
+        "0.7",
+        "--scale",
+        "smoke",
+        "--out",
+        str(out),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     page = (out / "_build" / "html" / "book" / "global_minimum.html").read_text()
-    assert "p=0.6, q=0.7" in page                      # the chapter ran with the reader's chain
+    assert "p=0.6, q=0.7" in page  # the chapter ran with the reader's chain
     assert (out / "_build" / "html" / "book" / "framework.html").exists()
-    assert "executing multi_state.ipynb with seed=0, scale=smoke" in done.stdout    # no binary (p, q) for k states
-    assert "executing saddles.ipynb with seed=0, scale=smoke, p=0.6, q=0.7" in done.stdout
-    assert "executing reproducibility.ipynb with \n" in done.stdout                  # it declares no parameters
+    assert (
+        "executing multi_state.ipynb with seed=0, scale=smoke" in done.stdout
+    )  # no binary (p, q) for k states
+    assert (
+        "executing saddles.ipynb with seed=0, scale=smoke, p=0.6, q=0.7" in done.stdout
+    )
+    assert (
+        "executing reproducibility.ipynb with \n" in done.stdout
+    )  # it declares no parameters
     for page in ("reproducibility", "ccmc", "bibliography"):
         assert (out / "_build" / "html" / "book" / f"{page}.html").exists(), page

@@ -1,4 +1,5 @@
 """The GPU code paths, exercised on the CPU: device selection, bfloat16 autocast, torch.compile."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,9 @@ from markovlib.model import TransformerConfig
 from markovlib.presets import resolve_device
 from markovlib.train import train, train_many
 
-KW = dict(steps=10, batch_size=4, seq_len=32, eval_every=5, eval_batches=1, progress=False)
+KW = dict(
+    steps=10, batch_size=4, seq_len=32, eval_every=5, eval_batches=1, progress=False
+)
 CONFIG = TransformerConfig.gpt2(max_len=64)
 
 
@@ -22,16 +25,25 @@ def test_auto_device(monkeypatch):
     monkeypatch.undo()
     result = train(binary(0.2, 0.3), CONFIG, device="auto", **KW)
     expected = "cuda" if torch.cuda.is_available() else "cpu"
-    assert result.device.type == expected and result.settings["device"].startswith(expected)
+    assert result.device.type == expected and result.settings["device"].startswith(
+        expected
+    )
 
 
 def test_bf16_autocast_runs_and_stays_close_to_fp32():
     fp32 = train(binary(0.2, 0.3), CONFIG, seed=0, device="cpu", **KW)
     bf16 = train(binary(0.2, 0.3), CONFIG, seed=0, device="cpu", precision="bf16", **KW)
-    a, b = fp32.history["train_loss"][1:].to_numpy(), bf16.history["train_loss"][1:].to_numpy()
-    assert np.isfinite(b).all() and not np.array_equal(a, b)   # it really ran in another precision
-    np.testing.assert_allclose(b, a, atol=0.02)                 # ... and computed the same thing
-    assert next(bf16.model.parameters()).dtype == torch.float32 # master weights stay fp32
+    a, b = (
+        fp32.history["train_loss"][1:].to_numpy(),
+        bf16.history["train_loss"][1:].to_numpy(),
+    )
+    assert np.isfinite(b).all() and not np.array_equal(
+        a, b
+    )  # it really ran in another precision
+    np.testing.assert_allclose(b, a, atol=0.02)  # ... and computed the same thing
+    assert (
+        next(bf16.model.parameters()).dtype == torch.float32
+    )  # master weights stay fp32
     assert bf16.settings["precision"] == "bf16"
     with pytest.raises(ValueError, match="precision"):
         train(binary(0.2, 0.3), CONFIG, device="cpu", precision="fp8", **KW)
@@ -41,8 +53,12 @@ def test_compile_matches_eager():
     """torch.compile (inductor on the CPU) trains the same ensemble as eager mode, to float rounding."""
     chains = [binary(0.2, 0.3), binary(0.6, 0.7)]
     eager = train_many(chains, CONFIG, seeds=[0, 1], device="cpu", **KW)
-    compiled = train_many(chains, CONFIG, seeds=[0, 1], device="cpu", compile=True, **KW)
+    compiled = train_many(
+        chains, CONFIG, seeds=[0, 1], device="cpu", compile=True, **KW
+    )
     for e, c in zip(eager, compiled):
-        np.testing.assert_allclose(c.history["train_loss"][1:], e.history["train_loss"][1:], atol=1e-5)
+        np.testing.assert_allclose(
+            c.history["train_loss"][1:], e.history["train_loss"][1:], atol=1e-5
+        )
         for p, q in zip(c.model.parameters(), e.model.parameters()):
             torch.testing.assert_close(p, q, atol=1e-5, rtol=0)

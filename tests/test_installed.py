@@ -1,5 +1,6 @@
 """markovlib installed from a wheel (as on Colab), outside any clone: results go to the user's cache, never into
 site-packages, and the commands that need a clone of the book say so."""
+
 from __future__ import annotations
 
 import os
@@ -28,37 +29,91 @@ print(r.final_test_loss > 0)
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "source"                              # setuptools writes build/ beside the sources: use a copy
-    shutil.copytree(ROOT / "markovlib", source / "markovlib", ignore=shutil.ignore_patterns("__pycache__"))
+    source = tmp / "source"  # setuptools writes build/ beside the sources: use a copy
+    shutil.copytree(
+        ROOT / "markovlib",
+        source / "markovlib",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                            str(tmp / "dist"), str(source)], capture_output=True, text=True)
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp / "dist"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, build.stderr
     [wheel] = (tmp / "dist").glob("markovlib-*.whl")
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(tmp / "site"),
-                              str(wheel)], capture_output=True, text=True)
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(tmp / "site"),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert install.returncode == 0, install.stderr
     return tmp
 
 
 def _run(tmp, *args, cwd):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MARKOVLIB_")}
-    env.update(PYTHONPATH=str(tmp / "site"), XDG_CACHE_HOME=str(tmp / "cache"), HOME=str(tmp / "home"))
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env)
+    env.update(
+        PYTHONPATH=str(tmp / "site"),
+        XDG_CACHE_HOME=str(tmp / "cache"),
+        HOME=str(tmp / "home"),
+    )
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env
+    )
 
 
 def test_results_go_to_the_user_cache_not_site_packages(installed, tmp_path):
     out = _run(installed, "-c", SCRIPT, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     package, results, data, trained = out.stdout.split("\n")[:4]
-    assert Path(package).is_relative_to(installed / "site")                  # the wheel, not the clone
+    assert Path(package).is_relative_to(installed / "site")  # the wheel, not the clone
     assert Path(results) == installed / "cache" / "markovlib" / "results"
-    assert (Path(results) / "runs.sqlite").is_file() and data == "None" and trained == "True"
-    assert not list((installed / "site").rglob("runs.sqlite")) and not list(tmp_path.iterdir())
+    assert (
+        (Path(results) / "runs.sqlite").is_file()
+        and data == "None"
+        and trained == "True"
+    )
+    assert not list((installed / "site").rglob("runs.sqlite")) and not list(
+        tmp_path.iterdir()
+    )
 
 
 def test_book_command_needs_a_clone(installed, tmp_path):
-    out = _run(installed, "-m", "markovlib", "book", "--p", "0.3", "--q", "0.4", "--out", str(tmp_path / "e"),
-               cwd=tmp_path)
+    out = _run(
+        installed,
+        "-m",
+        "markovlib",
+        "book",
+        "--p",
+        "0.3",
+        "--q",
+        "0.4",
+        "--out",
+        str(tmp_path / "e"),
+        cwd=tmp_path,
+    )
     assert out.returncode == 2 and "--source: no clone of the book" in out.stderr

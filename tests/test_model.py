@@ -1,4 +1,5 @@
 """markovlib.model: shapes, presets, weight tying, causality and the attention window, trace(), init, validation."""
+
 from __future__ import annotations
 
 import math
@@ -20,12 +21,16 @@ def _model(preset: str, seed: int = 0, double: bool = True, **kw) -> Transformer
     """A model with large random weights (init_std 0.5) so that every dependency is visible in the logits."""
     kw.setdefault("init_std", 0.5)
     kw.setdefault("max_len", 64)
-    model = Transformer(_config(preset, **kw), generator=torch.Generator().manual_seed(seed)).eval()
+    model = Transformer(
+        _config(preset, **kw), generator=torch.Generator().manual_seed(seed)
+    ).eval()
     return model.double() if double else model
 
 
 def _tokens(k: int, batch: int, length: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, k, (batch, length), generator=torch.Generator().manual_seed(seed))
+    return torch.randint(
+        0, k, (batch, length), generator=torch.Generator().manual_seed(seed)
+    )
 
 
 # ---------------------------------------------------------------- shapes
@@ -34,7 +39,16 @@ def _tokens(k: int, batch: int, length: int, seed: int = 0) -> torch.Tensor:
 @pytest.mark.parametrize("n_heads", [1, 2])
 @pytest.mark.parametrize("k", [2, 5])
 def test_output_shape(preset, n_layers, n_heads, k):
-    model = Transformer(_config(preset, vocab_size=k, d_model=8, n_layers=n_layers, n_heads=n_heads, max_len=32))
+    model = Transformer(
+        _config(
+            preset,
+            vocab_size=k,
+            d_model=8,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            max_len=32,
+        )
+    )
     x = _tokens(k, 3, 11)
     logits = model(x)
     assert logits.shape == (3, 11, k)
@@ -63,9 +77,11 @@ def test_sequence_longer_than_max_len_raises():
 def test_gpt2_preset_has_biasless_layer_norms_and_gelu():
     model = Transformer(TransformerConfig.gpt2(n_layers=2))
     norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
-    assert len(norms) == 2 * 2 + 1                      # ln_1, ln_2 per block and ln_f
+    assert len(norms) == 2 * 2 + 1  # ln_1, ln_2 per block and ln_f
     for block in model.blocks:
-        assert isinstance(block.ln_1, nn.LayerNorm) and isinstance(block.ln_2, nn.LayerNorm)
+        assert isinstance(block.ln_1, nn.LayerNorm) and isinstance(
+            block.ln_2, nn.LayerNorm
+        )
         assert isinstance(block.ff.act, nn.GELU)
     assert isinstance(model.ln_f, nn.LayerNorm)
     for norm in norms:
@@ -79,14 +95,18 @@ def test_theory_preset_has_no_layer_norm_and_relu():
     assert not any(isinstance(m, nn.LayerNorm) for m in model.modules())
     assert isinstance(model.ln_f, nn.Identity)
     for block in model.blocks:
-        assert isinstance(block.ln_1, nn.Identity) and isinstance(block.ln_2, nn.Identity)
+        assert isinstance(block.ln_1, nn.Identity) and isinstance(
+            block.ln_2, nn.Identity
+        )
         assert isinstance(block.ff.act, nn.ReLU)
     assert model.config.layer_norm is False and model.config.activation == "relu"
     assert model.head.bias is not None
 
 
 def test_config_to_dict_round_trips():
-    cfg = TransformerConfig.gpt2(vocab_size=5, d_model=16, n_heads=2, window=3, tied=False)
+    cfg = TransformerConfig.gpt2(
+        vocab_size=5, d_model=16, n_heads=2, window=3, tied=False
+    )
     assert TransformerConfig(**cfg.to_dict()) == cfg
     assert cfg.to_dict()["layer_norm"] is True and cfg.to_dict()["activation"] == "gelu"
 
@@ -116,8 +136,12 @@ def test_tied_head_shares_storage(preset, k, d):
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("k,d,L", [(2, 8, 1), (5, 16, 2)])
 def test_untied_head_does_not_share_and_parameter_counts(preset, k, d, L):
-    tied = Transformer(_config(preset, vocab_size=k, d_model=d, n_layers=L, tied=True, max_len=32))
-    untied = Transformer(_config(preset, vocab_size=k, d_model=d, n_layers=L, tied=False, max_len=32))
+    tied = Transformer(
+        _config(preset, vocab_size=k, d_model=d, n_layers=L, tied=True, max_len=32)
+    )
+    untied = Transformer(
+        _config(preset, vocab_size=k, d_model=d, n_layers=L, tied=False, max_len=32)
+    )
     assert untied.head.weight is not untied.wte.weight
     assert untied.head.weight.data_ptr() != untied.wte.weight.data_ptr()
     before = untied.head.weight.detach().clone()
@@ -127,7 +151,13 @@ def test_untied_head_does_not_share_and_parameter_counts(preset, k, d, L):
     assert untied.n_params() - tied.n_params() == k * d
     # the count itself, from the architecture (wte, wpe, per block: Q K V O, W_1 W_2, LN gains; ln_f; head bias)
     ln = preset == "gpt2"
-    expected = k * d + 32 * d + L * (4 * d * d + 2 * 4 * d * d + (2 * d if ln else 0)) + (d if ln else 0) + k
+    expected = (
+        k * d
+        + 32 * d
+        + L * (4 * d * d + 2 * 4 * d * d + (2 * d if ln else 0))
+        + (d if ln else 0)
+        + k
+    )
     assert tied.n_params() == expected
     assert untied.n_params() == expected + k * d
 
@@ -157,9 +187,9 @@ def test_causality(preset, n_layers, n_heads, k):
     x2[:, m] = (x[:, m] + 1) % k
     a, b = model(x), model(x2)
     torch.testing.assert_close(a[:, :m], b[:, :m], rtol=0, atol=1e-12)
-    diff = (a - b).abs().amax(-1)                       # (batch, length)
-    assert (diff[:, m] > 1e-4).all()                    # the changed token itself matters
-    assert (diff[:, m + 1:] > 1e-6).all()               # and every later position sees it
+    diff = (a - b).abs().amax(-1)  # (batch, length)
+    assert (diff[:, m] > 1e-4).all()  # the changed token itself matters
+    assert (diff[:, m + 1 :] > 1e-6).all()  # and every later position sees it
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -172,8 +202,8 @@ def test_window_mask_one_layer(preset, window):
     x2[:, m] = (x[:, m] + 1) % 3
     diff = (model(x) - model(x2)).abs().amax(-1)
     assert (diff[:, :m] < 1e-12).all()
-    assert (diff[:, m + window + 1:] < 1e-12).all()     # beyond the window: not seen
-    assert (diff[:, m:m + window + 1] > 1e-6).all()     # inside the window: seen
+    assert (diff[:, m + window + 1 :] < 1e-12).all()  # beyond the window: not seen
+    assert (diff[:, m : m + window + 1] > 1e-6).all()  # inside the window: seen
 
 
 def test_window_mask_two_layers_reaches_two_windows():
@@ -184,8 +214,8 @@ def test_window_mask_two_layers_reaches_two_windows():
     x2 = x.clone()
     x2[:, m] = (x[:, m] + 1) % 3
     diff = (model(x) - model(x2)).abs().amax(-1)
-    assert (diff[:, m + 2 * window + 1:] < 1e-12).all()
-    assert (diff[:, m:m + 2 * window + 1] > 1e-8).all()
+    assert (diff[:, m + 2 * window + 1 :] < 1e-12).all()
+    assert (diff[:, m : m + 2 * window + 1] > 1e-8).all()
 
 
 def test_no_window_sees_the_whole_past():
@@ -200,11 +230,16 @@ def test_no_window_sees_the_whole_past():
 def test_mask_matrix():
     attn = Transformer(TransformerConfig.theory(window=2)).blocks[0].attn
     mask = attn.mask(5, "cpu")
-    expected = torch.tensor([[1, 0, 0, 0, 0],
-                             [1, 1, 0, 0, 0],
-                             [1, 1, 1, 0, 0],
-                             [0, 1, 1, 1, 0],
-                             [0, 0, 1, 1, 1]], dtype=torch.bool)
+    expected = torch.tensor(
+        [
+            [1, 0, 0, 0, 0],
+            [1, 1, 0, 0, 0],
+            [1, 1, 1, 0, 0],
+            [0, 1, 1, 1, 0],
+            [0, 0, 1, 1, 1],
+        ],
+        dtype=torch.bool,
+    )
     assert torch.equal(mask, expected)
     full = Transformer(TransformerConfig.theory()).blocks[0].attn.mask(4, "cpu")
     assert torch.equal(full, torch.ones(4, 4, dtype=torch.bool).tril())
@@ -215,8 +250,19 @@ def test_mask_matrix():
 @pytest.mark.parametrize("window", [None, 3])
 @pytest.mark.parametrize("n_heads", [1, 2])
 def test_trace_matches_forward(preset, window, n_heads):
-    model = Transformer(_config(preset, vocab_size=3, d_model=8, n_layers=2, n_heads=n_heads, window=window,
-                                init_std=0.3, max_len=32), generator=torch.Generator().manual_seed(5))
+    model = Transformer(
+        _config(
+            preset,
+            vocab_size=3,
+            d_model=8,
+            n_layers=2,
+            n_heads=n_heads,
+            window=window,
+            init_std=0.3,
+            max_len=32,
+        ),
+        generator=torch.Generator().manual_seed(5),
+    )
     x = _tokens(3, 3, 20, seed=6)
     t = model.trace(x)
     torch.testing.assert_close(t["logits"], model(x), rtol=0, atol=1e-5)
@@ -226,14 +272,26 @@ def test_trace_matches_forward(preset, window, n_heads):
     for layer in t["layers"]:
         att = layer["attention_weights"]
         assert att.shape == (3, n_heads, L, L)
-        torch.testing.assert_close(att.sum(-1), torch.ones(3, n_heads, L), rtol=0, atol=1e-6)
+        torch.testing.assert_close(
+            att.sum(-1), torch.ones(3, n_heads, L), rtol=0, atol=1e-6
+        )
         assert torch.all(att[..., ~mask] == 0)
         assert torch.all(att[..., mask] > 0)
     torch.testing.assert_close(t["layers"][0]["input"], t["embedding"])
     # each block maps its input to input + attention + ff, and the next block starts there
     first, second = t["layers"]
-    torch.testing.assert_close(second["input"], first["input"] + first["attention"] + first["ff"], atol=1e-6, rtol=0)
-    torch.testing.assert_close(t["output"], second["input"] + second["attention"] + second["ff"], atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        second["input"],
+        first["input"] + first["attention"] + first["ff"],
+        atol=1e-6,
+        rtol=0,
+    )
+    torch.testing.assert_close(
+        t["output"],
+        second["input"] + second["attention"] + second["ff"],
+        atol=1e-6,
+        rtol=0,
+    )
 
 
 def test_forward_matches_paper_equations():
@@ -242,7 +300,9 @@ def test_forward_matches_paper_equations():
     x = _tokens(3, 2, 9, seed=7)
     blk = model.blocks[0]
     E, Pos = model.wte.weight, model.wpe.weight
-    WQ, WK, WV, WO = (m.weight for m in (blk.attn.W_Q, blk.attn.W_K, blk.attn.W_V, blk.attn.W_O))
+    WQ, WK, WV, WO = (
+        m.weight for m in (blk.attn.W_Q, blk.attn.W_K, blk.attn.W_V, blk.attn.W_O)
+    )
     W1, W2 = blk.ff.W_1.weight, blk.ff.W_2.weight
     A, b = model.head.weight, model.head.bias
     d = 8
@@ -251,7 +311,9 @@ def test_forward_matches_paper_equations():
         for bi in range(2):
             emb = [E[x[bi, n]] + Pos[n] for n in range(9)]
             for n in range(9):
-                scores = torch.stack([(WQ @ emb[n]) @ (WK @ emb[i]) / math.sqrt(d) for i in range(n + 1)])
+                scores = torch.stack(
+                    [(WQ @ emb[n]) @ (WK @ emb[i]) / math.sqrt(d) for i in range(n + 1)]
+                )
                 att = torch.softmax(scores, 0)
                 y = emb[n] + WO @ sum(att[i] * (WV @ emb[i]) for i in range(n + 1))
                 z = y + W2 @ torch.relu(W1 @ y)
@@ -262,16 +324,25 @@ def test_forward_matches_paper_equations():
 # ---------------------------------------------------------------- initialisation
 def test_initialisation_statistics():
     L, d, std = 2, 256, 0.02
-    model = Transformer(TransformerConfig.gpt2(d_model=d, n_layers=L, init_std=std, tied=False),
-                        generator=torch.Generator().manual_seed(0))
+    model = Transformer(
+        TransformerConfig.gpt2(d_model=d, n_layers=L, init_std=std, tied=False),
+        generator=torch.Generator().manual_seed(0),
+    )
     residual = std / math.sqrt(2 * L)
     for block in model.blocks:
         for w in (block.attn.W_O.weight, block.ff.W_2.weight):
             assert w.std().item() == pytest.approx(residual, rel=0.2)
             assert abs(w.mean().item()) < 0.1 * residual
-        for w in (block.attn.W_Q.weight, block.attn.W_K.weight, block.attn.W_V.weight, block.ff.W_1.weight):
+        for w in (
+            block.attn.W_Q.weight,
+            block.attn.W_K.weight,
+            block.attn.W_V.weight,
+            block.ff.W_1.weight,
+        ):
             assert w.std().item() == pytest.approx(std, rel=0.2)
-        assert torch.equal(block.ln_1.weight, torch.ones(d)) and torch.equal(block.ln_2.weight, torch.ones(d))
+        assert torch.equal(block.ln_1.weight, torch.ones(d)) and torch.equal(
+            block.ln_2.weight, torch.ones(d)
+        )
     for w in (model.wte.weight, model.wpe.weight, model.head.weight):
         assert w.std().item() == pytest.approx(std, rel=0.2)
     assert torch.equal(model.head.bias, torch.zeros(2))
@@ -287,11 +358,26 @@ def test_init_is_reproducible_with_a_generator():
 
 
 # ---------------------------------------------------------------- validation
-@pytest.mark.parametrize("field,value", [
-    ("vocab_size", 1), ("vocab_size", 0), ("vocab_size", 2.0), ("vocab_size", True),
-    ("d_model", 0), ("d_model", -8), ("n_layers", 0), ("n_heads", 0), ("max_len", 0), ("ff_mult", 0),
-    ("activation", "tanh"), ("window", -1), ("window", 1.5), ("init_std", 0.0), ("init_std", float("nan")),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("vocab_size", 1),
+        ("vocab_size", 0),
+        ("vocab_size", 2.0),
+        ("vocab_size", True),
+        ("d_model", 0),
+        ("d_model", -8),
+        ("n_layers", 0),
+        ("n_heads", 0),
+        ("max_len", 0),
+        ("ff_mult", 0),
+        ("activation", "tanh"),
+        ("window", -1),
+        ("window", 1.5),
+        ("init_std", 0.0),
+        ("init_std", float("nan")),
+    ],
+)
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(ValueError, match=rf"^{field}\b"):
         TransformerConfig(**{field: value})
@@ -301,7 +387,7 @@ def test_config_rejects_heads_not_dividing_d_model():
     with pytest.raises(ValueError, match=r"n_heads") as info:
         TransformerConfig(d_model=8, n_heads=3)
     assert "d_model" in str(info.value)
-    TransformerConfig(d_model=8, n_heads=4)          # divides: fine
+    TransformerConfig(d_model=8, n_heads=4)  # divides: fine
 
 
 def test_presets_reject_bad_values_too():

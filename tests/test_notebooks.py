@@ -3,6 +3,7 @@
 (The chapters with their default parameters are executed by ``pytest --nbval-lax book`` and by the strict
 book build, both in ``make test``.)
 """
+
 from __future__ import annotations
 
 import ast
@@ -17,12 +18,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
-CHAPTERS = [nb for nb in NOTEBOOKS if nb.stem != "reproducibility"]       # the pages with a chain to change
+CHAPTERS = [
+    nb for nb in NOTEBOOKS if nb.stem != "reproducibility"
+]  # the pages with a chain to change
 # a (p, q) different from each chapter's default, on the other side of p + q = 1 where that matters
-READER_CHAINS = {"framework": dict(p=0.3, q=0.4), "global_minimum": dict(p=0.6, q=0.7),
-                 "bad_local_minima": dict(p=0.3, q=0.4), "saddles": dict(p=0.2, q=0.6),
-                 "multi_state": dict(k=4, p=0.9), "depth": dict(p=0.3, q=0.4),
-                 "ccmc": dict(k=6, prompt_len=12)}
+READER_CHAINS = {
+    "framework": dict(p=0.3, q=0.4),
+    "global_minimum": dict(p=0.6, q=0.7),
+    "bad_local_minima": dict(p=0.3, q=0.4),
+    "saddles": dict(p=0.2, q=0.6),
+    "multi_state": dict(k=4, p=0.9),
+    "depth": dict(p=0.3, q=0.4),
+    "ccmc": dict(k=6, prompt_len=12),
+}
 
 
 def test_every_chapter_has_a_reader_chain():
@@ -33,38 +41,69 @@ def test_every_chapter_has_a_reader_chain():
 def test_structure(path):
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert "colab-install" in code[0].metadata.get("tags", []), "first code cell: the Colab install cell"
+    assert "colab-install" in code[0].metadata.get("tags", []), (
+        "first code cell: the Colab install cell"
+    )
     first = code[1]
-    assert "parameters" in first.metadata.get("tags", []), "second code cell must be tagged 'parameters'"
-    assert "rerun-box" in code[2].metadata.get("tags", []), "third code cell: the 'Re-run this page' box"
+    assert "parameters" in first.metadata.get("tags", []), (
+        "second code cell must be tagged 'parameters'"
+    )
+    assert "rerun-box" in code[2].metadata.get("tags", []), (
+        "third code cell: the 'Re-run this page' box"
+    )
     values = {}
-    for node in ast.parse(first.source).body:  # plain or annotated assignments of literals only
+    for node in ast.parse(
+        first.source
+    ).body:  # plain or annotated assignments of literals only
         assert isinstance(node, (ast.Assign, ast.AnnAssign)), ast.dump(node)
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         values.update({t.id: ast.literal_eval(node.value) for t in targets})
-    assert {"seed", "scale"} <= set(values) and set(READER_CHAINS[path.stem]) <= set(values)
+    assert {"seed", "scale"} <= set(values) and set(READER_CHAINS[path.stem]) <= set(
+        values
+    )
     assert values["scale"] == "auto"
     assert "assert " in code[-1].source, "the last cell asserts the chapter's claims"
     assert nb.metadata["kernelspec"]["name"] == "python3"
     # the reader sees prose, short code and figures: plotting code and the code that only turns measured numbers
     # into the prose's verdicts (glue("..._verdict", Markdown(...)), nothing printed) are collapsed
     figures = [c for c in code if "figure" in c.metadata.get("mystnb", {})]
-    verdicts = [c for c in code if re.search(r'glue\("\w+_verdict",\s*Markdown\(', c.source) and "print(" not in c.source]
+    verdicts = [
+        c
+        for c in code
+        if re.search(r'glue\("\w+_verdict",\s*Markdown\(', c.source)
+        and "print(" not in c.source
+    ]
     assert figures, "a chapter shows at least one named figure"
     for cell in figures + verdicts:
-        assert "hide-input" in cell.metadata.get("tags", []), f"collapse this cell (hide-input):\n{cell.source[:200]}"
+        assert "hide-input" in cell.metadata.get("tags", []), (
+            f"collapse this cell (hide-input):\n{cell.source[:200]}"
+        )
     # the edition a page was built at: glued (scale_name, seq_len, steps, n_seeds) and, where it trains, shown on top
-    assert any("glue_scale(S, " in c.source for c in code), "glue the edition with markovlib.book.glue_scale"
+    assert any("glue_scale(S, " in c.source for c in code), (
+        "glue the edition with markovlib.book.glue_scale"
+    )
     if any("sweep_results(" in c.source for c in code):
-        assert any(f"resolve(scale, chapter=\"{path.stem}\")" in c.source for c in code), "take the chapter's settings"
+        assert any(
+            f'resolve(scale, chapter="{path.stem}")' in c.source for c in code
+        ), "take the chapter's settings"
         intro = nb.cells[0].source
-        assert all(f"{{glue:}}`{name}`" in intro for name in ("scale_name", "seq_len", "steps", "n_seeds")), \
-            "show the edition under the title"
+        assert all(
+            f"{{glue:}}`{name}`" in intro
+            for name in ("scale_name", "seq_len", "steps", "n_seeds")
+        ), "show the edition under the title"
 
 
 def test_stored_without_outputs():
-    result = subprocess.run([sys.executable, str(ROOT / "tools" / "notebooks.py"), "check", *map(str, NOTEBOOKS)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "notebooks.py"),
+            "check",
+            *map(str, NOTEBOOKS),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout
 
 
@@ -72,10 +111,20 @@ def test_stored_without_outputs():
 def test_runs_with_new_chain(path, tmp_path, monkeypatch):
     monkeypatch.setenv("MARKOVLIB_SCALE", "smoke")
     params = {**READER_CHAINS[path.stem], "seed": 1}
-    out = pm.execute_notebook(str(path), str(tmp_path / path.name), parameters=params, cwd=str(path.parent),
-                              progress_bar=False, kernel_name="python3")
-    injected = [c for c in out.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert injected and all(f"{k} = {v}" in injected[0].source for k, v in params.items())
+    out = pm.execute_notebook(
+        str(path),
+        str(tmp_path / path.name),
+        parameters=params,
+        cwd=str(path.parent),
+        progress_bar=False,
+        kernel_name="python3",
+    )
+    injected = [
+        c for c in out.cells if "injected-parameters" in c.metadata.get("tags", [])
+    ]
+    assert injected and all(
+        f"{k} = {v}" in injected[0].source for k, v in params.items()
+    )
     last = out.cells[-1]
     assert not any(o.output_type == "error" for o in last.outputs)
 
@@ -85,28 +134,46 @@ def test_check_rejects_outputs_and_glue_in_golden_cells(tmp_path):
     path = tmp_path / "chapter.ipynb"
 
     def furnished(*cells) -> nbformat.NotebookNode:
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A chapter"),
-                                             nbformat.v4.new_code_cell("seed = 0\nscale = 'auto'", metadata={"tags": ["parameters"]}),
-                                             *cells])
+        nb = nbformat.v4.new_notebook(
+            cells=[
+                nbformat.v4.new_markdown_cell("# A chapter"),
+                nbformat.v4.new_code_cell(
+                    "seed = 0\nscale = 'auto'", metadata={"tags": ["parameters"]}
+                ),
+                *cells,
+            ]
+        )
         nbformat.write(nb, path)
         subprocess.run([*tool, "furnish", str(path)], check=True)
         return nbformat.read(path, as_version=4)
 
     def check(nb) -> subprocess.CompletedProcess:
         nbformat.write(nb, path)
-        return subprocess.run([*tool, "check", str(path)], capture_output=True, text=True)
+        return subprocess.run(
+            [*tool, "check", str(path)], capture_output=True, text=True
+        )
 
     clean = furnished(nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(1)"))
     assert check(clean).returncode == 0
     tags = [c.metadata.get("tags", []) for c in clean.cells if c.cell_type == "code"]
-    assert "colab-install" in tags[0] and "parameters" in tags[1] and "rerun-box" in tags[2]
+    assert (
+        "colab-install" in tags[0]
+        and "parameters" in tags[1]
+        and "rerun-box" in tags[2]
+    )
     with_output = furnished(nbformat.v4.new_code_cell("x = 1"))
-    with_output.cells[-1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    with_output.cells[-1].outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="1\n")
+    ]
     assert check(with_output).returncode == 1
-    glued = furnished(nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nglue('a', 1, display=False)"))
+    glued = furnished(
+        nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nglue('a', 1, display=False)")
+    )
     result = check(glued)
     assert result.returncode == 1 and "glue" in result.stdout
-    unfurnished = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("seed = 0", metadata={"tags": ["parameters"]})])
+    unfurnished = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("seed = 0", metadata={"tags": ["parameters"]})]
+    )
     result = check(unfurnished)
     assert result.returncode == 1 and "install cell" in result.stdout
     myst = furnished(nbformat.v4.new_code_cell("from myst_nb import glue"))

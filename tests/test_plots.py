@@ -1,4 +1,5 @@
 """markovlib.plots: labelled axes, reference lines at H_rate and H(pi), colours, opaque white figures (Agg)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -16,7 +17,9 @@ from markovlib.chains import binary, symmetric
 
 @pytest.fixture(autouse=True)
 def _clean_matplotlib():
-    with matplotlib.rc_context():           # set_style() changes global rcParams: restore them afterwards
+    with (
+        matplotlib.rc_context()
+    ):  # set_style() changes global rcParams: restore them afterwards
         yield
     plt.close("all")
 
@@ -24,8 +27,19 @@ def _clean_matplotlib():
 def _history(seed: int, steps: int = 40, eval_every: int = 10) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     step = np.arange(steps + 1)
-    test = np.where(step % eval_every == 0, 0.7 - 0.002 * step + 0.01 * rng.standard_normal(steps + 1), np.nan)
-    return pd.DataFrame({"step": step, "lr": np.nan, "train_loss": 0.7 - 0.002 * step, "test_loss": test})
+    test = np.where(
+        step % eval_every == 0,
+        0.7 - 0.002 * step + 0.01 * rng.standard_normal(steps + 1),
+        np.nan,
+    )
+    return pd.DataFrame(
+        {
+            "step": step,
+            "lr": np.nan,
+            "train_loss": 0.7 - 0.002 * step,
+            "test_loss": test,
+        }
+    )
 
 
 def _horizontal_lines(ax) -> dict[float, object]:
@@ -48,7 +62,9 @@ def test_set_style_makes_figures_opaque_white():
     assert plt.rcParams["savefig.transparent"] is False
 
 
-@pytest.mark.parametrize("chain", [binary(0.5, 0.8), symmetric(5, 0.1)], ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "chain", [binary(0.5, 0.8), symmetric(5, 0.1)], ids=lambda c: c.name
+)
 def test_reference_lines(chain):
     _, ax = plt.subplots()
     plots.reference_lines(ax, chain)
@@ -75,20 +91,31 @@ def test_reference_lines_switches():
 
 def test_reference_lines_bigram_for_higher_order_chains():
     from markovlib.chains import lag_switching
+
     chain = lag_switching(2, 0.5, 0.8)
     _, ax = plt.subplots()
     plots.reference_lines(ax, chain, bigram=True, unigram=False)
     lines = _horizontal_lines(ax)
-    assert set(lines) == {round(chain.entropy_rate(), 12), round(chain.bigram_entropy(), 12)}
-    assert f"{chain.bigram_entropy():.4f}" in lines[round(chain.bigram_entropy(), 12)].get_label()
+    assert set(lines) == {
+        round(chain.entropy_rate(), 12),
+        round(chain.bigram_entropy(), 12),
+    }
+    assert (
+        f"{chain.bigram_entropy():.4f}"
+        in lines[round(chain.bigram_entropy(), 12)].get_label()
+    )
 
 
 def test_loss_curves():
     chain = binary(0.5, 0.8)
     single = _history(0)
     group = [_history(1), _history(2), _history(3)]
-    run = SimpleNamespace(history=_history(4))           # anything with a .history (a TrainResult) works
-    ax = plots.loss_curves({"tied": single, "untied": group, "theory run": run}, chain, ylim=(0.5, 0.8))
+    run = SimpleNamespace(
+        history=_history(4)
+    )  # anything with a .history (a TrainResult) works
+    ax = plots.loss_curves(
+        {"tied": single, "untied": group, "theory run": run}, chain, ylim=(0.5, 0.8)
+    )
     assert ax.get_xlabel() == "iteration"
     assert "test loss" in ax.get_ylabel() and "nats" in ax.get_ylabel()
     assert ax.get_title() == chain.name
@@ -98,13 +125,20 @@ def test_loss_curves():
     curve_tied, curve_untied, curve_run = ax.lines[:3]
     evaluated = single.dropna(subset=["test_loss"])
     np.testing.assert_array_equal(curve_tied.get_xdata(), evaluated["step"].to_numpy())
-    np.testing.assert_allclose(curve_tied.get_ydata(), evaluated["test_loss"].to_numpy())
-    mean = np.mean([g.dropna(subset=["test_loss"])["test_loss"].to_numpy() for g in group], axis=0)
+    np.testing.assert_allclose(
+        curve_tied.get_ydata(), evaluated["test_loss"].to_numpy()
+    )
+    mean = np.mean(
+        [g.dropna(subset=["test_loss"])["test_loss"].to_numpy() for g in group], axis=0
+    )
     np.testing.assert_allclose(curve_untied.get_ydata(), mean)
     assert "mean of 3" in curve_untied.get_label()
-    assert len(ax.collections) == 1                        # the std band of the group only
+    assert len(ax.collections) == 1  # the std band of the group only
     lines = _horizontal_lines(ax)
-    assert round(chain.entropy_rate(), 12) in lines and round(chain.unigram_entropy(), 12) in lines
+    assert (
+        round(chain.entropy_rate(), 12) in lines
+        and round(chain.unigram_entropy(), 12) in lines
+    )
     assert to_rgba(curve_tied.get_color()) == to_rgba(plots.COLORS["tied"])
     assert to_rgba(curve_run.get_color()) == to_rgba(plots.COLORS["theory"])
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -114,16 +148,20 @@ def test_loss_curves():
 def test_loss_curves_other_column_and_given_axes():
     chain = binary(0.2, 0.3)
     fig, ax = plt.subplots()
-    out = plots.loss_curves({"tied": _history(0)}, chain, ax=ax, column="train_loss", title="custom")
+    out = plots.loss_curves(
+        {"tied": _history(0)}, chain, ax=ax, column="train_loss", title="custom"
+    )
     assert out is ax
     assert ax.get_ylabel().startswith("train loss")
     assert ax.get_title() == "custom"
-    assert len(ax.lines[0].get_xdata()) == 41              # train loss exists at every step
+    assert len(ax.lines[0].get_xdata()) == 41  # train loss exists at every step
 
 
 def test_untied_curve_is_orange():
     _, ax = plots.plt.subplots()
-    plots.loss_curves({"tied": _history(0), "untied": _history(1)}, binary(0.5, 0.8), ax=ax)
+    plots.loss_curves(
+        {"tied": _history(0), "untied": _history(1)}, binary(0.5, 0.8), ax=ax
+    )
     assert to_rgba(ax.lines[1].get_color()) == to_rgba(plots.COLORS["untied"])
     assert to_rgba(ax.lines[0].get_color()) != to_rgba(ax.lines[1].get_color())
 
@@ -131,7 +169,9 @@ def test_untied_curve_is_orange():
 def test_probability_along_plot():
     positions = np.array([0, 3, 4, 9])
     probs = np.array([0.5, 0.52, 0.48, 0.51])
-    ax = plots.probability_along(positions, probs, {"p": 0.5, "pi_1": 0.385}, label="tied")
+    ax = plots.probability_along(
+        positions, probs, {"p": 0.5, "pi_1": 0.385}, label="tied"
+    )
     assert ax.get_xlabel().startswith("position")
     assert "x_{n+1}" in ax.get_ylabel()
     assert ax.get_ylim() == (0.0, 1.0)
@@ -146,7 +186,7 @@ def test_probability_along_plot():
 def test_heatmap_layout():
     ps = [0.2, 0.4, 0.6]
     qs = [0.1, 0.3]
-    values = np.arange(6, dtype=float).reshape(2, 3)        # values[i, j] at (qs[i], ps[j])
+    values = np.arange(6, dtype=float).reshape(2, 3)  # values[i, j] at (qs[i], ps[j])
     ax = plots.heatmap(values, ps, qs, title="grid", fmt=".1f")
     assert "p" in ax.get_xlabel() and "q" in ax.get_ylabel()
     assert ax.get_title() == "grid"
@@ -154,7 +194,9 @@ def test_heatmap_layout():
     # rows are drawn with q increasing upwards: the first (top) row is the largest q
     assert [t.get_text() for t in ax.get_yticklabels()] == ["0.3", "0.1"]
     mesh = ax.collections[0]
-    np.testing.assert_array_equal(np.asarray(mesh.get_array()).reshape(2, 3), values[::-1])
+    np.testing.assert_array_equal(
+        np.asarray(mesh.get_array()).reshape(2, 3), values[::-1]
+    )
     annotations = [t.get_text() for t in ax.texts]
     assert annotations == ["3.0", "4.0", "5.0", "0.0", "1.0", "2.0"]
 
@@ -162,10 +204,14 @@ def test_heatmap_layout():
 def test_heatmap_switching_line_passes_through_the_cells_with_p_plus_q_one():
     grid = [0.2, 0.4, 0.5, 0.6, 0.8]
     ax = plots.heatmap(np.zeros((5, 5)), grid, grid, switching_line=True)
-    line = next(l for l in ax.get_lines() if l.get_label() == "p + q = 1")
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "p + q = 1")
     x, y = line.get_xdata(), line.get_ydata()
     # cell (p_j, q_i) has its centre at (j + 0.5, 4 - i + 0.5); p + q = 1 holds at (j, i) = (0, 4), (2, 2), (4, 0)
     for j, i in ((0, 4), (2, 2), (4, 0)):
         assert np.min(np.hypot(x - (j + 0.5), y - (4 - i + 0.5))) < 0.05
     plt.figure()
-    assert not [l for l in plots.heatmap(np.zeros((5, 5)), grid, grid).get_lines() if l.get_label() == "p + q = 1"]
+    assert not [
+        ln
+        for ln in plots.heatmap(np.zeros((5, 5)), grid, grid).get_lines()
+        if ln.get_label() == "p + q = 1"
+    ]

@@ -1,4 +1,5 @@
 """markovlib.presets: scale resolution, the environment override, and the ordering of the scales."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,8 +9,15 @@ import torch
 
 import markovlib
 import markovlib.train
+from markovlib.presets import (
+    ENV_VAR,
+    PRESETS,
+    Scale,
+    resolve,
+    resolve_device,
+    with_overrides,
+)
 from markovlib.train import TrainConfig
-from markovlib.presets import ENV_VAR, PRESETS, Scale, resolve, resolve_device, with_overrides
 
 
 def test_auto_is_cpu_without_cuda(monkeypatch):
@@ -58,8 +66,17 @@ def test_unknown_scale_from_environment_raises(monkeypatch):
 
 
 def test_scale_object_passes_through():
-    custom = Scale("custom", steps=7, batch_size=2, seq_len=8, seeds=1, trap_seeds=2, d_model=4, eval_every=1,
-                   eval_batches=1)
+    custom = Scale(
+        "custom",
+        steps=7,
+        batch_size=2,
+        seq_len=8,
+        seeds=1,
+        trap_seeds=2,
+        d_model=4,
+        eval_every=1,
+        eval_batches=1,
+    )
     assert resolve(custom) is custom
 
 
@@ -71,29 +88,51 @@ def test_scales_are_ordered():
     assert smoke.eval_batches <= cpu.eval_batches <= paper.eval_batches
     assert smoke.converges is False and cpu.converges and paper.converges
     # paper App. A: the authors' settings
-    assert (paper.batch_size, paper.seq_len, paper.steps, paper.d_model, paper.lr) == (16, 1024, 1000, 8, 2e-3)
+    assert (paper.batch_size, paper.seq_len, paper.steps, paper.d_model, paper.lr) == (
+        16,
+        1024,
+        1000,
+        8,
+        2e-3,
+    )
 
 
 def test_scale_train_config_is_accepted_by_train():
-    scale = with_overrides(resolve("smoke"), steps=3, batch_size=2, seq_len=8, eval_every=1)
-    assert scale.train == TrainConfig(steps=3, batch_size=2, seq_len=8, lr=2e-3, eval_every=1, eval_batches=1)
+    scale = with_overrides(
+        resolve("smoke"), steps=3, batch_size=2, seq_len=8, eval_every=1
+    )
+    assert scale.train == TrainConfig(
+        steps=3, batch_size=2, seq_len=8, lr=2e-3, eval_every=1, eval_batches=1
+    )
     assert scale.train_kwargs() == scale.train.to_dict()
-    result = markovlib.train.train(markovlib.binary(0.2, 0.3), markovlib.TransformerConfig.theory(max_len=16),
-                                   scale.train, device="cpu", progress=False)
-    assert result.history["step"].tolist() == [0, 1, 2, 3] and result.train_config == scale.train
+    result = markovlib.train.train(
+        markovlib.binary(0.2, 0.3),
+        markovlib.TransformerConfig.theory(max_len=16),
+        scale.train,
+        device="cpu",
+        progress=False,
+    )
+    assert (
+        result.history["step"].tolist() == [0, 1, 2, 3]
+        and result.train_config == scale.train
+    )
 
 
 def test_chapter_settings_at_the_paper_scale():
     """Per chapter at paper scale the authors' figure settings; below it the scale's own sizes."""
     depth = resolve("paper", chapter="depth")
-    assert (depth.steps, depth.seq_len, depth.seeds) == (500, 512, 3)              # Fig 1
+    assert (depth.steps, depth.seq_len, depth.seeds) == (500, 512, 3)  # Fig 1
     ms = resolve("paper", chapter="multi_state")
-    assert (ms.steps, ms.seq_len, ms.trap_train.steps) == (5000, 1024, 1000)        # Fig 5
+    assert (ms.steps, ms.seq_len, ms.trap_train.steps) == (5000, 1024, 1000)  # Fig 5
     for chapter in ("global_minimum", "bad_local_minima", "saddles"):
         s = resolve("paper", chapter=chapter)
-        assert (s.seq_len, s.steps, s.trap_seeds) == (1024, 1000, 32) and s.source, chapter
+        assert (s.seq_len, s.steps, s.trap_seeds) == (1024, 1000, 32) and s.source, (
+            chapter
+        )
     assert resolve("paper", chapter="bad_local_minima").n_variant_seeds == 8
-    assert resolve("cpu", chapter="depth").train == resolve("cpu").train            # only the paper scale differs
+    assert (
+        resolve("cpu", chapter="depth").train == resolve("cpu").train
+    )  # only the paper scale differs
     assert resolve("cpu", chapter="multi_state").trap_train == resolve("cpu").train
     with pytest.raises(ValueError, match="chapter"):
         resolve("paper", chapter="nope")

@@ -2,6 +2,7 @@
 
 (The built site itself is checked in a real browser by tests/browser, run by ``make browser``.)
 """
+
 from __future__ import annotations
 
 import ast
@@ -23,8 +24,19 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 PINNED_ACTION = re.compile(r"^[\w.-]+/[\w./-]+@(v\d+\.\d+\.\d+|[0-9a-f]{40})$")
 # what Colab has out of the box besides the standard library (markovlib comes from the install cell)
-COLAB_HAS = {"numpy", "torch", "matplotlib", "seaborn", "pandas", "scipy", "tqdm", "IPython", "nbformat", "yaml",
-             "markovlib"}
+COLAB_HAS = {
+    "numpy",
+    "torch",
+    "matplotlib",
+    "seaborn",
+    "pandas",
+    "scipy",
+    "tqdm",
+    "IPython",
+    "nbformat",
+    "yaml",
+    "markovlib",
+}
 
 
 def _workflow(name: str) -> dict:
@@ -32,11 +44,21 @@ def _workflow(name: str) -> dict:
 
 
 def _runs(workflow: dict) -> list[str]:
-    return [step["run"] for job in workflow["jobs"].values() for step in job.get("steps", []) if "run" in step]
+    return [
+        step["run"]
+        for job in workflow["jobs"].values()
+        for step in job.get("steps", [])
+        if "run" in step
+    ]
 
 
 def _uses(workflow: dict) -> list[str]:
-    return [step["uses"] for job in workflow["jobs"].values() for step in job.get("steps", []) if "uses" in step]
+    return [
+        step["uses"]
+        for job in workflow["jobs"].values()
+        for step in job.get("steps", [])
+        if "uses" in step
+    ]
 
 
 def _readme_commands() -> list[str]:
@@ -51,7 +73,7 @@ def test_readme_starts_with_the_two_commands():
 
 def test_test_workflow_runs_the_readme_test_command():
     wf = _workflow("test.yml")
-    on = wf.get("on", wf.get(True))            # YAML 1.1 reads a bare `on:` key as True
+    on = wf.get("on", wf.get(True))  # YAML 1.1 reads a bare `on:` key as True
     assert {"push", "pull_request"} <= set(on)
     assert any(run.strip() == "make test" for run in _runs(wf)), _runs(wf)
     assert wf["permissions"] == {"contents": "read"}
@@ -62,34 +84,61 @@ def test_book_workflow_builds_with_cache_and_deploys_to_pages():
     assert any(run.strip() == "make book" for run in _runs(wf))
     assert wf["jobs"]["build"]["env"]["MARKOVLIB_SCALE"] == "cpu"
     uses = _uses(wf)
-    cache = next(step for step in wf["jobs"]["build"]["steps"] if step.get("uses", "").startswith("actions/cache@"))
+    cache = next(
+        step
+        for step in wf["jobs"]["build"]["steps"]
+        if step.get("uses", "").startswith("actions/cache@")
+    )
     assert set(cache["with"]["path"].split()) == {"_build/.jupyter_cache", "results"}
     assert "restore-keys" in cache["with"]
-    upload = next(step for step in wf["jobs"]["build"]["steps"] if "upload-pages-artifact" in step.get("uses", ""))
+    upload = next(
+        step
+        for step in wf["jobs"]["build"]["steps"]
+        if "upload-pages-artifact" in step.get("uses", "")
+    )
     assert upload["with"]["path"] == "_build/html"
     assert any(u.startswith("actions/deploy-pages@") for u in uses)
     assert wf["jobs"]["deploy"]["needs"] == "build"
-    assert wf["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+    assert wf["permissions"] == {
+        "contents": "read",
+        "pages": "write",
+        "id-token": "write",
+    }
 
 
 @pytest.mark.parametrize("name", ["test.yml", "book.yml"])
 def test_actions_are_pinned(name):
     uses = _uses(_workflow(name))
-    assert uses and all(PINNED_ACTION.match(u) for u in uses), [u for u in uses if not PINNED_ACTION.match(u)]
+    assert uses and all(PINNED_ACTION.match(u) for u in uses), [
+        u for u in uses if not PINNED_ACTION.match(u)
+    ]
 
 
 def test_binder_installs_cpu_torch_and_markovlib():
-    lines = [ln.strip() for ln in (ROOT / "binder" / "requirements.txt").read_text().splitlines()
-             if ln.strip() and not ln.startswith("#")]
+    lines = [
+        ln.strip()
+        for ln in (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in lines
     pins = dict(ln.split("==") for ln in lines if "==" in ln)
-    root = dict(ln.split("==") for ln in (ROOT / "requirements.txt").read_text().splitlines() if "==" in ln)
+    root = dict(
+        ln.split("==")
+        for ln in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in ln
+    )
     assert pins["torch"] == root["torch"] + "+cpu"
-    assert all(ln.startswith("--") or "==" in ln for ln in lines), "every Binder requirement is pinned"
+    assert all(ln.startswith("--") or "==" in ln for ln in lines), (
+        "every Binder requirement is pinned"
+    )
     for name, v in pins.items():
         if name != "torch":
-            assert root.get(name) == v, f"binder pins {name}=={v}, requirements.txt {root.get(name)}"
-    assert not any(n.startswith(("nvidia", "jupyter-book", "sphinx")) for n in pins), "keep the image small"
+            assert root.get(name) == v, (
+                f"binder pins {name}=={v}, requirements.txt {root.get(name)}"
+            )
+    assert not any(n.startswith(("nvidia", "jupyter-book", "sphinx")) for n in pins), (
+        "keep the image small"
+    )
     post = (ROOT / "binder" / "postBuild").read_text()
     assert re.search(r"^pip install --no-deps .*-e \.$", post, flags=re.M)
     assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
@@ -139,8 +188,12 @@ def _imports(source: str) -> set[str]:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebooks_import_only_what_colab_has(path):
     nb = nbformat.read(path, as_version=4)
-    names = set().union(*(_imports(c.source) for c in nb.cells if c.cell_type == "code"))
-    missing = {n for n in names if n not in sys.stdlib_module_names and n not in COLAB_HAS}
+    names = set().union(
+        *(_imports(c.source) for c in nb.cells if c.cell_type == "code")
+    )
+    missing = {
+        n for n in names if n not in sys.stdlib_module_names and n not in COLAB_HAS
+    }
     assert not missing, f"{path.name} imports {missing}, which Colab lacks"
 
 
@@ -148,28 +201,40 @@ def test_markovlib_module_level_imports_are_in_colab():
     for module in sorted((ROOT / "markovlib").glob("*.py")):
         tree = ast.parse(module.read_text())
         top = set()
-        for node in tree.body:                    # module level only: lazy imports inside functions are fine
+        for (
+            node
+        ) in tree.body:  # module level only: lazy imports inside functions are fine
             if isinstance(node, ast.Import):
                 top |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 top.add(node.module.split(".")[0])
-        missing = {n for n in top if n not in sys.stdlib_module_names and n not in COLAB_HAS | {"__future__"}}
+        missing = {
+            n
+            for n in top
+            if n not in sys.stdlib_module_names and n not in COLAB_HAS | {"__future__"}
+        }
         assert not missing, f"{module.name} imports {missing} at module level"
 
 
 def test_glue_without_myst_nb_still_runs():
-    code = ("import sys; sys.modules['myst_nb'] = None\n"
-            "from markovlib.book import glue\n"
-            "glue('hidden', 1.5, display=False)\n"
-            "glue('shown', 'value-42')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    code = (
+        "import sys; sys.modules['myst_nb'] = None\n"
+        "from markovlib.book import glue\n"
+        "glue('hidden', 1.5, display=False)\n"
+        "glue('shown', 'value-42')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert "value-42" in out.stdout and "1.5" not in out.stdout
 
 
 def test_glue_uses_myst_nb_when_present(monkeypatch):
     recorded = []
     fake = types.ModuleType("myst_nb")
-    fake.glue = lambda name, value, display=True: recorded.append((name, value, display))
+    fake.glue = lambda name, value, display=True: recorded.append(
+        (name, value, display)
+    )
     monkeypatch.setitem(sys.modules, "myst_nb", fake)
     book.glue("x", 3, display=False)
     assert recorded == [("x", 3, False)]
@@ -183,35 +248,65 @@ def test_rerun_box_round_trips_the_parameters():
     flags = argv[3:]
     parsed = {flags[i + 1]: flags[i + 2] for i in range(0, len(flags), 3)}
     assert all(flags[i] == "-p" for i in range(0, len(flags), 3))
-    assert {k: yaml.safe_load(v) for k, v in parsed.items()} == params      # papermill reads -p values as YAML
+    assert {
+        k: yaml.safe_load(v) for k, v in parsed.items()
+    } == params  # papermill reads -p values as YAML
     md = box._repr_markdown_()
     assert md.startswith(":::{admonition} Re-run this page\n:class: tip rerun-box")
-    assert book.binder_url("saddles") in md and book.colab_url("saddles") in md and "scale used: `cpu`" in md
-    assert "https://mybinder.org/v2/gh/markovlib/attention-with-markov/main?urlpath=tree/book/saddles.ipynb" == \
-        book.binder_url("saddles")
+    assert (
+        book.binder_url("saddles") in md
+        and book.colab_url("saddles") in md
+        and "scale used: `cpu`" in md
+    )
+    assert (
+        "https://mybinder.org/v2/gh/markovlib/attention-with-markov/main?urlpath=tree/book/saddles.ipynb"
+        == book.binder_url("saddles")
+    )
     html = box._repr_html_()
-    assert "rerun-box" in html and "&#x27;auto&#x27;" in html and book.colab_url("saddles").replace("&", "&amp;") in html
+    assert (
+        "rerun-box" in html
+        and "&#x27;auto&#x27;" in html
+        and book.colab_url("saddles").replace("&", "&amp;") in html
+    )
     with pytest.raises(ValueError, match="no chapter"):
         book.rerun_box("no_such_chapter", "cpu", p=0.1)
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem != "reproducibility"], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", [p for p in NOTEBOOKS if p.stem != "reproducibility"], ids=lambda p: p.stem
+)
 def test_rerun_cell_passes_every_parameter(path):
     nb = nbformat.read(path, as_version=4)
     cell = next(c for c in nb.cells if "rerun-box" in c.metadata.get("tags", []))
     call = ast.parse(cell.source).body[-1].value
     assert ast.literal_eval(call.args[0]) == path.stem
     assert {kw.arg for kw in call.keywords} == set(book.chapter_parameters(path))
-    assert cell.metadata["mystnb"]["markdown_format"] == "myst" and "remove-input" in cell.metadata["tags"]
+    assert (
+        cell.metadata["mystnb"]["markdown_format"] == "myst"
+        and "remove-input" in cell.metadata["tags"]
+    )
 
 
 def test_chapter_parameters_reads_the_parameters_cell(tmp_path):
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("# t"),
-        nbformat.v4.new_code_cell("p: float = 0.25\nseed = 3\nscale: str = 'auto'", metadata={"tags": ["parameters"]})])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# t"),
+            nbformat.v4.new_code_cell(
+                "p: float = 0.25\nseed = 3\nscale: str = 'auto'",
+                metadata={"tags": ["parameters"]},
+            ),
+        ]
+    )
     nbformat.write(nb, tmp_path / "x.ipynb")
-    assert book.chapter_parameters(tmp_path / "x.ipynb") == {"p": 0.25, "seed": 3, "scale": "auto"}
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("p = 1")]), tmp_path / "y.ipynb")
+    assert book.chapter_parameters(tmp_path / "x.ipynb") == {
+        "p": 0.25,
+        "seed": 3,
+        "scale": "auto",
+    }
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("p = 1")]),
+        tmp_path / "y.ipynb",
+    )
     with pytest.raises(ValueError, match="parameters"):
         book.chapter_parameters(tmp_path / "y.ipynb")
 
@@ -220,12 +315,17 @@ def test_build_info_reads_the_machine(monkeypatch):
     monkeypatch.setenv("MARKOVLIB_SCALE", "smoke")
     info = book.build_info()
     import torch
+
     assert info["versions"]["torch"] == torch.__version__
     assert info["python"] == sys.version.split()[0] and info["forced_scale"] == "smoke"
-    assert info["torch_threads"] == torch.get_num_threads() and info["cuda"] in ("none", torch.cuda.get_device_name(0)
-                                                                                  if torch.cuda.is_available() else "none")
+    assert info["torch_threads"] == torch.get_num_threads() and info["cuda"] in (
+        "none",
+        torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+    )
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", info["built"])
-    assert book.build_info(packages=("no-such-package-xyz",))["versions"] == {"no-such-package-xyz": "not installed"}
+    assert book.build_info(packages=("no-such-package-xyz",))["versions"] == {
+        "no-such-package-xyz": "not installed"
+    }
 
 
 def test_sphinx_fixes_drops_repeated_scripts_in_place():
@@ -236,17 +336,30 @@ def test_sphinx_fixes_drops_repeated_scripts_in_place():
         import sphinx_fixes
     finally:
         sys.path.pop(0)
-    files = [_JavaScript("a.js"), _JavaScript(None, body="const X = 1"), _JavaScript("b.js", **{"async": "async"}),
-             _JavaScript("", body="const X = 1"), _JavaScript("a.js"), _JavaScript("b.js")]
+    files = [
+        _JavaScript("a.js"),
+        _JavaScript(None, body="const X = 1"),
+        _JavaScript("b.js", **{"async": "async"}),
+        _JavaScript("", body="const X = 1"),
+        _JavaScript("a.js"),
+        _JavaScript("b.js"),
+    ]
     context = {"script_files": files}
     sphinx_fixes.drop_repeated_scripts(None, "page", "page.html", context, None)
-    assert context["script_files"] is files                       # the builder's own list, edited in place
+    assert context["script_files"] is files  # the builder's own list, edited in place
     assert [(js.filename, js.attributes) for js in files] == [
-        ("a.js", {}), (None, {"body": "const X = 1"}), ("b.js", {"async": "async"}), ("b.js", {})]
+        ("a.js", {}),
+        (None, {"body": "const X = 1"}),
+        ("b.js", {"async": "async"}),
+        ("b.js", {}),
+    ]
 
 
 def test_make_test_runs_the_browser_check():
     makefile = (ROOT / "Makefile").read_text()
     test_line = next(ln for ln in makefile.splitlines() if ln.startswith("test:"))
     assert test_line.split()[-1] == "browser" and "book-strict" in test_line
-    assert "tests/browser" in makefile and (ROOT / "tests" / "browser" / "test_site.py").exists()
+    assert (
+        "tests/browser" in makefile
+        and (ROOT / "tests" / "browser" / "test_site.py").exists()
+    )

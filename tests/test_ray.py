@@ -1,5 +1,6 @@
 """Sweeps through Ray, on a real single-machine cluster started (and stopped) here: the same rows as the local
 executor, bit for bit; a worker or the driver killed mid-sweep loses nothing and stores nothing twice."""
+
 from __future__ import annotations
 
 import json
@@ -27,33 +28,71 @@ from markovlib.sweep import ResultStore, grid, sweep
 ray = pytest.importorskip("ray")
 
 TINY = dict(steps=5, batch_size=2, seq_len=8, eval_every=5, eval_batches=1)
-SPECS = grid([0.2, 0.6], [0.3, 0.7], tied=[True, False], seeds=[0], config_kwargs=dict(max_len=16), **TINY)  # 8 runs
-ENSEMBLE = 3                     # per group of 4: an ensemble of 3 (train_many) and a single run (train)
+SPECS = grid(
+    [0.2, 0.6],
+    [0.3, 0.7],
+    tied=[True, False],
+    seeds=[0],
+    config_kwargs=dict(max_len=16),
+    **TINY,
+)  # 8 runs
+ENSEMBLE = 3  # per group of 4: an ensemble of 3 (train_many) and a single run (train)
 COLUMNS = "key, seed, spec, metrics, history, weights, checkpoint_step, checkpoint"
 # the driver of the CLI tests: runs long enough to be stopped after its first stored run
-CLI = ["sweep", "--p", "0.2,0.5,0.8", "--q", "0.3,0.7", "--tied", "tied", "--seeds", "1", "--steps", "30",
-       "--batch-size", "4", "--seq-len", "32", "--scale", "smoke", "--device", "cpu", "--ensemble-size", "1"]
+CLI = [
+    "sweep",
+    "--p",
+    "0.2,0.5,0.8",
+    "--q",
+    "0.3,0.7",
+    "--tied",
+    "tied",
+    "--seeds",
+    "1",
+    "--steps",
+    "30",
+    "--batch-size",
+    "4",
+    "--seq-len",
+    "32",
+    "--scale",
+    "smoke",
+    "--device",
+    "cpu",
+    "--ensemble-size",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """A head node with 2 CPUs, its files in a fresh temporary folder; its address. Stopped by ray.shutdown()."""
-    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")    # short: Ray's socket paths must fit in 107 bytes
+    temp = tempfile.mkdtemp(
+        prefix="ray-", dir="/tmp"
+    )  # short: Ray's socket paths must fit in 107 bytes
     # token authentication (ray.init sets RAY_AUTH_MODE=token for a new cluster), with a token of its own, which
     # this driver and the drivers and workers it starts inherit: ~/.ray/auth_token is neither read nor written
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     os.environ.pop("RAY_AUTH_MODE", None)
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     try:
-        info = ray.init(num_cpus=2, _temp_dir=temp, include_dashboard=False, logging_level=logging.WARNING)
+        info = ray.init(
+            num_cpus=2,
+            _temp_dir=temp,
+            include_dashboard=False,
+            logging_level=logging.WARNING,
+        )
         yield info.address_info["gcs_address"]
     finally:
         ray.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
         for k, v in saved.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-    left = [p for p in psutil.Process().children(recursive=True)
-            if temp in " ".join(_cmdline(p)) or "ray::" in " ".join(_cmdline(p)[:1])]
+    left = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if temp in " ".join(_cmdline(p)) or "ray::" in " ".join(_cmdline(p)[:1])
+    ]
     assert not left, f"Ray processes outlived ray.shutdown(): {left}"
 
 
@@ -78,7 +117,7 @@ def _env() -> dict:
 def _cmdline(process: psutil.Process) -> list[str]:
     try:
         return process.cmdline()
-    except psutil.Error:         # gone meanwhile
+    except psutil.Error:  # gone meanwhile
         return []
 
 
@@ -99,13 +138,21 @@ def _rows(store: ResultStore) -> dict[str, tuple]:
 def _counting_puts(store: ResultStore) -> list[str]:
     """The keys of every row ``store.put`` writes from now on (the real put, counted)."""
     keys, put = [], store.put
-    store.put = lambda pairs: (keys.extend(spec.key for spec, _ in pairs), put(pairs))[1]
+    store.put = lambda pairs: (keys.extend(spec.key for spec, _ in pairs), put(pairs))[
+        1
+    ]
     return keys
 
 
 def test_importing_markovlib_does_not_import_ray():
     code = "import sys, markovlib, markovlib.sweep, markovlib.executors, markovlib.cli; print('ray' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
@@ -113,9 +160,20 @@ def test_importing_markovlib_does_not_import_ray():
 def test_ray_sweep_equals_local_bit_for_bit(cluster, local_rows, tmp_path):
     store = ResultStore(tmp_path)
     puts = _counting_puts(store)
-    frame = sweep(SPECS, store, ensemble_size=ENSEMBLE, progress=False, executor="ray", cpus_per_task=1)  # auto: CPU
-    assert sorted(puts) == sorted(s.key for s in SPECS) and len(frame) == len(SPECS) == 8   # every run once
-    assert _rows(store) == local_rows          # history, weights, checkpoint, spec, metrics: the same bytes
+    frame = sweep(
+        SPECS,
+        store,
+        ensemble_size=ENSEMBLE,
+        progress=False,
+        executor="ray",
+        cpus_per_task=1,
+    )  # auto: CPU
+    assert (
+        sorted(puts) == sorted(s.key for s in SPECS) and len(frame) == len(SPECS) == 8
+    )  # every run once
+    assert (
+        _rows(store) == local_rows
+    )  # history, weights, checkpoint, spec, metrics: the same bytes
     provenance = store.record(SPECS[0].key)["provenance"]
     assert provenance["threads"] == 1 and provenance["device"] == "cpu"
 
@@ -126,7 +184,9 @@ def test_worker_killed_mid_sweep_loses_nothing(cluster, local_rows, tmp_path):
     def kill_first_task():
         deadline = time.time() + 240
         while not killed and time.time() < deadline:
-            for process in psutil.Process().children(recursive=True):    # this cluster's processes only
+            for process in psutil.Process().children(
+                recursive=True
+            ):  # this cluster's processes only
                 cmdline = _cmdline(process)
                 if cmdline and cmdline[0].startswith("ray::_train_chunk"):
                     process.send_signal(signal.SIGKILL)
@@ -138,73 +198,139 @@ def test_worker_killed_mid_sweep_loses_nothing(cluster, local_rows, tmp_path):
     store = ResultStore(tmp_path)
     puts = _counting_puts(store)
     killer.start()
-    frame = sweep(SPECS, store, ensemble_size=ENSEMBLE, device="cpu", progress=False, executor="ray", cpus_per_task=1)
+    frame = sweep(
+        SPECS,
+        store,
+        ensemble_size=ENSEMBLE,
+        device="cpu",
+        progress=False,
+        executor="ray",
+        cpus_per_task=1,
+    )
     killer.join()
     assert len(killed) == 1, "no worker was seen running a task"
-    assert not psutil.pid_exists(killed[0]) or psutil.Process(killed[0]).status() == psutil.STATUS_ZOMBIE
-    assert sorted(puts) == sorted(s.key for s in SPECS) and len(frame) == 8        # each run stored exactly once
-    assert _rows(store) == local_rows           # the retried task's runs too
+    assert (
+        not psutil.pid_exists(killed[0])
+        or psutil.Process(killed[0]).status() == psutil.STATUS_ZOMBIE
+    )
+    assert (
+        sorted(puts) == sorted(s.key for s in SPECS) and len(frame) == 8
+    )  # each run stored exactly once
+    assert _rows(store) == local_rows  # the retried task's runs too
 
 
 def _running_tasks() -> list[int]:
-    return [p.pid for p in psutil.process_iter() if _cmdline(p)[:1] and _cmdline(p)[0].startswith("ray::_train_chunk")]
+    return [
+        p.pid
+        for p in psutil.process_iter()
+        if _cmdline(p)[:1] and _cmdline(p)[0].startswith("ray::_train_chunk")
+    ]
 
 
 def _stored(results) -> int:
     return len(ResultStore(results)) if (results / "runs.sqlite").exists() else 0
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"]
+)
 def test_driver_killed_mid_sweep_resumes(cluster, tmp_path, sig):
     results = tmp_path / "results"
-    cmd = [sys.executable, "-m", "markovlib", *CLI, "--results", str(results), "--executor", "ray",
-           "--address", cluster]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    cmd = [
+        sys.executable,
+        "-m",
+        "markovlib",
+        *CLI,
+        "--results",
+        str(results),
+        "--executor",
+        "ray",
+        "--address",
+        cluster,
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+    )
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and _stored(results) < 1:
         time.sleep(0.05)
-    assert proc.poll() is None, f"the sweep ended before it could be stopped: {proc.communicate()[1][-2000:]}"
+    assert proc.poll() is None, (
+        f"the sweep ended before it could be stopped: {proc.communicate()[1][-2000:]}"
+    )
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     kept = _stored(results)
     assert 1 <= kept < 6, "nothing kept, or the sweep finished before the signal"
     if sig == signal.SIGTERM:
         assert proc.returncode == 130 and "interrupted" in err, err[-2000:]
-        deadline = time.time() + 60         # the cluster ends the stopped driver's tasks
+        deadline = time.time() + 60  # the cluster ends the stopped driver's tasks
         while time.time() < deadline and _running_tasks():
             time.sleep(0.2)
-        assert not _running_tasks(), "tasks of the stopped sweep still run on the cluster"
+        assert not _running_tasks(), (
+            "tasks of the stopped sweep still run on the cluster"
+        )
     again = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert re.search(rf"^6 runs in .* \({6 - kept} new\)$", again.stdout, re.M), again.stdout    # only the rest
+    assert re.search(rf"^6 runs in .* \({6 - kept} new\)$", again.stdout, re.M), (
+        again.stdout
+    )  # only the rest
     assert _stored(results) == 6
 
 
 def test_unreachable_address_is_one_line_and_exit_2(tmp_path):
     for address in ("127.0.0.1:1", "no-such-host.invalid:6379"):
         t0 = time.time()
-        out = subprocess.run([sys.executable, "-m", "markovlib", *CLI, "--results", str(tmp_path), "--executor", "ray",
-                              "--address", address], capture_output=True, text=True, env=_env(), timeout=120)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "markovlib",
+                *CLI,
+                "--results",
+                str(tmp_path),
+                "--executor",
+                "ray",
+                "--address",
+                address,
+            ],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=120,
+        )
         assert out.returncode == 2 and time.time() - t0 < 60
-        assert out.stderr == f"markovlib sweep: error: argument --address: cannot reach a Ray cluster at {address}\n"
+        assert (
+            out.stderr
+            == f"markovlib sweep: error: argument --address: cannot reach a Ray cluster at {address}\n"
+        )
 
 
 def test_connected_elsewhere_is_an_error(cluster, tmp_path):
     with pytest.raises(ValueError, match="ray.shutdown"):
-        sweep(SPECS[:1], tmp_path, device="cpu", progress=False, executor="ray", address="127.0.0.1:1")
+        sweep(
+            SPECS[:1],
+            tmp_path,
+            device="cpu",
+            progress=False,
+            executor="ray",
+            address="127.0.0.1:1",
+        )
     with pytest.raises(ClusterUnreachable, match="host:port"):
         _probe("nonsense")
 
 
-@pytest.mark.parametrize("args, argument", [
-    (["--executor", "ray", "--cpus-per-task", "0"], "--cpus-per-task"),
-    (["--executor", "ray", "--cpus-per-task", "1.5"], "--cpus-per-task"),
-    (["--executor", "ray", "--gpus-per-task", "-0.5"], "--gpus-per-task"),
-    (["--executor", "ray", "--gpus-per-task", "inf"], "--gpus-per-task"),
-    (["--executor", "dask"], "--executor"),
-    (["--address", "127.0.0.1:6379"], "--address"),
-    (["--gpus-per-task", "0.125"], "--gpus-per-task"),
-])
+@pytest.mark.parametrize(
+    "args, argument",
+    [
+        (["--executor", "ray", "--cpus-per-task", "0"], "--cpus-per-task"),
+        (["--executor", "ray", "--cpus-per-task", "1.5"], "--cpus-per-task"),
+        (["--executor", "ray", "--gpus-per-task", "-0.5"], "--gpus-per-task"),
+        (["--executor", "ray", "--gpus-per-task", "inf"], "--gpus-per-task"),
+        (["--executor", "dask"], "--executor"),
+        (["--address", "127.0.0.1:6379"], "--address"),
+        (["--gpus-per-task", "0.125"], "--gpus-per-task"),
+    ],
+)
 def test_bad_executor_arguments_exit_2(args, argument, capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         raise SystemExit(main([*CLI, "--results", str(tmp_path), *args]))

@@ -2,6 +2,7 @@
 
 Each case asserts the exact outcome: the message names the file or the parameter, the exit status, and the
 store's rows and integrity afterwards."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,13 @@ SPECS = dict(steps=3, batch_size=2, seq_len=8, eval_every=1, eval_batches=1)
 
 
 def cli(*args, cwd=None, **kw):
-    return subprocess.run([sys.executable, "-m", "markovlib", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "markovlib", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        **kw,
+    )
 
 
 def _one_line(stderr: str) -> str:
@@ -44,7 +50,14 @@ def _integrity(path: Path) -> str:
 
 
 def _filled_store(directory: Path, n_seeds: int = 6) -> ResultStore:
-    specs = grid([0.3], [0.4], tied=[True], seeds=range(n_seeds), config_kwargs=dict(max_len=512), **SPECS)
+    specs = grid(
+        [0.3],
+        [0.4],
+        tied=[True],
+        seeds=range(n_seeds),
+        config_kwargs=dict(max_len=512),
+        **SPECS,
+    )
     sweep(specs, directory, ensemble_size=2, device="cpu", progress=False)
     return ResultStore(directory)
 
@@ -60,20 +73,31 @@ def test_a_damaged_store_is_refused_before_training(tmp_path, damage):
         raw = bytearray(b"this is not a database" * 300)
     elif damage == "truncated":
         raw = raw[: len(raw) // 2]
-    else:                                   # the first page from the middle on whose loss SQLite itself detects
+    else:  # the first page from the middle on whose loss SQLite itself detects
         page = 4096
         for number in range(len(raw) // page // 2, len(raw) // page):
             damaged = bytearray(raw)
-            damaged[number * page:(number + 1) * page] = bytes(page)
+            damaged[number * page : (number + 1) * page] = bytes(page)
             path.write_bytes(bytes(damaged))
             if _integrity(path) != "ok":
                 break
         raw = damaged
     path.write_bytes(bytes(raw))
-    out = cli("sweep", "--p", "0.3", "--q", "0.4", "--seeds", "1", "--results", str(tmp_path), *TINY)
+    out = cli(
+        "sweep",
+        "--p",
+        "0.3",
+        "--q",
+        "0.4",
+        "--seeds",
+        "1",
+        "--results",
+        str(tmp_path),
+        *TINY,
+    )
     line = _one_line(out.stderr)
     assert out.returncode == 1 and str(path) in line and "move it aside" in line, line
-    assert ("damaged" in line) and out.stdout == ""                     # nothing trained, nothing printed
+    assert ("damaged" in line) and out.stdout == ""  # nothing trained, nothing printed
 
 
 def test_a_zeroed_blob_page_is_caught_by_the_row_digest(tmp_path):
@@ -83,9 +107,11 @@ def test_a_zeroed_blob_page_is_caught_by_the_row_digest(tmp_path):
     raw, page = bytearray(store.path.read_bytes()), 4096
     for number in range(1, len(raw) // page):
         damaged = bytearray(raw)
-        damaged[number * page:(number + 1) * page] = bytes(page)
+        damaged[number * page : (number + 1) * page] = bytes(page)
         store.path.write_bytes(bytes(damaged))
-        if _integrity(store.path) == "ok" and bytes(raw[number * page:(number + 1) * page]) != bytes(page):
+        if _integrity(store.path) == "ok" and bytes(
+            raw[number * page : (number + 1) * page]
+        ) != bytes(page):
             break
     else:
         pytest.skip("no page whose loss SQLite misses in this layout")
@@ -106,9 +132,13 @@ def test_a_foreign_schema_is_refused_before_training(tmp_path):
     con.close()
     out = cli("sweep", "--p", "0.3", "--q", "0.4", "--results", str(tmp_path), *TINY)
     line = _one_line(out.stderr)
-    assert out.returncode == 1 and "is not a result store of this markovlib" in line and "runs.sqlite" in line
+    assert (
+        out.returncode == 1
+        and "is not a result store of this markovlib" in line
+        and "runs.sqlite" in line
+    )
     con = sqlite3.connect(tmp_path / "runs.sqlite")
-    assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0      # untouched
+    assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0  # untouched
 
 
 def test_a_store_from_a_newer_markovlib_is_refused(tmp_path):
@@ -136,9 +166,32 @@ def test_a_bad_row_names_its_key(tmp_path):
 @pytest.mark.parametrize("overlap", ["same", "overlapping"])
 def test_two_sweeps_share_one_store(tmp_path, overlap):
     seeds = ("4", "4") if overlap == "same" else ("4", "6")
-    procs = [subprocess.Popen([sys.executable, "-m", "markovlib", "sweep", "--p", "0.3", "--q", "0.4", "--seeds", n,
-                               "--ensemble-size", "1", "--results", str(tmp_path), *TINY],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT) for n in seeds]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "markovlib",
+                "sweep",
+                "--p",
+                "0.3",
+                "--q",
+                "0.4",
+                "--seeds",
+                n,
+                "--ensemble-size",
+                "1",
+                "--results",
+                str(tmp_path),
+                *TINY,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for n in seeds
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err
@@ -146,15 +199,42 @@ def test_two_sweeps_share_one_store(tmp_path, overlap):
     store = ResultStore(tmp_path)
     con = sqlite3.connect(store.path)
     keys = [k for (k,) in con.execute("SELECT key FROM runs")]
-    assert len(keys) == len(set(keys)) == 2 * max(map(int, seeds))       # tied and untied × seeds, each once
+    assert (
+        len(keys) == len(set(keys)) == 2 * max(map(int, seeds))
+    )  # tied and untied × seeds, each once
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def test_kill_9_mid_sweep_keeps_the_store_whole(tmp_path):
-    args = [sys.executable, "-m", "markovlib", "sweep", "--p", "0.3", "--q", "0.4", "--seeds", "12", "--tied", "tied",
-            "--ensemble-size", "1", "--results", str(tmp_path), "--steps", "40", "--batch-size", "2", "--seq-len", "16",
-            "--scale", "smoke"]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    args = [
+        sys.executable,
+        "-m",
+        "markovlib",
+        "sweep",
+        "--p",
+        "0.3",
+        "--q",
+        "0.4",
+        "--seeds",
+        "12",
+        "--tied",
+        "tied",
+        "--ensemble-size",
+        "1",
+        "--results",
+        str(tmp_path),
+        "--steps",
+        "40",
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "16",
+        "--scale",
+        "smoke",
+    ]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT
+    )
     deadline = time.time() + 240
     while time.time() < deadline:
         if (tmp_path / "runs.sqlite").exists():
@@ -166,7 +246,7 @@ def test_kill_9_mid_sweep_keeps_the_store_whole(tmp_path):
         time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    store = ResultStore(tmp_path)                                          # passes the integrity check
+    store = ResultStore(tmp_path)  # passes the integrity check
     before = len(store)
     assert 2 <= before < 12
     con = sqlite3.connect(store.path)
@@ -181,25 +261,51 @@ def test_a_read_only_results_folder_is_one_clear_line(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     os.chmod(results, 0o555)
-    if os.access(results, os.W_OK):            # root writes through permissions: use a read-only mount instead
-        results = next((Path(d) for d in ("/proc/sys/kernel", "/sys/kernel") if Path(d).is_dir()
-                        and not os.access(d, os.W_OK)), None)
+    if os.access(
+        results, os.W_OK
+    ):  # root writes through permissions: use a read-only mount instead
+        results = next(
+            (
+                Path(d)
+                for d in ("/proc/sys/kernel", "/sys/kernel")
+                if Path(d).is_dir() and not os.access(d, os.W_OK)
+            ),
+            None,
+        )
         if results is None:
             pytest.skip("running as root with no read-only folder to point at")
     out = cli("sweep", "--p", "0.3", "--q", "0.4", "--results", str(results), *TINY)
     line = _one_line(out.stderr)
-    assert out.returncode == 1 and f"the result store folder {results} is not writable" in line
+    assert (
+        out.returncode == 1
+        and f"the result store folder {results} is not writable" in line
+    )
     assert not (results / "runs.sqlite").exists()
 
 
 # ---------------------------------------------------------------- what a user types
-@pytest.mark.parametrize("args,needle", [
-    (["train", "--p", "0.3", "--q", "0.4", "--seed", "-1"], "argument --seed: must be an integer >= 0"),
-    (["sweep", "--p", "0.3", "--q", "0.4", "--seed", "-1"], "argument --seed: must be an integer >= 0"),
-    (["book", "--p", "0.3", "--q", "0.4", "--seed", "-1"], "argument --seed: must be an integer >= 0"),
-    (["sweep", "--p", "0.2,,0.3", "--q", "0.4"], "argument --p: has an empty item"),
-    (["sweep", "--p", "0.2,0.20000000001", "--q", "0.4"], "0.2 and 0.20000000001 differ below the printed precision"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (
+            ["train", "--p", "0.3", "--q", "0.4", "--seed", "-1"],
+            "argument --seed: must be an integer >= 0",
+        ),
+        (
+            ["sweep", "--p", "0.3", "--q", "0.4", "--seed", "-1"],
+            "argument --seed: must be an integer >= 0",
+        ),
+        (
+            ["book", "--p", "0.3", "--q", "0.4", "--seed", "-1"],
+            "argument --seed: must be an integer >= 0",
+        ),
+        (["sweep", "--p", "0.2,,0.3", "--q", "0.4"], "argument --p: has an empty item"),
+        (
+            ["sweep", "--p", "0.2,0.20000000001", "--q", "0.4"],
+            "0.2 and 0.20000000001 differ below the printed precision",
+        ),
+    ],
+)
 def test_bad_arguments_exit_2_naming_them(args, needle):
     out = cli(*args)
     assert out.returncode == 2 and needle in _one_line(out.stderr)
@@ -209,28 +315,55 @@ def test_book_refuses_an_existing_file_and_the_repository_itself(tmp_path):
     target = tmp_path / "taken"
     target.write_text("mine")
     out = cli("book", "--p", "0.3", "--q", "0.4", "--out", str(target))
-    assert out.returncode == 2 and "is an existing file" in _one_line(out.stderr) and target.read_text() == "mine"
+    assert (
+        out.returncode == 2
+        and "is an existing file" in _one_line(out.stderr)
+        and target.read_text() == "mine"
+    )
     before = sorted(p.name for p in (ROOT / "book").iterdir())
     for out_dir in (ROOT, ROOT / "book"):
         out = cli("book", "--p", "0.3", "--q", "0.4", "--out", str(out_dir))
-        assert out.returncode == 2 and "would overwrite the book's own sources" in _one_line(out.stderr)
+        assert (
+            out.returncode == 2
+            and "would overwrite the book's own sources" in _one_line(out.stderr)
+        )
     assert sorted(p.name for p in (ROOT / "book").iterdir()) == before
 
 
 def test_shipped_data_errors_are_one_line(tmp_path):
-    (tmp_path / "manifest.json").write_text(json.dumps({"format": 1, "files": [
-        {"name": "a-001.parquet", "sha256": "0" * 64, "runs": 1, "bytes": 1}]}))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "files": [
+                    {"name": "a-001.parquet", "sha256": "0" * 64, "runs": 1, "bytes": 1}
+                ],
+            }
+        )
+    )
     out = cli("verify", "--data", str(tmp_path))
-    assert out.returncode == 1 and "a-001.parquet is listed in the manifest but missing" in _one_line(out.stderr)
+    assert (
+        out.returncode == 1
+        and "a-001.parquet is listed in the manifest but missing"
+        in _one_line(out.stderr)
+    )
 
 
 # ---------------------------------------------------------------- chapter parameters (papermill)
-@pytest.mark.parametrize("chapter,good", [
-    ("framework", dict(p=0.5, q=0.8, k=5, p_multi=0.1)), ("global_minimum", dict(p=0.2, q=0.3)),
-    ("bad_local_minima", dict(p=0.5, q=0.8, preset="gpt2", noise=0.05)), ("saddles", dict(p=0.5, q=0.8, noise=0.05)),
-    ("multi_state", dict(k=5, p=0.6)), ("depth", dict(p=0.5, q=0.8, order=2))])
+@pytest.mark.parametrize(
+    "chapter,good",
+    [
+        ("framework", dict(p=0.5, q=0.8, k=5, p_multi=0.1)),
+        ("global_minimum", dict(p=0.2, q=0.3)),
+        ("bad_local_minima", dict(p=0.5, q=0.8, preset="gpt2", noise=0.05)),
+        ("saddles", dict(p=0.5, q=0.8, noise=0.05)),
+        ("multi_state", dict(k=5, p=0.6)),
+        ("depth", dict(p=0.5, q=0.8, order=2)),
+    ],
+)
 def test_every_chapter_checks_its_parameters_through_one_helper(chapter, good):
     from markovlib.book import check_chapter_parameters
+
     check_chapter_parameters(chapter, seed=0, scale="auto", **good)
     for seed in (-1, 1.5, True, "0"):
         with pytest.raises(ValueError, match=r"^seed must be an integer >= 0"):
@@ -240,15 +373,27 @@ def test_every_chapter_checks_its_parameters_through_one_helper(chapter, good):
     for name, value in good.items():
         bad = {"preset": "bert", "k": 1, "order": 9}.get(name, -0.5)
         with pytest.raises(ValueError, match=f"^{name} must be"):
-            check_chapter_parameters(chapter, seed=0, scale="auto", **{**good, name: bad})
+            check_chapter_parameters(
+                chapter, seed=0, scale="auto", **{**good, name: bad}
+            )
 
 
 @pytest.mark.parametrize("seed", [-1, 1.5])
 def test_papermill_rejects_a_bad_seed_before_any_work(tmp_path, seed):
     import papermill as pm
+
     with pytest.raises(pm.PapermillExecutionError) as err:
-        pm.execute_notebook(str(ROOT / "book" / "global_minimum.ipynb"), str(tmp_path / "out.ipynb"),
-                            parameters=dict(seed=seed, scale="smoke"), cwd=str(ROOT / "book"), progress_bar=False,
-                            kernel_name="python3")
-    assert err.value.ename == "ValueError" and err.value.evalue.startswith("seed must be an integer >= 0")
-    assert "check_chapter_parameters(" in err.value.source          # the chapter's first cell of its own code
+        pm.execute_notebook(
+            str(ROOT / "book" / "global_minimum.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            parameters=dict(seed=seed, scale="smoke"),
+            cwd=str(ROOT / "book"),
+            progress_bar=False,
+            kernel_name="python3",
+        )
+    assert err.value.ename == "ValueError" and err.value.evalue.startswith(
+        "seed must be an integer >= 0"
+    )
+    assert (
+        "check_chapter_parameters(" in err.value.source
+    )  # the chapter's first cell of its own code

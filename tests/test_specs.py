@@ -1,5 +1,6 @@
 """One training config: validated once, hashed into the run's key, stable across versions; stores of markovlib
 0.1 still read; the paper edition's spec keys are pinned."""
+
 from __future__ import annotations
 
 import json
@@ -18,11 +19,27 @@ from markovlib.train import TrainConfig, train_many
 BASE = dict(steps=10, batch_size=2, seq_len=8)
 
 
-@pytest.mark.parametrize("field,bad", [("steps", 0), ("steps", 2.5), ("steps", True), ("batch_size", -1),
-                                       ("seq_len", "8"), ("lr", 0.0), ("lr", float("nan")), ("lr", True),
-                                       ("eval_every", 0), ("eval_batches", 0), ("schedule", "linear"),
-                                       ("weight_decay", -1e-3), ("weight_decay", float("inf")),
-                                       ("decay_embeddings", 1), ("start", "zero"), ("precision", "fp16")])
+@pytest.mark.parametrize(
+    "field,bad",
+    [
+        ("steps", 0),
+        ("steps", 2.5),
+        ("steps", True),
+        ("batch_size", -1),
+        ("seq_len", "8"),
+        ("lr", 0.0),
+        ("lr", float("nan")),
+        ("lr", True),
+        ("eval_every", 0),
+        ("eval_batches", 0),
+        ("schedule", "linear"),
+        ("weight_decay", -1e-3),
+        ("weight_decay", float("inf")),
+        ("decay_embeddings", 1),
+        ("start", "zero"),
+        ("precision", "fp16"),
+    ],
+)
 def test_train_config_names_the_bad_field(field, bad):
     with pytest.raises(ValueError, match=f"^{field} "):
         TrainConfig(**{**BASE, field: bad})
@@ -39,25 +56,41 @@ def test_build_rejects_unknown_and_missing_settings():
 
 def test_old_specs_read_with_their_old_meaning():
     """Specs stored before decay_embeddings existed were trained with the embeddings decayed."""
-    old = {k: v for k, v in TrainConfig(**BASE).to_dict().items() if k != "decay_embeddings"}
+    old = {
+        k: v
+        for k, v in TrainConfig(**BASE).to_dict().items()
+        if k != "decay_embeddings"
+    }
     assert TrainConfig.from_dict(old).decay_embeddings is True
-    assert TrainConfig.from_dict(TrainConfig(**BASE).to_dict()).decay_embeddings is False
+    assert (
+        TrainConfig.from_dict(TrainConfig(**BASE).to_dict()).decay_embeddings is False
+    )
 
 
 def test_spec_round_trip_and_key():
     spec = grid([0.2], [0.3], tied=[False], seeds=[4], preset="theory", **BASE)[0]
     again = RunSpec.from_dict(json.loads(json.dumps(spec.as_dict())))
     assert again == spec and again.key == spec.key == spec_key(spec.as_dict())
-    other = RunSpec(spec.chain, spec.config, spec.train.replace(decay_embeddings=True), spec.seed)
-    assert other.key != spec.key                     # the optimiser's groups are part of what a run is
+    other = RunSpec(
+        spec.chain, spec.config, spec.train.replace(decay_embeddings=True), spec.seed
+    )
+    assert other.key != spec.key  # the optimiser's groups are part of what a run is
 
 
 def test_paper_edition_keys_are_pinned():
     """The shipped data is found by these keys: a change to TrainConfig, TransformerConfig or the chapters' specs
     that moves them must be deliberate (and re-ship or migrate the data)."""
-    tied = experiments.global_minimum(0.2, 0.3, resolve("paper", chapter="global_minimum"))["tied"]
-    assert [s.key for s in tied] == ["41b098294c7deba9f23f", "9a40fefd2e730907d7b1", "cd7a214b992b4cf30de6"]
-    assert tied[0].train == TrainConfig(steps=1000, batch_size=16, seq_len=1024, eval_every=10, eval_batches=4)
+    tied = experiments.global_minimum(
+        0.2, 0.3, resolve("paper", chapter="global_minimum")
+    )["tied"]
+    assert [s.key for s in tied] == [
+        "41b098294c7deba9f23f",
+        "9a40fefd2e730907d7b1",
+        "cd7a214b992b4cf30de6",
+    ]
+    assert tied[0].train == TrainConfig(
+        steps=1000, batch_size=16, seq_len=1024, eval_every=10, eval_batches=4
+    )
 
 
 def test_every_shipped_run_is_a_run_of_the_edition():
@@ -72,11 +105,21 @@ def test_every_shipped_run_is_a_run_of_the_edition():
 def test_paper_edition_groups():
     groups = dict(experiments.paper_edition())
     assert len(groups["trap-gpt2-tied"]) == len(groups["trap-theory-untied"]) == 32
-    assert {s.train.seq_len for s in groups["depth-fig1-L8"]} == {512} and groups["depth-fig1-L8"][0].config.n_layers == 8
+    assert {s.train.seq_len for s in groups["depth-fig1-L8"]} == {512} and groups[
+        "depth-fig1-L8"
+    ][0].config.n_layers == 8
     assert {s.train.steps for s in groups["fig5-k5-tied"]} == {5000}
-    assert {s.chain["p"] for s in groups["threshold-k5-theory"]} == {0.6, 0.7, 0.75, 0.85, 0.9}
+    assert {s.chain["p"] for s in groups["threshold-k5-theory"]} == {
+        0.6,
+        0.7,
+        0.75,
+        0.85,
+        0.9,
+    }
     fig4 = {s.key for s in groups["fig4-tied"]}
-    assert len(fig4) == 25 and len(fig4 & {s.key for s in groups["trap-gpt2-tied"]}) == 1    # (0.5, 0.8), seed 0
+    assert (
+        len(fig4) == 25 and len(fig4 & {s.key for s in groups["trap-gpt2-tied"]}) == 1
+    )  # (0.5, 0.8), seed 0
 
 
 def test_a_store_of_markovlib_0_1_is_migrated(tmp_path):
@@ -86,15 +129,35 @@ def test_a_store_of_markovlib_0_1_is_migrated(tmp_path):
         weights BLOB NOT NULL)""")
     spec = grid([0.2], [0.3], tied=[True], seeds=[0], **BASE)[0].as_dict()
     del spec["train"]["decay_embeddings"]
-    history = json.dumps({"columns": ["step", "lr", "train_loss", "test_loss"], "data": [[0, None, None, 0.7]]})
-    old.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                ("abc", 1.0, "0.1.0", 0, json.dumps(spec), json.dumps({"seconds": 1.0}), history, b""))
+    history = json.dumps(
+        {
+            "columns": ["step", "lr", "train_loss", "test_loss"],
+            "data": [[0, None, None, 0.7]],
+        }
+    )
+    old.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            "abc",
+            1.0,
+            "0.1.0",
+            0,
+            json.dumps(spec),
+            json.dumps({"seconds": 1.0}),
+            history,
+            b"",
+        ),
+    )
     old.commit()
     old.close()
     store = ResultStore(tmp_path)
     assert len(store) == 1 and store.frame()["train.steps"].tolist() == [10]
-    assert store.history("abc")["test_loss"].tolist() == [pytest.approx(0.7)]     # 0.1 rounded to 10 digits
-    assert RunSpec.from_dict(json.loads(json.dumps(spec))).train.decay_embeddings is True
+    assert store.history("abc")["test_loss"].tolist() == [
+        pytest.approx(0.7)
+    ]  # 0.1 rounded to 10 digits
+    assert (
+        RunSpec.from_dict(json.loads(json.dumps(spec))).train.decay_embeddings is True
+    )
 
 
 def test_a_foreign_table_is_refused_before_anything_runs(tmp_path):
@@ -102,13 +165,24 @@ def test_a_foreign_table_is_refused_before_anything_runs(tmp_path):
     con.execute("CREATE TABLE runs (a, b)")
     con.commit()
     con.close()
-    with pytest.raises(StoreError, match="runs.sqlite is not a result store of this markovlib"):
+    with pytest.raises(
+        StoreError, match="runs.sqlite is not a result store of this markovlib"
+    ):
         ResultStore(tmp_path)
 
 
 def test_chains_share_one_protocol_and_train_many_takes_any_chain():
-    assert all(isinstance(c, Chain) for c in (binary(0.2, 0.3), symmetric(3, 0.4), lag_switching(2, 0.3, 0.4)))
+    assert all(
+        isinstance(c, Chain)
+        for c in (binary(0.2, 0.3), symmetric(3, 0.4), lag_switching(2, 0.3, 0.4))
+    )
     assert not isinstance([binary(0.2, 0.3)], Chain)
-    runs = train_many(lag_switching(2, 0.3, 0.4), TransformerConfig.gpt2(max_len=16), TrainConfig(**BASE),
-                      seeds=[0, 1], device="cpu", progress=False)
+    runs = train_many(
+        lag_switching(2, 0.3, 0.4),
+        TransformerConfig.gpt2(max_len=16),
+        TrainConfig(**BASE),
+        seeds=[0, 1],
+        device="cpu",
+        progress=False,
+    )
     assert len(runs) == 2 and all(r.chain.order == 2 for r in runs)

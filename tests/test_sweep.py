@@ -1,4 +1,5 @@
 """The result store and sweeps: nothing lost, nothing recomputed, interrupted runs resume."""
+
 from __future__ import annotations
 
 import os
@@ -6,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,20 +14,44 @@ import pytest
 import torch
 
 from markovlib.chains import binary
-from markovlib.sweep import ResultStore, RunSpec, grid, make_chain, sweep
+from markovlib.sweep import ResultStore, grid, make_chain, sweep
 from markovlib.train import train
 
 TINY = dict(steps=6, batch_size=2, seq_len=16, eval_every=3, eval_batches=1)
 
 
 def test_spec_key_is_stable_and_specific():
-    a = grid([0.2], [0.3], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **TINY)[0]
-    b = grid([0.2], [0.3], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **TINY)[0]
+    a = grid(
+        [0.2], [0.3], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **TINY
+    )[0]
+    b = grid(
+        [0.2], [0.3], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **TINY
+    )[0]
     assert a.key == b.key and len(a.key) == 20
-    others = [grid([0.2], [0.3], tied=[False], seeds=[0], config_kwargs=dict(max_len=32), **TINY)[0],
-              grid([0.2], [0.3], tied=[True], seeds=[1], config_kwargs=dict(max_len=32), **TINY)[0],
-              grid([0.2], [0.4], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **TINY)[0],
-              grid([0.2], [0.3], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **{**TINY, "steps": 7})[0]]
+    others = [
+        grid(
+            [0.2],
+            [0.3],
+            tied=[False],
+            seeds=[0],
+            config_kwargs=dict(max_len=32),
+            **TINY,
+        )[0],
+        grid(
+            [0.2], [0.3], tied=[True], seeds=[1], config_kwargs=dict(max_len=32), **TINY
+        )[0],
+        grid(
+            [0.2], [0.4], tied=[True], seeds=[0], config_kwargs=dict(max_len=32), **TINY
+        )[0],
+        grid(
+            [0.2],
+            [0.3],
+            tied=[True],
+            seeds=[0],
+            config_kwargs=dict(max_len=32),
+            **{**TINY, "steps": 7},
+        )[0],
+    ]
     assert len({a.key, *(o.key for o in others)}) == 5
 
 
@@ -41,34 +65,88 @@ def test_grid_validates():
 
 
 def test_sweep_stores_what_train_computes_and_skips_it_next_time(tmp_path, monkeypatch):
-    specs = grid([0.2, 0.6], [0.3], tied=[True, False], seeds=[0, 1], config_kwargs=dict(max_len=32), **TINY)
+    specs = grid(
+        [0.2, 0.6],
+        [0.3],
+        tied=[True, False],
+        seeds=[0, 1],
+        config_kwargs=dict(max_len=32),
+        **TINY,
+    )
     frame = sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=False)
     assert len(frame) == len(specs) == 8 and set(frame["key"]) == {s.key for s in specs}
     # a stored run equals a single train() with the same chain, config and seed
     spec = specs[5]
-    single = train(make_chain(spec.chain), spec.config, spec.train, seed=spec.seed, device="cpu", progress=False)
+    single = train(
+        make_chain(spec.chain),
+        spec.config,
+        spec.train,
+        seed=spec.seed,
+        device="cpu",
+        progress=False,
+    )
     row = frame.set_index("key").loc[spec.key]
     assert row["final_test_loss"] == pytest.approx(single.final_test_loss, abs=2e-5)
-    assert row["entropy_rate"] == pytest.approx(binary(spec.chain["p"], spec.chain["q"]).entropy_rate())
+    assert row["entropy_rate"] == pytest.approx(
+        binary(spec.chain["p"], spec.chain["q"]).entropy_rate()
+    )
     stored = ResultStore(tmp_path).history(spec.key)
-    pd.testing.assert_frame_equal(stored, single.history, check_exact=False, atol=2e-5, rtol=0, check_dtype=False)
+    pd.testing.assert_frame_equal(
+        stored, single.history, check_exact=False, atol=2e-5, rtol=0, check_dtype=False
+    )
     # second run: nothing is trained again
-    monkeypatch.setattr("markovlib.sweep.train_many", lambda *a, **k: pytest.fail("re-trained a stored run"))
+    monkeypatch.setattr(
+        "markovlib.sweep.train_many",
+        lambda *a, **k: pytest.fail("re-trained a stored run"),
+    )
     again = sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=False)
     pd.testing.assert_frame_equal(again, frame)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"]
+)
 def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig):
     results = tmp_path / "results"
-    cmd = [sys.executable, "-m", "markovlib", "sweep", "--p", "0.2,0.5,0.8", "--q", "0.3,0.7", "--tied", "both",
-           "--seeds", "1", "--steps", "40", "--batch-size", "8", "--seq-len", "128", "--ensemble-size", "1",
-           "--scale", "smoke", "--device", "cpu", "--results", str(results)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "markovlib",
+        "sweep",
+        "--p",
+        "0.2,0.5,0.8",
+        "--q",
+        "0.3,0.7",
+        "--tied",
+        "both",
+        "--seeds",
+        "1",
+        "--steps",
+        "40",
+        "--batch-size",
+        "8",
+        "--seq-len",
+        "128",
+        "--ensemble-size",
+        "1",
+        "--scale",
+        "smoke",
+        "--device",
+        "cpu",
+        "--results",
+        str(results),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     # a terminal's Ctrl-C: SIGINT at its default disposition in the child, even when this test itself runs as a
     # background job of a non-interactive shell (which starts with SIGINT ignored, and Python keeps it ignored)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     store_file = results / "runs.sqlite"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
@@ -94,19 +172,41 @@ def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig):
 
 def test_sweep_results_reload_models_equal_to_fresh_training(tmp_path, monkeypatch):
     from markovlib.sweep import sweep_results
-    specs = grid([0.2], [0.3], tied=[True, False], seeds=[4], config_kwargs=dict(max_len=32), **TINY)
-    loaded = sweep_results(specs, tmp_path, ensemble_size=2, device="cpu", progress=False)
+
+    specs = grid(
+        [0.2],
+        [0.3],
+        tied=[True, False],
+        seeds=[4],
+        config_kwargs=dict(max_len=32),
+        **TINY,
+    )
+    loaded = sweep_results(
+        specs, tmp_path, ensemble_size=2, device="cpu", progress=False
+    )
     for spec, result in zip(specs, loaded):
-        fresh = train(make_chain(spec.chain), spec.config, spec.train, seed=spec.seed, device="cpu", progress=False)
+        fresh = train(
+            make_chain(spec.chain),
+            spec.config,
+            spec.train,
+            seed=spec.seed,
+            device="cpu",
+            progress=False,
+        )
         assert result.test_seed == fresh.test_seed and result.seed == fresh.seed
         assert torch.equal(result.test_sequence(16), fresh.test_sequence(16))
         for p, q in zip(result.model.parameters(), fresh.model.parameters()):
             torch.testing.assert_close(p, q, atol=2e-5, rtol=0)
         if spec.config.tied:
             assert result.model.head.weight is result.model.wte.weight
-        np.testing.assert_allclose(result.learnt_kernel(), fresh.learnt_kernel(), atol=1e-4)
+        np.testing.assert_allclose(
+            result.learnt_kernel(), fresh.learnt_kernel(), atol=1e-4
+        )
     # loading again trains nothing
-    monkeypatch.setattr("markovlib.sweep.train_many", lambda *a, **k: pytest.fail("re-trained a stored run"))
+    monkeypatch.setattr(
+        "markovlib.sweep.train_many",
+        lambda *a, **k: pytest.fail("re-trained a stored run"),
+    )
     again = sweep_results(specs, tmp_path, device="cpu", progress=False)
     for a, b in zip(again, loaded):
         pd.testing.assert_frame_equal(a.history, b.history)
@@ -114,14 +214,36 @@ def test_sweep_results_reload_models_equal_to_fresh_training(tmp_path, monkeypat
 
 def test_chain_grid_builds_k_state_specs_and_matches_grid():
     from markovlib.sweep import chain_grid
-    specs = chain_grid([{"kind": "symmetric", "k": 5, "p": 0.6}, {"kind": "binary", "p": 0.2, "q": 0.3}],
-                       tied=[True, False], seeds=[0, 1], preset="theory", config_kwargs=dict(max_len=32), **TINY)
+
+    specs = chain_grid(
+        [
+            {"kind": "symmetric", "k": 5, "p": 0.6},
+            {"kind": "binary", "p": 0.2, "q": 0.3},
+        ],
+        tied=[True, False],
+        seeds=[0, 1],
+        preset="theory",
+        config_kwargs=dict(max_len=32),
+        **TINY,
+    )
     assert len(specs) == 8
     assert [s.config.vocab_size for s in specs[:4]] == [5, 5, 2, 2]
-    assert all(not s.config.layer_norm for s in specs) and [s.config.tied for s in specs] == [True] * 4 + [False] * 4
+    assert (
+        all(not s.config.layer_norm for s in specs)
+        and [s.config.tied for s in specs] == [True] * 4 + [False] * 4
+    )
     binary_specs = [s for s in specs if s.chain["kind"] == "binary"]
-    assert [s.key for s in binary_specs] == [s.key for s in grid([0.2], [0.3], seeds=[0, 1], preset="theory",
-                                                                     config_kwargs=dict(max_len=32), **TINY)]
+    assert [s.key for s in binary_specs] == [
+        s.key
+        for s in grid(
+            [0.2],
+            [0.3],
+            seeds=[0, 1],
+            preset="theory",
+            config_kwargs=dict(max_len=32),
+            **TINY,
+        )
+    ]
     with pytest.raises(ValueError, match="preset"):
         chain_grid([{"kind": "binary", "p": 0.2, "q": 0.3}], preset="bert")
     with pytest.raises(ValueError, match="unknown training settings"):
@@ -131,14 +253,29 @@ def test_chain_grid_builds_k_state_specs_and_matches_grid():
 def test_higher_order_chains_run_through_the_store(tmp_path):
     from markovlib.chains import lag_switching, random_kth_order
     from markovlib.sweep import chain_grid, sweep_results
+
     lag = make_chain({"kind": "lag", "order": 2, "p": 0.5, "q": 0.8})
-    assert lag.entropy_rate() == pytest.approx(lag_switching(2, 0.5, 0.8).entropy_rate())
+    assert lag.entropy_rate() == pytest.approx(
+        lag_switching(2, 0.5, 0.8).entropy_rate()
+    )
     rnd = make_chain({"kind": "random", "order": 2, "k": 3, "alpha": 0.5, "seed": 1})
     np.testing.assert_array_equal(rnd.P, random_kth_order(2, 3, alpha=0.5, seed=1).P)
-    specs = chain_grid([{"kind": "lag", "order": 2, "p": 0.5, "q": 0.8}], tied=[True], seeds=[0, 1],
-                       config_kwargs=dict(max_len=32, window=1), **TINY)
-    results = sweep_results(specs, tmp_path, ensemble_size=2, device="cpu", progress=False)
-    assert [r.config.window for r in results] == [1, 1] and all(r.chain.order == 2 for r in results)
+    specs = chain_grid(
+        [{"kind": "lag", "order": 2, "p": 0.5, "q": 0.8}],
+        tied=[True],
+        seeds=[0, 1],
+        config_kwargs=dict(max_len=32, window=1),
+        **TINY,
+    )
+    results = sweep_results(
+        specs, tmp_path, ensemble_size=2, device="cpu", progress=False
+    )
+    assert [r.config.window for r in results] == [1, 1] and all(
+        r.chain.order == 2 for r in results
+    )
     assert all(np.isfinite(r.test_history["test_loss"]).all() for r in results)
     frame = ResultStore(tmp_path).frame()
-    assert set(frame["chain.kind"]) == {"lag"} and (frame["entropy_rate"] == lag.entropy_rate()).all()
+    assert (
+        set(frame["chain.kind"]) == {"lag"}
+        and (frame["entropy_rate"] == lag.entropy_rate()).all()
+    )

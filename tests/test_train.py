@@ -1,5 +1,6 @@
 """markovlib.train: reproducibility, learning on an easy chain, history layout, lr schedule, optimiser groups,
 validation, and the TrainResult helpers. Every run is tiny (<= 60 steps, small batch and length)."""
+
 from __future__ import annotations
 
 import math
@@ -11,9 +12,22 @@ import torch
 
 from markovlib.chains import binary, symmetric
 from markovlib.model import Transformer, TransformerConfig
-from markovlib.theory import expected_loss, global_minimum, perturbed, population_descent, unigram_point
-from markovlib.train import (TrainConfig, TrainResult, cross_entropy, escape_curve, make_optimizer, make_schedule,
-                             train)
+from markovlib.theory import (
+    expected_loss,
+    global_minimum,
+    perturbed,
+    population_descent,
+    unigram_point,
+)
+from markovlib.train import (
+    TrainConfig,
+    TrainResult,
+    cross_entropy,
+    escape_curve,
+    make_optimizer,
+    make_schedule,
+    train,
+)
 
 TINY = dict(batch_size=4, seq_len=32, device="cpu", progress=False)
 
@@ -47,21 +61,38 @@ def test_same_seed_same_history_and_weights(preset):
 def test_different_seed_different_history():
     a = _run(seed=3)
     b = _run(seed=4)
-    assert not np.array_equal(a.history["train_loss"].to_numpy()[1:], b.history["train_loss"].to_numpy()[1:])
+    assert not np.array_equal(
+        a.history["train_loss"].to_numpy()[1:], b.history["train_loss"].to_numpy()[1:]
+    )
     assert not torch.equal(a.model.wte.weight, b.model.wte.weight)
     assert a.test_seed != b.test_seed
 
 
 # ---------------------------------------------------------------- learning
 def test_loss_decreases_on_an_easy_chain():
-    chain = binary(0.1, 0.1)                   # H_rate = h(0.1) = 0.325, H(pi) = log 2
-    result = train(chain, TransformerConfig.theory(max_len=64), steps=60, batch_size=8, seq_len=64, lr=1e-2,
-                   seed=0, eval_every=20, eval_batches=2, device="cpu", progress=False)
+    chain = binary(0.1, 0.1)  # H_rate = h(0.1) = 0.325, H(pi) = log 2
+    result = train(
+        chain,
+        TransformerConfig.theory(max_len=64),
+        steps=60,
+        batch_size=8,
+        seq_len=64,
+        lr=1e-2,
+        seed=0,
+        eval_every=20,
+        eval_batches=2,
+        device="cpu",
+        progress=False,
+    )
     tests = result.test_history["test_loss"].to_numpy()
-    assert tests[0] == pytest.approx(math.log(2), abs=0.05)          # tiny init: ~ uniform prediction
+    assert tests[0] == pytest.approx(
+        math.log(2), abs=0.05
+    )  # tiny init: ~ uniform prediction
     assert result.final_test_loss < tests[0] - 0.2
     assert result.final_test_loss < 0.45
-    assert result.final_test_loss > chain.entropy_rate() - 0.05       # cannot beat the entropy rate (by much)
+    assert (
+        result.final_test_loss > chain.entropy_rate() - 0.05
+    )  # cannot beat the entropy rate (by much)
     # and the learnt kernel moved toward P (stay with probability 0.9)
     kernel = result.learnt_kernel()
     assert kernel[0, 0] > 0.75 and kernel[1, 1] > 0.75
@@ -73,7 +104,14 @@ def test_history_rows_and_eval_steps(tiny_run):
     assert list(h.columns) == ["step", "lr", "train_loss", "test_loss"]
     assert h["step"].tolist() == list(range(0, 24))
     evaluated = h.loc[h["test_loss"].notna(), "step"].tolist()
-    assert evaluated == [0, 5, 10, 15, 20, 23]                       # step 0, multiples of eval_every, last step
+    assert evaluated == [
+        0,
+        5,
+        10,
+        15,
+        20,
+        23,
+    ]  # step 0, multiples of eval_every, last step
     assert tiny_run.test_history["step"].tolist() == evaluated
     assert np.isnan(h.loc[0, "lr"]) and np.isnan(h.loc[0, "train_loss"])
     assert h.loc[1:, "train_loss"].notna().all() and h.loc[1:, "lr"].notna().all()
@@ -84,7 +122,9 @@ def test_history_rows_and_eval_steps(tiny_run):
 def test_result_metadata(tiny_run):
     assert tiny_run.seed == 7
     assert tiny_run.settings["steps"] == 23 and tiny_run.settings["seq_len"] == 32
-    assert tiny_run.settings["device"] == "cpu" and tiny_run.device == torch.device("cpu")
+    assert tiny_run.settings["device"] == "cpu" and tiny_run.device == torch.device(
+        "cpu"
+    )
     assert tiny_run.seconds >= 0
     assert not tiny_run.model.training
 
@@ -106,25 +146,31 @@ def _lrs(steps: int, lr: float, schedule: str = "one-cycle") -> list[float]:
 def test_one_cycle_schedule(steps):
     lr = 2e-3
     lrs = np.array(_lrs(steps, lr))
-    assert lrs[0] == pytest.approx(lr / 100, rel=1e-6)                # warm-up starts at lr/100, even for short runs
-    assert lrs.max() == pytest.approx(lr, rel=1e-9)                   # the peak is reached exactly
-    assert lrs[-1] == pytest.approx(lr / 5, rel=1e-6)                 # and the last step uses lr/5
+    assert lrs[0] == pytest.approx(
+        lr / 100, rel=1e-6
+    )  # warm-up starts at lr/100, even for short runs
+    assert lrs.max() == pytest.approx(lr, rel=1e-9)  # the peak is reached exactly
+    assert lrs[-1] == pytest.approx(lr / 5, rel=1e-6)  # and the last step uses lr/5
     peak = int(np.argmax(lrs))
-    assert 1 <= peak <= math.ceil(0.02 * steps)                       # 2 % warm-up (at least one step)
-    assert np.all(np.diff(lrs[:peak + 1]) > 0)                        # rising during warm-up
-    np.testing.assert_allclose(lrs[:peak + 1], np.linspace(lr / 100, lr, peak + 1), rtol=1e-9)  # linearly
+    assert 1 <= peak <= math.ceil(0.02 * steps)  # 2 % warm-up (at least one step)
+    assert np.all(np.diff(lrs[: peak + 1]) > 0)  # rising during warm-up
+    np.testing.assert_allclose(
+        lrs[: peak + 1], np.linspace(lr / 100, lr, peak + 1), rtol=1e-9
+    )  # linearly
     if float(0.02 * steps).is_integer():
-        assert peak == 0.02 * steps                                     # exactly 2 % of the steps
-    assert np.all(np.diff(lrs[peak:]) <= 1e-15)                       # then non-increasing (cosine)
+        assert peak == 0.02 * steps  # exactly 2 % of the steps
+    assert np.all(np.diff(lrs[peak:]) <= 1e-15)  # then non-increasing (cosine)
     assert np.all(lrs[peak:] >= lr / 5 * (1 - 1e-9))
     if steps >= 30:
-        mid = peak + (steps - 1 - peak) // 2                          # cosine: about halfway at mid-decay
+        mid = peak + (steps - 1 - peak) // 2  # cosine: about halfway at mid-decay
         assert lrs[mid] == pytest.approx((lr + lr / 5) / 2, rel=0.05)
 
 
 def test_history_lr_follows_the_schedule():
     lr = 5e-3
-    result = _run(steps=60, lr=lr, eval_every=60, eval_batches=1, batch_size=2, seq_len=8)
+    result = _run(
+        steps=60, lr=lr, eval_every=60, eval_batches=1, batch_size=2, seq_len=8
+    )
     history_lr = result.history["lr"].to_numpy()[1:]
     np.testing.assert_allclose(history_lr, _lrs(60, lr), rtol=1e-12)
     assert history_lr[0] == pytest.approx(lr / 100, rel=1e-6)
@@ -135,7 +181,9 @@ def test_history_lr_follows_the_schedule():
 def test_constant_schedule():
     assert _lrs(30, 1e-3, "constant") == [1e-3] * 30
     result = _run(steps=10, lr=3e-3, schedule="constant", eval_every=10)
-    np.testing.assert_array_equal(result.history["lr"].to_numpy()[1:], np.full(10, 3e-3))
+    np.testing.assert_array_equal(
+        result.history["lr"].to_numpy()[1:], np.full(10, 3e-3)
+    )
 
 
 def test_fifty_steps_one_cycle_works():
@@ -152,7 +200,9 @@ def _decayed_names(model, **kw):
     decay, no_decay = opt.param_groups
     assert decay["weight_decay"] == 0.05 and no_decay["weight_decay"] == 0.0
     ids = [id(p) for g in opt.param_groups for p in g["params"]]
-    assert len(ids) == len(set(ids)) and set(ids) == {id(p) for p in model.parameters()}   # each once (tied too)
+    assert len(ids) == len(set(ids)) and set(ids) == {
+        id(p) for p in model.parameters()
+    }  # each once (tied too)
     return sorted(names[id(p)] for p in decay["params"])
 
 
@@ -162,8 +212,11 @@ def test_weight_decay_on_the_linear_weights_only(preset, tied):
     """The authors' AdamW groups: decay on the linear layers' weights; embeddings, biases, LN gains and a tied
     head (which is the token embedding) are not decayed."""
     model = Transformer(getattr(TransformerConfig, preset)(tied=tied, n_layers=2))
-    linear = [f"blocks.{i}.{m}.weight" for i in (0, 1) for m in ("attn.W_Q", "attn.W_K", "attn.W_V", "attn.W_O",
-                                                                  "ff.W_1", "ff.W_2")]
+    linear = [
+        f"blocks.{i}.{m}.weight"
+        for i in (0, 1)
+        for m in ("attn.W_Q", "attn.W_K", "attn.W_V", "attn.W_O", "ff.W_1", "ff.W_2")
+    ]
     assert _decayed_names(model) == sorted(linear + ([] if tied else ["head.weight"]))
     opt = make_optimizer(model, 1e-3)
     assert isinstance(opt, torch.optim.AdamW)
@@ -190,9 +243,15 @@ def test_weight_decay_shrinks_linear_weights_only():
         p.grad = torch.zeros_like(p)
     opt.step()
     for n, p in model.named_parameters():
-        factor = 1 - 0.1 * 0.5 if n.endswith("weight") and ".W_" in n or n == "head.weight" else 1.0
+        factor = (
+            1 - 0.1 * 0.5
+            if n.endswith("weight") and ".W_" in n or n == "head.weight"
+            else 1.0
+        )
         torch.testing.assert_close(p.detach(), before[n] * factor)
-    assert torch.equal(model.wpe.weight, before["wpe.weight"]) and torch.equal(model.wte.weight, before["wte.weight"])
+    assert torch.equal(model.wpe.weight, before["wpe.weight"]) and torch.equal(
+        model.wte.weight, before["wte.weight"]
+    )
 
 
 def test_cross_entropy_uses_next_state_targets():
@@ -204,21 +263,24 @@ def test_cross_entropy_uses_next_state_targets():
 
 
 # ---------------------------------------------------------------- validation
-@pytest.mark.parametrize("kw,pattern", [
-    (dict(steps=0), "steps"),
-    (dict(steps=-5), "steps"),
-    (dict(steps=2.5), "steps"),
-    (dict(batch_size=0), "batch_size"),
-    (dict(seq_len=0), "seq_len"),
-    (dict(seq_len=65), "seq_len"),                 # > max_len = 64
-    (dict(lr=0.0), "lr"),
-    (dict(lr=-1e-3), "lr"),
-    (dict(lr=float("nan")), "lr"),
-    (dict(lr=float("inf")), "lr"),
-    (dict(eval_every=0), "eval_every"),
-    (dict(eval_batches=0), "eval_batches"),
-    (dict(schedule="foo"), "schedule"),
-])
+@pytest.mark.parametrize(
+    "kw,pattern",
+    [
+        (dict(steps=0), "steps"),
+        (dict(steps=-5), "steps"),
+        (dict(steps=2.5), "steps"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(seq_len=0), "seq_len"),
+        (dict(seq_len=65), "seq_len"),  # > max_len = 64
+        (dict(lr=0.0), "lr"),
+        (dict(lr=-1e-3), "lr"),
+        (dict(lr=float("nan")), "lr"),
+        (dict(lr=float("inf")), "lr"),
+        (dict(eval_every=0), "eval_every"),
+        (dict(eval_batches=0), "eval_batches"),
+        (dict(schedule="foo"), "schedule"),
+    ],
+)
 def test_train_rejects_bad_arguments(kw, pattern):
     args = dict(steps=2, batch_size=2, seq_len=8, device="cpu", progress=False)
     args.update(kw)
@@ -228,8 +290,15 @@ def test_train_rejects_bad_arguments(kw, pattern):
 
 def test_train_rejects_vocab_mismatch():
     with pytest.raises(ValueError, match="vocab_size"):
-        train(symmetric(3, 0.3), TransformerConfig.theory(vocab_size=2), steps=2, batch_size=2, seq_len=8,
-              device="cpu", progress=False)
+        train(
+            symmetric(3, 0.3),
+            TransformerConfig.theory(vocab_size=2),
+            steps=2,
+            batch_size=2,
+            seq_len=8,
+            device="cpu",
+            progress=False,
+        )
 
 
 def test_make_schedule_rejects_unknown():
@@ -247,13 +316,23 @@ def test_probability_along(tiny_run):
         np.testing.assert_array_equal(positions, np.flatnonzero(x[0].numpy() == i))
         assert len(positions) > 0
         assert np.all((probs >= 0) & (probs <= 1))
-        np.testing.assert_allclose(probs, tiny_run.probabilities(x)[0, positions, 1].numpy())
+        np.testing.assert_allclose(
+            probs, tiny_run.probabilities(x)[0, positions, 1].numpy()
+        )
 
 
 def _result_for(model, chain, seq_len=64):
-    history = pd.DataFrame({"step": [0], "lr": [np.nan], "train_loss": [np.nan], "test_loss": [np.nan]})
-    return TrainResult(chain=chain, config=model.config, model=model, history=history, seed=0,
-                       train_config=TrainConfig(steps=1, batch_size=1, seq_len=seq_len))
+    history = pd.DataFrame(
+        {"step": [0], "lr": [np.nan], "train_loss": [np.nan], "test_loss": [np.nan]}
+    )
+    return TrainResult(
+        chain=chain,
+        config=model.config,
+        model=model,
+        history=history,
+        seed=0,
+        train_config=TrainConfig(steps=1, batch_size=1, seq_len=seq_len),
+    )
 
 
 def test_helpers_on_the_global_minimum():
@@ -269,7 +348,9 @@ def test_helpers_on_the_global_minimum():
     np.testing.assert_allclose(probs, 0.3, atol=1e-6)
     np.testing.assert_allclose(result.learnt_kernel(), chain.P, atol=1e-6)
     c5 = symmetric(5, 0.3)
-    result5 = _result_for(global_minimum(c5, TransformerConfig.theory(vocab_size=5, max_len=64)), c5)
+    result5 = _result_for(
+        global_minimum(c5, TransformerConfig.theory(vocab_size=5, max_len=64)), c5
+    )
     np.testing.assert_allclose(result5.learnt_kernel(), c5.P, atol=1e-6)
 
 
@@ -280,23 +361,37 @@ def test_learnt_kernel_rows_sum_to_one(tiny_run):
     assert np.all((kernel >= 0) & (kernel <= 1))
     x = tiny_run.chain.sample(3, 16, seed=2)
     np.testing.assert_allclose(tiny_run.learnt_kernel(x).sum(1), 1.0, atol=1e-9)
-    assert np.array_equal(tiny_run.learnt_kernel(), tiny_run.learnt_kernel())     # default paths are seeded
+    assert np.array_equal(
+        tiny_run.learnt_kernel(), tiny_run.learnt_kernel()
+    )  # default paths are seeded
 
 
 # ---------------------------------------------------------------- escape statistics and exact gradient descent
 def _history_result(chain, test_losses, steps):
-    history = pd.DataFrame({"step": steps, "lr": np.nan, "train_loss": np.nan, "test_loss": test_losses})
-    return TrainResult(chain=chain, config=TransformerConfig.theory(), model=None, history=history, seed=0,
-                       train_config=TrainConfig(steps=30, batch_size=1, seq_len=8))
+    history = pd.DataFrame(
+        {"step": steps, "lr": np.nan, "train_loss": np.nan, "test_loss": test_losses}
+    )
+    return TrainResult(
+        chain=chain,
+        config=TransformerConfig.theory(),
+        model=None,
+        history=history,
+        seed=0,
+        train_config=TrainConfig(steps=30, batch_size=1, seq_len=8),
+    )
 
 
 def test_escape_curve_counts_first_arrivals():
     chain = binary(0.5, 0.8)
     h, u = chain.entropy_rate(), chain.unigram_entropy()
     steps = [0, 10, 20, 30]
-    runs = [_history_result(chain, [0.69, u, h + 0.001, h], steps),      # escapes at 20
-            _history_result(chain, [0.69, h + 0.004, u, u], steps),      # within tol at 10, then back: still 10
-            _history_result(chain, [0.69, u, u, u], steps)]              # never
+    runs = [
+        _history_result(chain, [0.69, u, h + 0.001, h], steps),  # escapes at 20
+        _history_result(
+            chain, [0.69, h + 0.004, u, u], steps
+        ),  # within tol at 10, then back: still 10
+        _history_result(chain, [0.69, u, u, u], steps),
+    ]  # never
     assert [r.escape_step(0.005) for r in runs] == [20, 10, None]
     curve = escape_curve(runs, 0.005)
     assert curve["step"].tolist() == steps
@@ -306,17 +401,34 @@ def test_escape_curve_counts_first_arrivals():
         escape_curve([])
 
 
-@pytest.mark.parametrize("p,q,tied,returns", [(0.5, 0.8, True, True), (0.2, 0.3, True, False), (0.5, 0.8, False, False)])
+@pytest.mark.parametrize(
+    "p,q,tied,returns",
+    [(0.5, 0.8, True, True), (0.2, 0.3, True, False), (0.5, 0.8, False, False)],
+)
 def test_population_descent_from_a_perturbed_unigram_point(p, q, tied, returns):
     """Thm 2 / 3 dynamically: from theta_pi + noise, exact gradient descent returns to H(pi) in the tied model with
     p+q > 1 and leaves it (towards H_rate) when p+q < 1 or the model is untied."""
     chain = binary(p, q)
-    start = perturbed(unigram_point(chain, TransformerConfig.theory(d_model=4, tied=tied, max_len=6)).double(), 0.05, seed=0)
+    start = perturbed(
+        unigram_point(
+            chain, TransformerConfig.theory(d_model=4, tied=tied, max_len=6)
+        ).double(),
+        0.05,
+        seed=0,
+    )
     model, losses = population_descent(start, chain, steps=150, lr=0.5, length=6)
-    assert len(losses) == 151 and losses[0] == pytest.approx(float(expected_loss(start, chain, 6)))
-    assert model is not start and all(torch.equal(a, b) for a, b in
-                                      zip(perturbed(unigram_point(chain, start.config).double(), 0.05, seed=0).parameters(),
-                                          start.parameters()))     # the start is not modified
+    assert len(losses) == 151 and losses[0] == pytest.approx(
+        float(expected_loss(start, chain, 6))
+    )
+    assert model is not start and all(
+        torch.equal(a, b)
+        for a, b in zip(
+            perturbed(
+                unigram_point(chain, start.config).double(), 0.05, seed=0
+            ).parameters(),
+            start.parameters(),
+        )
+    )  # the start is not modified
     if returns:
         assert abs(losses[-1] - chain.unigram_entropy()) < 1e-4
     else:

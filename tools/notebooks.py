@@ -13,6 +13,7 @@ Every chapter starts the same way (``furnish`` writes it, ``check`` insists on i
 install cell (the first code cell, collapsed: ``hide-input``, ``hide-output``; it does nothing outside Colab), the ``parameters``
 cell, and a cell that shows the "Re-run this page" box with the parameters the page was built with.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,12 +31,14 @@ INSTALL_TAG, RERUN_TAG = "colab-install", "rerun-box"
 def install_cell_source() -> str:
     from markovlib.book import install_requirement
 
-    return ("# In Google Colab, install markovlib (this book's library) first; anywhere else this cell does nothing.\n"
-            "import subprocess\n"
-            "import sys\n\n"
-            'if "google.colab" in sys.modules:\n'
-            '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",\n'
-            f'                    "{install_requirement()}"], check=True)')
+    return (
+        "# In Google Colab, install markovlib (this book's library) first; anywhere else this cell does nothing.\n"
+        "import subprocess\n"
+        "import sys\n\n"
+        'if "google.colab" in sys.modules:\n'
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",\n'
+        f'                    "{install_requirement()}"], check=True)'
+    )
 
 
 def rerun_cell_source(path: Path) -> str:
@@ -43,22 +46,39 @@ def rerun_cell_source(path: Path) -> str:
 
     names = list(chapter_parameters(path))
     args = ", ".join(f"{n}={n}" for n in names)
-    return ("from markovlib import resolve\n"
-            "from markovlib.book import rerun_box\n\n"
-            f'rerun_box("{path.stem}", resolve(scale).name, {args})')
+    return (
+        "from markovlib import resolve\n"
+        "from markovlib.book import rerun_box\n\n"
+        f'rerun_box("{path.stem}", resolve(scale).name, {args})'
+    )
 
 
 def furnished(path: Path, nb):
     """``nb`` with the canonical install cell first among code cells and the rerun box after the parameters
     (pages without parameters, like Reproducibility, get no box). Fixed cell ids keep the stored file stable."""
-    cells = [c for c in nb.cells if not {INSTALL_TAG, RERUN_TAG} & set(c.metadata.get("tags", []))]
-    params = next((i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", [])), None)
+    cells = [
+        c
+        for c in nb.cells
+        if not {INSTALL_TAG, RERUN_TAG} & set(c.metadata.get("tags", []))
+    ]
+    params = next(
+        (i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", [])),
+        None,
+    )
     if params is not None:
-        rerun = nbformat.v4.new_code_cell(rerun_cell_source(path), metadata={"tags": ["remove-input", RERUN_TAG],
-                                                                    "mystnb": {"markdown_format": "myst"}})
+        rerun = nbformat.v4.new_code_cell(
+            rerun_cell_source(path),
+            metadata={
+                "tags": ["remove-input", RERUN_TAG],
+                "mystnb": {"markdown_format": "myst"},
+            },
+        )
         rerun["id"] = RERUN_TAG
         cells.insert(params + 1, rerun)
-    install = nbformat.v4.new_code_cell(install_cell_source(), metadata={"tags": ["hide-input", "hide-output", INSTALL_TAG]})
+    install = nbformat.v4.new_code_cell(
+        install_cell_source(),
+        metadata={"tags": ["hide-input", "hide-output", INSTALL_TAG]},
+    )
     install["id"] = INSTALL_TAG
     cells.insert(next(i for i, c in enumerate(cells) if c.cell_type == "code"), install)
     nb.cells = cells
@@ -79,8 +99,14 @@ def stored_form(nb, golden_outputs: dict[int, list] | None = None):
         if cell.cell_type != "code":
             continue
         keep = cell.outputs if golden_outputs is None else golden_outputs.get(i, [])
-        cell.outputs = [o for o in keep if is_golden(cell) and o.output_type == "stream" and o.name == "stdout"]
-        cell.execution_count = 1 if cell.outputs else None  # nbval skips reference cells that look unrun
+        cell.outputs = [
+            o
+            for o in keep
+            if is_golden(cell) and o.output_type == "stream" and o.name == "stdout"
+        ]
+        cell.execution_count = (
+            1 if cell.outputs else None
+        )  # nbval skips reference cells that look unrun
     return nb
 
 
@@ -89,7 +115,12 @@ def golden(path: Path) -> None:
 
     os.environ["MARKOVLIB_SCALE"] = "smoke"
     with tempfile.TemporaryDirectory() as tmp:
-        out = pm.execute_notebook(str(path), str(Path(tmp) / path.name), cwd=str(path.parent), progress_bar=False)
+        out = pm.execute_notebook(
+            str(path),
+            str(Path(tmp) / path.name),
+            cwd=str(path.parent),
+            progress_bar=False,
+        )
     executed = {i: c.get("outputs", []) for i, c in enumerate(out.cells)}
     nb = nbformat.read(path, as_version=4)
     nbformat.write(stored_form(nb, executed), path)
@@ -112,22 +143,35 @@ def main(argv: list[str]) -> int:
             before = nbformat.writes(nb)
             if nbformat.writes(stored_form(nb)) != before:
                 bad.append(path)
-            elif nbformat.writes(stored_form(furnished(path, nbformat.reads(before, as_version=4)))) != before:
-                print(f"{path}: the install cell or the rerun box is missing or stale (run: python tools/notebooks.py furnish {path})")
+            elif (
+                nbformat.writes(
+                    stored_form(furnished(path, nbformat.reads(before, as_version=4)))
+                )
+                != before
+            ):
+                print(
+                    f"{path}: the install cell or the rerun box is missing or stale (run: python tools/notebooks.py furnish {path})"
+                )
                 bad.append(path)
             if any("myst_nb" in c.source for c in nb.cells if c.cell_type == "code"):
-                print(f"{path}: imports myst_nb, which Colab lacks; use markovlib.book.glue")
+                print(
+                    f"{path}: imports myst_nb, which Colab lacks; use markovlib.book.glue"
+                )
                 bad.append(path)
             # under papermill, glue() in a golden cell adds a record output that nbval then reports as a difference
             for cell in nb.cells:
                 if is_golden(cell) and "glue(" in cell.source:
-                    print(f"{path}: an {MARKER} cell calls glue(); glue in the next cell instead")
+                    print(
+                        f"{path}: an {MARKER} cell calls glue(); glue in the next cell instead"
+                    )
                     bad.append(path)
         else:
             print(__doc__)
             return 2
     for path in bad:
-        print(f"{path}: not in stored form (run: python tools/notebooks.py strip {path})")
+        print(
+            f"{path}: not in stored form (run: python tools/notebooks.py strip {path})"
+        )
     return 1 if bad else 0
 
 

@@ -5,12 +5,15 @@ so every page declared ``const THEBE_JS_URL`` twice: a JavaScript error in every
 drops repeated scripts (same file or same inline body, same attributes; an inline script's file name
 is None or "" depending on who added it) from each page.
 """
+
 from __future__ import annotations
 
 
 def _key(js) -> tuple:
     attributes = getattr(js, "attributes", {}) or {}
-    return getattr(js, "filename", str(js)) or "", tuple(sorted((k, str(v)) for k, v in attributes.items()))
+    return getattr(js, "filename", str(js)) or "", tuple(
+        sorted((k, str(v)) for k, v in attributes.items())
+    )
 
 
 def drop_repeated_scripts(app, pagename, templatename, context, doctree) -> None:

@@ -12,6 +12,7 @@ stay readable in the theme's dark mode. Screenshots (light, full page; dark, fir
 Chromium: ``$MARKOVLIB_CHROMIUM``, a system Chromium/Chrome, else Debian's ``chromium`` installed with
 apt-get (as root), else Playwright's own download; the tests skip, saying so, only if all of these fail.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,22 +31,54 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SITE = Path(os.environ.get("MARKOVLIB_SITE") or ROOT / "_build" / "strict" / "_build" / "html").resolve()
+SITE = Path(
+    os.environ.get("MARKOVLIB_SITE") or ROOT / "_build" / "strict" / "_build" / "html"
+).resolve()
 SHOTS = ROOT / "_build" / "screenshots"
 BOOK = ROOT / "book"
-SKIP_DIRS = {"_static", "_sources", "_images", "jupyter_execute", "_sphinx_design_static"}
-PAGES = sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
-               if not SKIP_DIRS & set(p.relative_to(SITE).parts)) if SITE.is_dir() else []
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
+SKIP_DIRS = {
+    "_static",
+    "_sources",
+    "_images",
+    "jupyter_execute",
+    "_sphinx_design_static",
+}
+PAGES = (
+    sorted(
+        str(p.relative_to(SITE))
+        for p in SITE.rglob("*.html")
+        if not SKIP_DIRS & set(p.relative_to(SITE).parts)
+    )
+    if SITE.is_dir()
+    else []
+)
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 REPORT: dict[str, dict] = {}
 
-playwright = pytest.importorskip("playwright.sync_api", reason="playwright is pinned in requirements.txt; run make install")
+playwright = pytest.importorskip(
+    "playwright.sync_api",
+    reason="playwright is pinned in requirements.txt; run make install",
+)
 
 
 def _system_chromium() -> str | None:
-    candidates = [os.environ.get("MARKOVLIB_CHROMIUM", "")] + [shutil.which(n) or "" for n in
-                                                              ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")]
+    candidates = [os.environ.get("MARKOVLIB_CHROMIUM", "")] + [
+        shutil.which(n) or ""
+        for n in (
+            "chromium",
+            "chromium-browser",
+            "google-chrome",
+            "google-chrome-stable",
+        )
+    ]
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
@@ -56,13 +89,20 @@ def _install_chromium() -> tuple[str | None, str]:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
         for cmd in (install, ["apt-get", "update"], install):
-            r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+            r = subprocess.run(
+                cmd, capture_output=True, text=True, env=env, timeout=900
+            )
             log.append(f"{' '.join(cmd)}: exit {r.returncode}")
             if cmd is install and r.returncode == 0:
                 break
         if _system_chromium():
             return _system_chromium(), "; ".join(log)
-    r = subprocess.run([sys.executable, "-m", "playwright", "install", "chromium"], capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [sys.executable, "-m", "playwright", "install", "chromium"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     log.append(f"playwright install chromium: exit {r.returncode}")
     return ("playwright" if r.returncode == 0 else None), "; ".join(log)
 
@@ -73,11 +113,17 @@ def browser():
     if executable is None:
         executable, how = _install_chromium()
     if executable is None:
-        pytest.skip(f"SKIPPED: no Chromium could be installed ({how}); install Debian's chromium or set MARKOVLIB_CHROMIUM")
+        pytest.skip(
+            f"SKIPPED: no Chromium could be installed ({how}); install Debian's chromium or set MARKOVLIB_CHROMIUM"
+        )
     with playwright.sync_playwright() as pw:
         kwargs = {} if executable == "playwright" else {"executable_path": executable}
         b = pw.chromium.launch(args=CHROMIUM_FLAGS, **kwargs)
-        REPORT["_browser"] = {"executable": executable, "version": b.version, "how": how}
+        REPORT["_browser"] = {
+            "executable": executable,
+            "version": b.version,
+            "how": how,
+        }
         yield b
         b.close()
 
@@ -85,7 +131,9 @@ def browser():
 @pytest.fixture(scope="session")
 def server():
     if not (SITE / "index.html").exists():
-        pytest.fail(f"no built site at {SITE}: build it first (make book-strict, or make book and MARKOVLIB_SITE=_build/html)")
+        pytest.fail(
+            f"no built site at {SITE}: build it first (make book-strict, or make book and MARKOVLIB_SITE=_build/html)"
+        )
     handler = functools.partial(_QuietHandler, directory=str(SITE))
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -94,7 +142,11 @@ def server():
     httpd.shutdown()
     SHOTS.mkdir(parents=True, exist_ok=True)
     size = sum(p.stat().st_size for p in SITE.rglob("*") if p.is_file())
-    REPORT["_site"] = {"path": str(SITE), "bytes": size, "files": sum(1 for p in SITE.rglob("*") if p.is_file())}
+    REPORT["_site"] = {
+        "path": str(SITE),
+        "bytes": size,
+        "files": sum(1 for p in SITE.rglob("*") if p.is_file()),
+    }
     (SHOTS / "report.json").write_text(json.dumps(REPORT, indent=1, sort_keys=True))
 
 
@@ -108,8 +160,11 @@ def _figure_names(stem: str) -> list[str]:
     if not path.exists():
         return []
     nb = nbformat.read(path, as_version=4)
-    return [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells
-            if c.cell_type == "code" and "figure" in c.metadata.get("mystnb", {})]
+    return [
+        c.metadata["mystnb"]["figure"]["name"]
+        for c in nb.cells
+        if c.cell_type == "code" and "figure" in c.metadata.get("mystnb", {})
+    ]
 
 
 _FETCHED: dict[str, tuple[int, str]] = {}
@@ -137,11 +192,23 @@ CONTRAST_JS = """(selectors) => {
   }
   return out;
 }"""
-TEXT_SELECTORS = ["article p", "article li", "figcaption", ".rerun-box p", ".cell_output pre", ".admonition-title",
-                  "table td", ".proof p", "h1", "h2"]
+TEXT_SELECTORS = [
+    "article p",
+    "article li",
+    "figcaption",
+    ".rerun-box p",
+    ".cell_output pre",
+    ".admonition-title",
+    "table td",
+    ".proof p",
+    "h1",
+    "h2",
+]
 
 
-@pytest.mark.skipif(not PAGES, reason=f"no built site at {SITE} (make book-strict first)")
+@pytest.mark.skipif(
+    not PAGES, reason=f"no built site at {SITE} (make book-strict first)"
+)
 @pytest.mark.parametrize("page", PAGES)
 def test_page(page, browser, server):
     stem = Path(page).stem
@@ -158,17 +225,28 @@ def test_page(page, browser, server):
 
     context.route("**/*", route)
     pg = context.new_page()
-    pg.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+    pg.on(
+        "console",
+        lambda m: (
+            errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None
+        ),
+    )
     pg.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     response = pg.goto(f"{server}/{page}", wait_until="load")
-    assert response is not None and response.ok, f"{page}: HTTP {response and response.status}"
+    assert response is not None and response.ok, (
+        f"{page}: HTTP {response and response.status}"
+    )
     pg.wait_for_load_state("networkidle")
     # MathJax 3 typesets on startup; wait for it (pages without math load no MathJax)
-    pg.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true")
+    pg.evaluate(
+        "() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true"
+    )
     # images: make lazy ones load, then wait for every one
     pg.evaluate("""() => Promise.all([...document.images].map(i => { i.loading = 'eager';
         return i.complete ? null : new Promise(r => { i.onload = i.onerror = r; }); }))""")
-    images = pg.evaluate("() => [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth, i.naturalHeight])")
+    images = pg.evaluate(
+        "() => [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth, i.naturalHeight])"
+    )
     math = pg.evaluate("""() => ({
         math: document.querySelectorAll('.math').length,
         untypeset: [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container')).length,
@@ -177,22 +255,37 @@ def test_page(page, browser, server):
                       c.querySelectorAll('pre, code, script, style, mjx-container, textarea').forEach(e => e.remove());
                       return (c.textContent.match(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{/g) || []).length; })(),
     })""")
-    figures = {name: pg.evaluate("""(id) => { const f = document.getElementById(id);
+    figures = {
+        name: pg.evaluate(
+            """(id) => { const f = document.getElementById(id);
         if (!f) return null; const img = f.querySelector('img'); const cap = f.querySelector('figcaption');
-        return {tag: f.tagName, img: img ? img.naturalWidth : 0, caption: cap ? cap.textContent.trim() : ''}; }""", name)
-               for name in _figure_names(stem)}
-    links = pg.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
-    launch = pg.evaluate("""() => [...document.querySelectorAll('.dropdown-launch-buttons a')].map(a => a.href)""")
-    rerun = pg.evaluate("() => { const b = document.querySelector('.rerun-box'); return b ? b.textContent : null; }")
+        return {tag: f.tagName, img: img ? img.naturalWidth : 0, caption: cap ? cap.textContent.trim() : ''}; }""",
+            name,
+        )
+        for name in _figure_names(stem)
+    }
+    links = pg.evaluate(
+        "() => [...document.querySelectorAll('a[href]')].map(a => a.href)"
+    )
+    launch = pg.evaluate(
+        """() => [...document.querySelectorAll('.dropdown-launch-buttons a')].map(a => a.href)"""
+    )
+    rerun = pg.evaluate(
+        "() => { const b = document.querySelector('.rerun-box'); return b ? b.textContent : null; }"
+    )
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")
     pg.screenshot(path=str(shot), full_page=True)
     light_contrast = pg.evaluate(CONTRAST_JS, TEXT_SELECTORS)
     # dark mode as a reader gets it: the theme's own switch, remembered in localStorage, then a reload
-    pg.evaluate("() => { localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark'); }")
+    pg.evaluate(
+        "() => { localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark'); }"
+    )
     pg.reload(wait_until="load")
-    pg.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true")
+    pg.evaluate(
+        "() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true"
+    )
     theme = pg.evaluate("() => document.documentElement.dataset.theme")
     dark_contrast = pg.evaluate(CONTRAST_JS, TEXT_SELECTORS)
     pg.screenshot(path=str(shot.with_name(shot.stem + "-dark.png")))
@@ -210,30 +303,68 @@ def test_page(page, browser, server):
             broken.append(f"{href} (no anchor)")
     context.close()
 
-    REPORT[page] = {"images": len(images), "math": math["math"], "figures": len(figures),
-                    "internal_links": len({urldefrag(h)[0] for h in links if urlparse(h).hostname == "127.0.0.1"}),
-                    "screenshot": shot.name,
-                    "min_contrast_light": round(min((c for _, c in light_contrast), default=21), 2),
-                    "min_contrast_dark": round(min((c for _, c in dark_contrast), default=21), 2)}
+    REPORT[page] = {
+        "images": len(images),
+        "math": math["math"],
+        "figures": len(figures),
+        "internal_links": len(
+            {urldefrag(h)[0] for h in links if urlparse(h).hostname == "127.0.0.1"}
+        ),
+        "screenshot": shot.name,
+        "min_contrast_light": round(min((c for _, c in light_contrast), default=21), 2),
+        "min_contrast_dark": round(min((c for _, c in dark_contrast), default=21), 2),
+    }
 
     assert not external, f"{page} requested resources outside the site: {external[:5]}"
     assert not errors, f"{page}: {errors[:5]}"
-    assert all(w > 0 and h > 0 for _, w, h in images), f"{page}: images not loaded: {[i for i in images if not i[1]]}"
-    assert math["untypeset"] == 0 and math["errors"] == 0, f"{page}: MathJax left {math}"
+    assert all(w > 0 and h > 0 for _, w, h in images), (
+        f"{page}: images not loaded: {[i for i in images if not i[1]]}"
+    )
+    assert math["untypeset"] == 0 and math["errors"] == 0, (
+        f"{page}: MathJax left {math}"
+    )
     assert math["raw"] == 0, f"{page}: raw TeX in the text ({math['raw']} places)"
     assert not broken, f"{page}: broken internal links {broken[:10]}"
     for name, fig in figures.items():
         assert fig is not None, f"{page}: figure {name} missing"
-        assert fig["tag"] == "FIGURE" and fig["img"] > 0 and fig["caption"], f"{page}: figure {name}: {fig}"
+        assert fig["tag"] == "FIGURE" and fig["img"] > 0 and fig["caption"], (
+            f"{page}: figure {name}: {fig}"
+        )
     assert theme == "dark", f"{page}: the theme did not switch to dark mode ({theme!r})"
-    low = [(mode, s, round(c, 2)) for mode, pairs in (("light", light_contrast), ("dark", dark_contrast))
-           for s, c in pairs if c < 4.5]
+    low = [
+        (mode, s, round(c, 2))
+        for mode, pairs in (("light", light_contrast), ("dark", dark_contrast))
+        for s, c in pairs
+        if c < 4.5
+    ]
     assert not low, f"{page}: text below contrast 4.5:1 (light or dark mode): {low[:6]}"
-    if (BOOK / f"{stem}.ipynb").exists():       # notebook pages
-        assert any(h.startswith("https://mybinder.org/v2/gh/") and h.endswith(f"book/{stem}.ipynb") for h in launch), launch
-        assert any(h.startswith("https://colab.research.google.com/github/") and h.endswith(f"book/{stem}.ipynb")
-                   for h in launch), launch
+    if (BOOK / f"{stem}.ipynb").exists():  # notebook pages
+        assert any(
+            h.startswith("https://mybinder.org/v2/gh/")
+            and h.endswith(f"book/{stem}.ipynb")
+            for h in launch
+        ), launch
+        assert any(
+            h.startswith("https://colab.research.google.com/github/")
+            and h.endswith(f"book/{stem}.ipynb")
+            for h in launch
+        ), launch
         if stem != "reproducibility":
-            assert rerun and f"papermill book/{stem}.ipynb" in rerun and "Binder" in rerun and "Colab" in rerun, rerun
-    if stem in {"framework", "global_minimum", "bad_local_minima", "saddles", "multi_state", "depth", "ccmc"}:
-        assert math["math"] > 0 and figures, f"{page}: a chapter without math or figures"
+            assert (
+                rerun
+                and f"papermill book/{stem}.ipynb" in rerun
+                and "Binder" in rerun
+                and "Colab" in rerun
+            ), rerun
+    if stem in {
+        "framework",
+        "global_minimum",
+        "bad_local_minima",
+        "saddles",
+        "multi_state",
+        "depth",
+        "ccmc",
+    }:
+        assert math["math"] > 0 and figures, (
+            f"{page}: a chapter without math or figures"
+        )
