@@ -82,6 +82,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -432,6 +433,249 @@ def row(
     )
 
 
+# ---------------------------------------------------------------- the rows
+@dataclass
+class Context:
+    """What the rows share: the arguments, the device, the timing settings, and numbers that
+    later rows and the report reuse (the bare step of row 2, the sampler spread of row 1)."""
+
+    args: argparse.Namespace
+    device: torch.device
+    timing: dict
+    paper_steps: int
+    chain: MarkovChain = field(default_factory=lambda: binary(0.5, 0.8))
+    config: TransformerConfig = field(
+        default_factory=lambda: TransformerConfig.gpt2(tied=True)
+    )
+    bare: dict = field(default_factory=dict)  # seq_len -> ms of markovlib's bare step
+    spread: dict = field(default_factory=dict)  # sampler label -> (min, max) ranges
+    e2e: float = float("nan")
+
+    @property
+    def processes(self) -> int:
+        return 1 if self.args.quick else self.args.processes
+
+    def time_it(self, fn, **kw) -> float:
+        return measure(fn, device=self.device, **{**self.timing, **kw})
+
+    def run(self, steps: int, seq_len: int, **kw):
+        """A ``train`` call of the benchmark's model and chain (the callable, not its result)."""
+        return lambda: train(
+            self.chain,
+            self.config,
+            steps=steps,
+            batch_size=TRAIN_BATCH,
+            seq_len=seq_len,
+            lr=LR,
+            seed=SEED,
+            device=self.device,
+            progress=False,
+            **kw,
+        )
+
+
+def row_1_sampler(ctx: Context) -> list[dict]:
+    """1. Sampler throughput, each chain in several fresh processes (median; range printed)."""
+    rows = []
+    for label in SAMPLER_CHAINS:
+        runs = [
+            sampler_times_in_subprocess(
+                label, ctx.device, ctx.args.threads, ctx.args.quick
+            )
+            for _ in range(ctx.processes)
+        ]
+        tokens = {name: [SAMPLER_TOKENS / r[name] for r in runs] for name in SAMPLERS}
+        ratios = [r["baseline"] / r["markovlib"] for r in runs]
+        ctx.spread[label] = {n: (min(t), max(t)) for n, t in tokens.items()}
+        ctx.spread[label]["ratio"] = (min(ratios), max(ratios))
+        many = f", median of {ctx.processes} processes" if ctx.processes > 1 else ""
+        rows.append(
+            row(
+                f"sample {label}, {SAMPLER_BATCH}×{SAMPLER_LEN}{many}",
+                "tokens/s",
+                **{n: statistics.median(t) for n, t in tokens.items()},
+                baseline_is="authors' multinomial loop",
+            )
+        )
+    return rows
+
+
+def row_2_train_step(ctx: Context) -> list[dict]:
+    """2. One training step at the paper's size, and the same step with no sampling."""
+    rows = []
+    for seq_len in TRAIN_LENS:
+        step = {
+            name: train_step(make, ctx.chain, ctx.config, seq_len, ctx.device)[0]
+            for name, make in SAMPLERS.items()
+        }
+        ms = {name: 1e3 * ctx.time_it(fn) for name, fn in step.items()}
+        ctx.bare[seq_len] = ms["markovlib"]
+        authors = "same step, authors' sampler"
+        rows.append(
+            row(
+                f"train step, batch {TRAIN_BATCH} × seq {seq_len}",
+                "ms/step",
+                **ms,
+                baseline_is=authors,
+            )
+        )
+        fixed = train_step(no_sampler, ctx.chain, ctx.config, seq_len, ctx.device)[0]
+        rows.append(
+            row(
+                f"train step without sampling (one fixed batch), seq {seq_len}: the ceiling",
+                "ms/step",
+                1e3 * ctx.time_it(fixed),
+                ms["baseline"],
+                authors,
+            )
+        )
+    return rows
+
+
+def row_3_ensembles(ctx: Context) -> list[dict]:
+    """3. A train_many-style step of N models vs markovlib's single-model step (row 2)."""
+    rows = []
+    for seq_len, sizes in ENSEMBLE_SIZES.items():
+        if ctx.args.quick and seq_len != 256:
+            continue
+        per_model = TRAIN_BATCH * seq_len
+        if seq_len not in ctx.bare:
+            step = train_step(
+                markovlib_sampler, ctx.chain, ctx.config, seq_len, ctx.device
+            )
+            ctx.bare[seq_len] = 1e3 * ctx.time_it(step[0])
+        single = per_model / (1e-3 * ctx.bare[seq_len])
+        for n in sizes:
+            step = train_step(
+                markovlib_sampler,
+                ctx.chain,
+                ctx.config,
+                seq_len,
+                ctx.device,
+                n_models=n,
+            )[0]
+            rows.append(
+                row(
+                    f"ensemble step, N = {n}, batch {TRAIN_BATCH} × seq {seq_len} per model",
+                    "model·tokens/s",
+                    n * per_model / ctx.time_it(step),
+                    single,
+                    "single-model step (N = 1, `train`)",
+                )
+            )
+    return rows
+
+
+def row_4_train_end_to_end(ctx: Context) -> list[dict]:
+    """4. ``train()`` end to end, evaluation at the start and the end only (one run per trial)."""
+    seq_len = TRAIN_LENS[0]
+    short_run = ctx.run(E2E_STEPS, seq_len, eval_every=E2E_STEPS)
+    ctx.e2e = 1e3 * ctx.time_it(short_run, min_time=0.0, warmup=1) / E2E_STEPS
+    what = f"`train()` end to end, {E2E_STEPS} steps, eval_every={E2E_STEPS}, seq {seq_len}"
+    return [row(what, "ms/step", ctx.e2e)]
+
+
+def row_5_paper_run(ctx: Context) -> list[dict]:
+    """5. The paper's run: evaluation every step on 24 fresh batches, S iterations, one run each."""
+    steps = ctx.paper_steps
+    paper = {
+        "markovlib": ctx.run(
+            steps, PAPER_LEN, eval_every=1, eval_batches=PAPER_EVAL_BATCHES
+        ),
+        "baseline": authors_paper_run(ctx.chain, ctx.config, steps, ctx.device),
+    }
+    per_iter = {
+        name: ctx.time_it(fn, min_time=0.0, trials=1, warmup=0) / steps
+        for name, fn in paper.items()
+    }
+    what = (
+        f"paper run (eval every step on {PAPER_EVAL_BATCHES} batches), "
+        f"batch {TRAIN_BATCH} × seq {PAPER_LEN}"
+    )
+    authors = "same run, authors' sampler"
+    projected = {k: PAPER_ITERATIONS * v for k, v in per_iter.items()}
+    return [
+        row(
+            f"{what}, measured over {steps} iterations",
+            "s/iteration",
+            **per_iter,
+            baseline_is=authors,
+        ),
+        row(
+            f"{what}, {PAPER_ITERATIONS} iterations projected from {steps}",
+            "s, projected",
+            **projected,
+            baseline_is=authors,
+        ),
+    ]
+
+
+def row_6_book(ctx: Context) -> list[dict]:
+    """6. Book execution, a fresh output folder each (subprocesses, one wall-clock run each)."""
+    return [
+        row(
+            f"`jupyter-book build`, MARKOVLIB_SCALE={scale}, fresh output folder",
+            "s",
+            build_book(scale, ctx.args.threads),
+        )
+        for scale in BOOK_SCALES
+    ]
+
+
+def row_7_sweeps(ctx: Context) -> list[dict]:
+    """7. The same 16-run sweep through the local executor and through Ray (wall clock, once each)."""
+    threads = ctx.args.threads
+    sweeps = sweep_times(threads)
+    what = (
+        f"16-run sweep (ensembles of {SWEEP_ENSEMBLE}), Ray executor on {threads} CPUs"
+    )
+    local = "same sweep, local executor"
+    return [
+        row(
+            f"{what}, {threads} CPUs per task, workers cold",
+            "s",
+            sweeps["ray_cold"],
+            sweeps["local"],
+            local,
+        ),
+        row(
+            f"{what}, {threads} CPUs per task, workers warm",
+            "s",
+            sweeps["ray_warm"],
+            sweeps["local"],
+            local,
+        ),
+        row(
+            f"{what}, 1 CPU per task, workers warm",
+            "s",
+            sweeps["ray_parallel"],
+            sweeps["local"],
+            local,
+        ),
+        row(
+            f"`ray.init(num_cpus={threads})`: single-machine cluster start",
+            "s",
+            sweeps["ray_start"],
+        ),
+    ]
+
+
+# The numbered rows of the module docstring, in order; rows 6 and 7 run in full mode or when asked.
+ROWS = (
+    row_1_sampler,
+    row_2_train_step,
+    row_3_ensembles,
+    row_4_train_end_to_end,
+    row_5_paper_run,
+    row_6_book,
+    row_7_sweeps,
+)
+FULL_ONLY = {
+    6: "book",
+    7: "ray",
+}  # row number -> the flag that asks for it in --quick mode
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -484,219 +728,16 @@ def main(argv: list[str] | None = None) -> dict:
         if args.quick
         else dict(min_time=0.5, trials=5, warmup=2)
     )
-    time_it = lambda fn, **kw: measure(fn, device=device, **{**timing, **kw})  # noqa: E731
+    ctx = Context(args, device, timing, paper_steps)
     load_start = os.getloadavg()[0]
     t_start = time.perf_counter()
     rows: list[dict] = []
-
-    # 1. sampler throughput, each chain timed in several fresh processes (median; the range is printed)
-    processes = 1 if args.quick else args.processes
-    spread = {}
-    for label in SAMPLER_CHAINS:
-        runs = [
-            sampler_times_in_subprocess(label, device, args.threads, args.quick)
-            for _ in range(processes)
-        ]
-        tput = {
-            name: statistics.median(SAMPLER_TOKENS / r[name] for r in runs)
-            for name in SAMPLERS
-        }
-        spread[label] = {
-            name: (
-                min(SAMPLER_TOKENS / r[name] for r in runs),
-                max(SAMPLER_TOKENS / r[name] for r in runs),
-            )
-            for name in SAMPLERS
-        } | {
-            "ratio": (
-                min(r["baseline"] / r["markovlib"] for r in runs),
-                max(r["baseline"] / r["markovlib"] for r in runs),
-            )
-        }
-        rows.append(
-            row(
-                f"sample {label}, {SAMPLER_BATCH}×{SAMPLER_LEN}"
-                + (f", median of {processes} processes" if processes > 1 else ""),
-                "tokens/s",
-                **tput,
-                baseline_is="authors' multinomial loop",
-            )
-        )
-
-    # 2. one training step at the paper's size
-    chain, config = binary(0.5, 0.8), TransformerConfig.gpt2(tied=True)
-    bare = {}
-    for seq_len in TRAIN_LENS:
-        ms = {
-            name: 1e3 * time_it(train_step(make, chain, config, seq_len, device)[0])
-            for name, make in SAMPLERS.items()
-        }
-        bare[seq_len] = ms["markovlib"]
-        rows.append(
-            row(
-                f"train step, batch {TRAIN_BATCH} × seq {seq_len}",
-                "ms/step",
-                **ms,
-                baseline_is="same step, authors' sampler",
-            )
-        )
-        free = 1e3 * time_it(train_step(no_sampler, chain, config, seq_len, device)[0])
-        rows.append(
-            row(
-                f"train step without sampling (one fixed batch), seq {seq_len}: the ceiling",
-                "ms/step",
-                free,
-                ms["baseline"],
-                "same step, authors' sampler",
-            )
-        )
-
-    # 3. ensembles: train_many-style step of N models vs markovlib's single-model step
-    for seq_len, sizes in ENSEMBLE_SIZES.items():
-        if args.quick and seq_len != 256:
+    for number, measure_row in enumerate(ROWS, start=1):
+        if args.quick and number in FULL_ONLY and not getattr(args, FULL_ONLY[number]):
             continue
-        per_model = TRAIN_BATCH * seq_len
-        single = (
-            per_model / (1e-3 * bare[seq_len])
-            if seq_len in bare
-            else per_model
-            / time_it(train_step(markovlib_sampler, chain, config, seq_len, device)[0])
-        )
-        for n in sizes:
-            tput = (
-                n
-                * per_model
-                / time_it(
-                    train_step(
-                        markovlib_sampler, chain, config, seq_len, device, n_models=n
-                    )[0]
-                )
-            )
-            rows.append(
-                row(
-                    f"ensemble step, N = {n}, batch {TRAIN_BATCH} × seq {seq_len} per model",
-                    "model·tokens/s",
-                    tput,
-                    single,
-                    "single-model step (N = 1, `train`)",
-                )
-            )
-
-    # 4. train() end to end, evaluation at the start and the end only
+        rows += measure_row(ctx)
+    spread, processes, e2e, bare = ctx.spread, ctx.processes, ctx.e2e, ctx.bare
     e2e_len = TRAIN_LENS[0]
-    short_run = lambda: train(
-        chain,
-        config,
-        steps=E2E_STEPS,
-        batch_size=TRAIN_BATCH,
-        seq_len=e2e_len,
-        lr=LR,  # noqa: E731
-        seed=SEED,
-        device=device,
-        eval_every=E2E_STEPS,
-        progress=False,
-    )
-    e2e = (
-        1e3 * time_it(short_run, min_time=0.0, warmup=1) / E2E_STEPS
-    )  # one whole train() per trial
-    rows.append(
-        row(
-            f"`train()` end to end, {E2E_STEPS} steps, eval_every={E2E_STEPS}, seq {e2e_len}",
-            "ms/step",
-            e2e,
-        )
-    )
-
-    # 5. the paper's run, evaluation every step on 24 fresh batches, S iterations, one timed run each
-    paper = {
-        "markovlib": lambda: train(
-            chain,
-            config,
-            steps=paper_steps,
-            batch_size=TRAIN_BATCH,
-            seq_len=PAPER_LEN,
-            lr=LR,
-            seed=SEED,
-            device=device,
-            eval_every=1,
-            eval_batches=PAPER_EVAL_BATCHES,
-            progress=False,
-        ),
-        "baseline": authors_paper_run(chain, config, paper_steps, device),
-    }
-    per_iter = {
-        name: time_it(run, min_time=0.0, trials=1, warmup=0) / paper_steps
-        for name, run in paper.items()
-    }
-    what = f"paper run (eval every step on {PAPER_EVAL_BATCHES} batches), batch {TRAIN_BATCH} × seq {PAPER_LEN}"
-    rows.append(
-        row(
-            f"{what}, measured over {paper_steps} iterations",
-            "s/iteration",
-            **per_iter,
-            baseline_is="same run, authors' sampler",
-        )
-    )
-    rows.append(
-        row(
-            f"{what}, {PAPER_ITERATIONS} iterations projected from {paper_steps}",
-            "s, projected",
-            **{k: PAPER_ITERATIONS * v for k, v in per_iter.items()},
-            baseline_is="same run, authors' sampler",
-        )
-    )
-
-    # 6. book execution, a fresh output folder each (subprocesses: one wall-clock run each, not measure())
-    if not args.quick or args.book:
-        for scale in BOOK_SCALES:
-            rows.append(
-                row(
-                    f"`jupyter-book build`, MARKOVLIB_SCALE={scale}, fresh output folder",
-                    "s",
-                    build_book(scale, args.threads),
-                )
-            )
-
-    # 7. the same 16-run sweep through the local executor and through Ray on this machine (wall clock, once each)
-    if not args.quick or args.ray:
-        sweeps = sweep_times(args.threads)
-        what = f"16-run sweep (ensembles of {SWEEP_ENSEMBLE}), Ray executor on {args.threads} CPUs"
-        local = "same sweep, local executor"
-        rows.append(
-            row(
-                f"{what}, {args.threads} CPUs per task, workers cold",
-                "s",
-                sweeps["ray_cold"],
-                sweeps["local"],
-                local,
-            )
-        )
-        rows.append(
-            row(
-                f"{what}, {args.threads} CPUs per task, workers warm",
-                "s",
-                sweeps["ray_warm"],
-                sweeps["local"],
-                local,
-            )
-        )
-        rows.append(
-            row(
-                f"{what}, 1 CPU per task, workers warm",
-                "s",
-                sweeps["ray_parallel"],
-                sweeps["local"],
-                local,
-            )
-        )
-        rows.append(
-            row(
-                f"`ray.init(num_cpus={args.threads})`: single-machine cluster start",
-                "s",
-                sweeps["ray_start"],
-            )
-        )
-
     total = time.perf_counter() - t_start
     env = {
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),

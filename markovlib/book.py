@@ -17,6 +17,7 @@ import sys
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import NamedTuple
 
 from .train import cpu_model
 
@@ -72,73 +73,111 @@ def glue_scale(S, n_seeds: int) -> None:
     from IPython.display import Markdown
 
     glue("scale_name", Markdown(f"`{S.name}`"), display=False)
+    glue("scale_text", S.name, display=False)  # plain text, for pages that paste it
     glue("seq_len", int(S.seq_len), display=False)
     glue("steps", int(S.steps), display=False)
     glue("n_seeds", int(n_seeds), display=False)
 
 
-# Allowed values of the chapters' parameters: (low, high, low open, high open, integer) or a tuple of choices.
-_OPEN01, _CLOSED01 = (0.0, 1.0, True, True, False), (0.0, 1.0, False, False, False)
+class _Range(NamedTuple):
+    """Allowed values of a numeric parameter. ``low`` or ``high`` may name another parameter of the same call
+    (the CCMC prompt must hold every token: ``prompt_len >= k``); ``optional`` also admits None."""
+
+    low: float | str
+    high: float | str
+    open_low: bool = False
+    open_high: bool = False
+    integer: bool = False
+    optional: bool = False
+    why: str = ""
+
+
+# Allowed values of the chapters' parameters: a _Range or a tuple of choices.
+_OPEN01, _CLOSED01 = _Range(0.0, 1.0, True, True), _Range(0.0, 1.0)
 _RULES = {
     "framework": dict(
         p=_CLOSED01,
         q=_CLOSED01,
-        k=(2, 12, False, False, True),
-        p_multi=(0.0, 1.0, True, False, False),
+        k=_Range(2, 12, integer=True),
+        p_multi=_Range(0.0, 1.0, open_low=True),
     ),
     "global_minimum": dict(p=_OPEN01, q=_OPEN01),
     "bad_local_minima": dict(
         p=_OPEN01,
         q=_OPEN01,
         preset=("gpt2", "theory"),
-        noise=(0.0, math.inf, True, True, False),
+        noise=_Range(0.0, math.inf, True, True),
     ),
-    "saddles": dict(p=_OPEN01, q=_OPEN01, noise=(0.0, math.inf, True, True, False)),
-    "multi_state": dict(
-        k=(2, 12, False, False, True), p=(0.0, 1.0, True, False, False)
+    "saddles": dict(p=_OPEN01, q=_OPEN01, noise=_Range(0.0, math.inf, True, True)),
+    "multi_state": dict(k=_Range(2, 12, integer=True), p=_Range(0.0, 1.0, True)),
+    "depth": dict(p=_OPEN01, q=_OPEN01, order=_Range(2, 6, integer=True)),
+    "initialisation": dict(p=_OPEN01, q=_OPEN01),
+    "ccmc": dict(
+        k=_Range(2, 64, integer=True),
+        prompt_len=_Range(
+            "k", 256, integer=True, why=" (section 3's prompt holds every token)"
+        ),
+        sigma=_Range(0, 5, open_low=True),
+        beta=_Range(0, 10),
+        gamma=_Range(-20, 20),
+        n_traj=_Range(10, math.inf, open_high=True, integer=True, optional=True),
+        gen_len=_Range(10, math.inf, open_high=True, integer=True, optional=True),
     ),
-    "depth": dict(p=_OPEN01, q=_OPEN01, order=(2, 6, False, False, True)),
 }
+
+
+def _check_range(name: str, value, rule: _Range, params: dict) -> None:
+    if rule.optional and value is None:
+        return
+    low, high = (params[b] if isinstance(b, str) else b for b in (rule.low, rule.high))
+    kind = "an integer" if rule.integer else "a number"
+    ok = (
+        isinstance(value, numbers.Integral if rule.integer else numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (low < value if rule.open_low else low <= value)
+        and (value < high if rule.open_high else value <= high)
+    )
+    if not ok:
+        lo, hi = ("(" if rule.open_low else "["), (")" if rule.open_high else "]")
+        where = f">= {low:g}" if high == math.inf else f"in {lo}{low:g}, {high:g}{hi}"
+        raise ValueError(f"{name} must be {kind} {where}{rule.why}; got {value!r}")
 
 
 def check_chapter_parameters(chapter: str, **params) -> None:
     """Refuse a chapter's bad parameters in its first code cell: ``ValueError`` naming the parameter and its range.
 
-    Every chapter takes ``seed`` (an integer >= 0) and ``scale``; the others follow the chapter's rules.
+    Every chapter takes ``seed`` (an integer >= 0) and ``scale``; the others follow the chapter's rules
+    (``_RULES``). Parameters are checked in the order given, so the first one out of range is named.
     """
     from .presets import PRESETS
 
+    if chapter not in _RULES:
+        raise ValueError(f"chapter must be one of {', '.join(map(repr, _RULES))}")
     rules = {
-        "seed": (0, math.inf, False, True, True),
+        "seed": _Range(0, math.inf, open_high=True, integer=True),
         "scale": ("auto", *PRESETS),
         **_RULES[chapter],
     }
     for name, value in params.items():
+        if name not in rules:
+            raise ValueError(f"{chapter} has no parameter {name!r}")
         rule = rules[name]
-        if isinstance(rule[0], str):
-            if value not in rule:
-                raise ValueError(
-                    f"{name} must be one of {', '.join(map(repr, rule))}; got {value!r}"
-                )
-            continue
-        low, high, open_low, open_high, integer = rule
-        kind = "an integer" if integer else "a number"
-        ok = (
-            isinstance(value, numbers.Integral if integer else numbers.Real)
-            and not isinstance(value, bool)
-            and math.isfinite(value)
-            and (low < value if open_low else low <= value)
-            and (value < high if open_high else value <= high)
-        )
-        if not ok:
-            where = (
-                f">= {low:g}"
-                if high == math.inf
-                else f"in {'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+        if isinstance(rule, _Range):
+            _check_range(name, value, rule, params)
+        elif value not in rule:
+            raise ValueError(
+                f"{name} must be one of {', '.join(map(repr, rule))}; got {value!r}"
             )
-            raise ValueError(f"{name} must be {kind} {where}; got {value!r}")
     if chapter == "framework" and params.get("p", 1) + params.get("q", 1) == 0:
         raise ValueError("p + q must be > 0 (p = q = 0 never switches)")
+    if (
+        chapter == "initialisation"
+        and abs(params.get("p", 0) + params.get("q", 0) - 1) < 1e-9
+    ):
+        raise ValueError(
+            "p + q must differ from 1 (at p + q = 1 the chain is i.i.d.: no saddle, no basins)"
+        )
 
 
 def binder_url(chapter: str) -> str:
@@ -287,3 +326,44 @@ def build_info(
         "forced_scale": os.environ.get("MARKOVLIB_SCALE", "") or "none",
         "versions": versions,
     }
+
+
+def build_summary(info: dict, auto_scale: str) -> str:
+    """The Reproducibility page's first paragraph (Markdown): when, from what and on what the book was
+    built (``info``: :func:`build_info`), and the scale ``scale = "auto"`` ran as."""
+    return (
+        f"Built **{info['built']}** from commit `{info['commit']}` of "
+        f"[{REPOSITORY}](https://github.com/{REPOSITORY}), on {info['cpu']} "
+        f"({info['cpu_count']} logical cores, {info['torch_threads']} torch threads), "
+        f"GPU: {info['cuda']}; Python {info['python']} on {info['platform']}. Scale forced by "
+        f"`MARKOVLIB_SCALE`: `{info['forced_scale']}`, "
+        f'so `scale = "auto"` ran as **`{auto_scale}`**.'
+    )
+
+
+SCALE_FIELDS = (
+    "steps",
+    "batch_size",
+    "seq_len",
+    "seeds",
+    "trap_seeds",
+    "d_model",
+    "eval_every",
+    "eval_batches",
+    "lr",
+    "converges",
+)
+
+
+def scales_table():
+    """One row per scale of :data:`markovlib.presets.PRESETS`: its name and :data:`SCALE_FIELDS`."""
+    import pandas as pd
+
+    from .presets import PRESETS
+
+    return pd.DataFrame(
+        [
+            {"scale": s.name, **{f: getattr(s, f) for f in SCALE_FIELDS}}
+            for s in PRESETS.values()
+        ]
+    )

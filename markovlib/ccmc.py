@@ -20,7 +20,6 @@ probabilities are (B, k). Everything random takes ``seed`` or a ``torch.Generato
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import torch
@@ -30,7 +29,7 @@ import torch.nn.functional as F
 from ._checks import check_int as _check_int
 from ._checks import generator as _generator
 from ._checks import seeded
-from .chains import MarkovChain
+from .chains import MarkovChain, stationary_law
 from .presets import CCMC_SIZES as SIZES
 from .presets import CCMCSizes, ccmc_sizes
 
@@ -58,6 +57,11 @@ __all__ = [
     "row_centred",
     "estimation_error",
     "estimation_curve",
+    "equivalence",
+    "estimation_slope",
+    "generation_run",
+    "final_window",
+    "context_shares",
 ]
 
 
@@ -66,39 +70,27 @@ sizes = ccmc_sizes
 
 
 def check_chapter_parameters(
-    *, k, prompt_len, sigma, beta, gamma, seed, n_traj=None, gen_len=None
+    *, k, prompt_len, sigma, beta, gamma, seed, n_traj=None, gen_len=None, scale="auto"
 ) -> None:
-    """The ranges of the chapter's ``parameters`` cell; raises ``ValueError`` naming the first one out of range."""
+    """The ranges of the chapter's ``parameters`` cell; raises ``ValueError`` naming the first one out of range.
 
-    def in_range(name, value, lo, hi, *, integer=False, open_lo=False, why=""):
-        kind = (int, np.integer) if integer else numbers.Real
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, kind)
-            or not (lo < value if open_lo else lo <= value)
-            or not value <= hi
-        ):  # also rejects NaN
-            raise ValueError(
-                f"{name} must be {'an integer' if integer else 'a number'} in "
-                f"{'(' if open_lo else '['}{lo}, {hi}]{why}; got {value!r}"
-            )
+    The rules live with every other chapter's in :func:`markovlib.book.check_chapter_parameters`
+    (chapter ``"ccmc"``); this is the same check with the chapter's keywords.
+    """
+    from .book import check_chapter_parameters as check
 
-    in_range("k", k, 2, 64, integer=True)
-    in_range(
-        "prompt_len",
-        prompt_len,
-        k,
-        256,
-        integer=True,
-        why=" (section 3's prompt holds every token)",
+    check(
+        "ccmc",
+        k=k,
+        prompt_len=prompt_len,
+        sigma=sigma,
+        beta=beta,
+        gamma=gamma,
+        seed=seed,
+        n_traj=n_traj,
+        gen_len=gen_len,
+        scale=scale,
     )
-    in_range("sigma", sigma, 0, 5, open_lo=True)
-    in_range("beta", beta, 0, 10)
-    in_range("gamma", gamma, -20, 20)
-    _check_int("seed", seed, 0)
-    for name, value in (("n_traj", n_traj), ("gen_len", gen_len)):
-        if value is not None:  # None: the scale's size
-            _check_int(name, value, 10)
 
 
 # ---------------------------------------------------------------- validation
@@ -379,11 +371,7 @@ def context_law(W, c) -> np.ndarray:
         )
     Q = c[None, :] * np.exp(W - W.max(1, keepdims=True))
     Q /= Q.sum(1, keepdims=True)
-    k = W.shape[0]
-    A = np.vstack([(Q - np.eye(k)).T, np.ones((1, k))])  # ν (Q - I) = 0, Σ ν = 1
-    nu, *_ = np.linalg.lstsq(A, np.concatenate([np.zeros(k), [1.0]]), rcond=None)
-    nu = np.clip(nu, 0.0, None)
-    return nu / nu.sum()
+    return stationary_law(Q)
 
 
 def mean_field(W, c0, taus, *, step: float = 0.01) -> np.ndarray:
@@ -563,3 +551,111 @@ def estimation_curve(
             errs.append(estimation_error(fit_W(x, y, k, pos=pos), W))
         curve[n] = np.array(errs)
     return curve
+
+
+# ---------------------------------------------------------------- the chapter's measurements
+@torch.no_grad()
+def equivalence(W, x, pos=None, *, seed: int = 0) -> dict:
+    """Section 1 of the chapter: the attention layer against the CCMC formula (the theorem), in float64.
+
+    On the prompts ``x`` (B, T), without and with the positional scores ``pos``: ``max_diff`` and
+    ``max_diff_pos``, the largest |attention - :func:`ccmc_probs`|; ``base_diff``, the largest
+    |attention - P_base[x_T]| on B prompts that are random permutations of the k tokens (drawn from
+    ``seed``); ``absent_mass``, the largest probability of a token absent from its prompt (0 by the
+    theorem); ``absent_share``, the fraction of prompts that miss some token; ``sums_to_one``, whether
+    every attention output is a probability vector.
+    """
+    W = _check_W(W).double()
+    k = W.shape[0]
+    x = _check_prompts(x, k)
+    model, model_pos = SelfAttentionSampler(W), SelfAttentionSampler(W, pos)
+    p_model, p_model_pos = model(x), model_pos(x)
+    g = torch.Generator().manual_seed(seed)
+    x_once = torch.stack([torch.randperm(k, generator=g) for _ in range(x.shape[0])])
+    absent = token_counts(x, k) == 0
+    return dict(
+        max_diff=(p_model - ccmc_probs(W, x)).abs().max().item(),
+        max_diff_pos=(p_model_pos - ccmc_probs(W, x, pos)).abs().max().item(),
+        base_diff=(model(x_once) - base_chain(W)[x_once[:, -1]]).abs().max().item(),
+        absent_mass=p_model[absent].abs().max().item() if absent.any() else 0.0,
+        absent_share=float(absent.any(1).float().mean()),
+        sums_to_one=bool(
+            torch.allclose(p_model.sum(1), torch.ones(x.shape[0], dtype=W.dtype))
+        ),
+    )
+
+
+def estimation_slope(errors: dict, n_last: int = 3) -> float:
+    """Log-log slope of the mean estimation error against n over the ``n_last`` largest sample sizes
+    (``errors``: :func:`estimation_curve`'s {n: errors}); -1/2 is the parametric rate."""
+    ns = np.array(sorted(errors), dtype=float)
+    if len(ns) < 2:
+        raise ValueError(f"errors must hold at least two sample sizes; got {len(ns)}")
+    mean = np.array([np.mean(errors[int(n)]) for n in ns])
+    tail = slice(max(0, len(ns) - n_last), None)
+    return float(np.polyfit(np.log(ns[tail]), np.log(mean[tail]), 1)[0])
+
+
+def generation_run(
+    W, prompt, length: int, *, n_traj: int, window: int, at, seed: int
+) -> dict:
+    """Section 3: ``n_traj`` CCMC trajectories of ``length`` tokens from ``prompt`` (drawn from ``seed``)
+    and as many paths of the Markov chain with the base kernel (from ``seed + 100``).
+
+    Returns ``W``, the ``tokens``, their :func:`trajectory_stats` (``stats``) and the Markov paths'
+    (``markov``) over a trailing ``window`` at the lengths ``at``, the base chain's stationary law ``pi``
+    and the ``stable`` single-token states (:func:`stable_vertices`).
+    """
+    W = _check_W(W).double()
+    k = W.shape[0]
+    tokens = generate(W, prompt, length, n_traj=n_traj, seed=seed)
+    markov = markov_comparison(W, n_traj, length, seed=seed + 100)
+    return dict(
+        W=W,
+        tokens=tokens,
+        stats=trajectory_stats(tokens, k, window=window, at=at),
+        markov=trajectory_stats(markov, k, window=window, at=at),
+        pi=MarkovChain(base_chain(W).numpy()).stationary(),
+        stable=stable_vertices(W),
+    )
+
+
+def final_window(run: dict, window: int) -> dict:
+    """The end of a :func:`generation_run`, over its last ``window`` tokens, mean over trajectories:
+    ``share``, ``distinct``, ``entropy`` of the CCMC and ``share_markov``, ... of the Markov chain;
+    ``single`` (fraction of trajectories writing one token only), ``winners`` (trajectories per top
+    token), ``single_tokens`` and ``all_single_stable`` (every single winner is a stable state)."""
+    k = run["W"].shape[0]
+    e = {
+        key: float(run[src][stat][:, -1].mean())
+        for key, src, stat in (
+            ("share", "stats", "top_share"),
+            ("distinct", "stats", "distinct"),
+            ("entropy", "stats", "entropy"),
+            ("share_markov", "markov", "top_share"),
+            ("distinct_markov", "markov", "distinct"),
+            ("entropy_markov", "markov", "entropy"),
+        )
+    }
+    top_token = token_counts(run["tokens"][:, -window:], k).argmax(1).numpy()
+    single = run["stats"]["distinct"][:, -1] == 1
+    e["single"] = float(single.mean())
+    e["winners"] = np.bincount(top_token, minlength=k)
+    e["single_tokens"] = sorted(set(top_token[single].tolist()))
+    e["all_single_stable"] = all(w in run["stable"] for w in e["single_tokens"])
+    return e
+
+
+def context_shares(tokens, prompt, k: int, checkpoints) -> np.ndarray:
+    """Mean over trajectories of each token's share in the context (prompt + the first n generated
+    tokens) at each n of ``checkpoints`` (increasing); (len(checkpoints), k)."""
+    generated = _check_prompts(tokens, k).numpy()
+    prompt_counts = np.bincount(_check_prompts(prompt, k).numpy().ravel(), minlength=k)
+    T, running, previous, out = prompt_counts.sum(), np.zeros(k), 0, []
+    for n in checkpoints:
+        running += np.bincount(generated[:, previous:n].ravel(), minlength=k) / len(
+            generated
+        )
+        previous = n
+        out.append((prompt_counts + running) / (T + n))
+    return np.array(out)

@@ -26,6 +26,7 @@ from ._checks import generator as _make_generator
 
 __all__ = [
     "Chain",
+    "stationary_law",
     "MarkovChain",
     "HigherOrderChain",
     "binary",
@@ -34,6 +35,10 @@ __all__ = [
     "lag_switching",
     "random_kth_order",
     "binary_entropy",
+    "lag_one_correlation",
+    "empirical_kernel",
+    "marginal_law",
+    "entropy_grid",
 ]
 
 _ATOL = 1e-8
@@ -77,6 +82,18 @@ class Chain(Protocol):
     ) -> torch.Tensor: ...
 
 
+def stationary_law(P) -> np.ndarray:
+    """The stationary law pi of a row-stochastic kernel: pi (P - I) = 0, sum pi = 1, solved by least
+    squares on the stacked system (unique for an irreducible chain), clipped at 0 and renormalised."""
+    P = np.asarray(P, dtype=np.float64)
+    k = P.shape[0]
+    A = np.vstack([(P - np.eye(k)).T, np.ones((1, k))])
+    b = np.concatenate([np.zeros(k), [1.0]])
+    pi, *_ = np.linalg.lstsq(A, b, rcond=None)
+    pi = np.clip(pi, 0.0, None)
+    return pi / pi.sum()
+
+
 class MarkovChain:
     """A first-order Markov chain on states {0, …, k-1} with row-stochastic kernel ``P``."""
 
@@ -112,13 +129,7 @@ class MarkovChain:
 
     # ---------------------------------------------------------------- closed forms
     def _solve_stationary(self) -> np.ndarray:
-        k = self.k
-        # pi (P - I) = 0, sum pi = 1: least squares on the stacked system (unique for an irreducible chain)
-        A = np.vstack([(self.P - np.eye(k)).T, np.ones((1, k))])
-        b = np.concatenate([np.zeros(k), [1.0]])
-        pi, *_ = np.linalg.lstsq(A, b, rcond=None)
-        pi = np.clip(pi, 0.0, None)
-        return pi / pi.sum()
+        return stationary_law(self.P)
 
     def stationary(self) -> np.ndarray:
         """Stationary law pi (pi P = pi); for the binary chain (q, p)/(p+q)."""
@@ -478,3 +489,54 @@ def random_kth_order(
         order,
         name=f"random order-{order} chain (k={k}, alpha={alpha:g}, seed={seed})",
     )
+
+
+# ---------------------------------------------------------------- facts the framework chapter checks
+def lag_one_correlation(chain: MarkovChain) -> float:
+    """corr(x_n, x_{n+1}) of the stationary binary chain, from π and P; it equals 1 - p - q, the second
+    eigenvalue of P (1 - p - q also where a state has probability 0 and the correlation is undefined)."""
+    if chain.k != 2:
+        raise ValueError(f"chain must be binary; got k = {chain.k}")
+    pi, P = chain.stationary(), chain.P
+    var = pi[0] * pi[1]
+    if var <= 0:
+        return float(1 - P[0, 1] - P[1, 0])
+    return float((pi[1] * P[1, 1] - pi[1] ** 2) / var)
+
+
+def empirical_kernel(chain: MarkovChain, x: torch.Tensor) -> dict[str, np.ndarray]:
+    """The kernel estimated from paths ``x`` against ``chain.P``: ``counts`` (i → j), ``n_from`` (the
+    transitions out of each state), ``P_hat`` = counts / n_from, ``stderr`` = sqrt(P (1 - P) / n_from)
+    and ``z`` = (P_hat - P) / stderr (0 where the standard error is 0). Rows never left are 0."""
+    counts = chain.transition_counts(x)
+    n_from = counts.sum(axis=1)
+    P_hat = counts / np.maximum(n_from, 1)[:, None]
+    stderr = np.sqrt(chain.P * (1 - chain.P) / np.maximum(n_from, 1)[:, None])
+    z = np.divide(P_hat - chain.P, stderr, out=np.zeros_like(P_hat), where=stderr > 0)
+    return dict(counts=counts, n_from=n_from, P_hat=P_hat, stderr=stderr, z=z)
+
+
+def marginal_law(
+    chain: MarkovChain, length: int, start: Literal["stationary", "uniform"] = "uniform"
+) -> np.ndarray:
+    """The exact law of x_n for n = 1..length, (length, k): the start law times P^(n-1). From the
+    stationary start it is π at every n; from the uniform start of a binary chain,
+    P(x_n = 1) = π_1 + (1/2 - π_1)(1 - p - q)^(n-1)."""
+    length = _check_int("length", length, 1)
+    if start not in ("stationary", "uniform"):
+        raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")
+    law = chain.stationary() if start == "stationary" else np.full(chain.k, 1 / chain.k)
+    out = np.empty((length, chain.k))
+    for n in range(length):
+        out[n] = law
+        law = law @ chain.P
+    return out
+
+
+def entropy_grid(values) -> tuple[np.ndarray, np.ndarray]:
+    """H_rate and H(π) of every binary chain (p, q) with p, q in ``values``: two arrays with rows q and
+    columns p (as :func:`markovlib.plots.heatmap` draws them)."""
+    chains = [[binary(gp, gq) for gp in values] for gq in values]
+    rate = np.array([[c.entropy_rate() for c in row] for row in chains])
+    unigram = np.array([[c.unigram_entropy() for c in row] for row in chains])
+    return rate, unigram

@@ -37,6 +37,8 @@ c = pq (p+q-1)/(p+q)² (``markovlib.theory.unigram_curvature``), hence the saddl
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -61,7 +63,26 @@ __all__ = [
     "flow_many",
     "classify",
     "predicted_basin",
+    "PAPER_METRIC",
+    "FULL_MODEL_METRIC",
+    "FlowGrid",
+    "flow_grid",
+    "manifold_coordinates",
+    "attention_off_loss",
+    "loss_class",
+    "ManifoldRuns",
+    "manifold_descent",
+    "manifold_adamw",
+    "init_coordinates",
+    "predicted_basins",
+    "attention_off_gap",
 ]
+
+
+PAPER_METRIC = (1.0, 1.0)
+# the full model's Euclidean metric pulled back to the manifold: ‖∂θ/∂e‖² = 1/2, ‖∂θ/∂w‖² = 8, so its gradient
+# flow, restricted to the manifold, is ė = -2 ∂_e L, ẇ = -∂_w L / 8 (module docstring)
+FULL_MODEL_METRIC = (2.0, 0.125)
 
 
 def _softplus(x):
@@ -124,16 +145,22 @@ def reduced_gradient(e, w, p: float, q: float):
     return 2 * A * e * (1 + 2 * w * np.abs(w)), 4 * A * np.abs(w) * e**2
 
 
-def energy(e, w):
-    """E(e, w) = e² - w² - sign(w) log|w|, constant along the (e, w) gradient flow (paper Sec. 4, energy)."""
+def energy(e, w, metric=PAPER_METRIC):
+    """E(e, w) = e² - w² - sign(w) log|w|, constant along the (e, w) gradient flow (paper Sec. 4, energy).
+
+    With ``metric`` = (m_e, m_w), the flow ė = -m_e ∂_e L, ẇ = -m_w ∂_w L (``flow``) conserves
+    e²/m_e - (w² + sign(w) log|w|)/m_w instead (d/dt = -4Ae²(1 + 2w|w|) + (2w + 1/|w|) 4A|w|e² = 0); the
+    paper's metric (1, 1) gives the paper's E, ``FULL_MODEL_METRIC`` = (2, 1/8) the full model's.
+    """
     e, w = np.asarray(e, dtype=float), np.asarray(w, dtype=float)
-    with np.errstate(divide="ignore"):
-        return e**2 - w**2 - np.sign(w) * np.log(np.abs(w))
+    m_e, m_w = metric
+    with np.errstate(divide="ignore", invalid="ignore"):  # w = 0: E is undefined (NaN)
+        return e**2 / m_e - (w**2 + np.sign(w) * np.log(np.abs(w))) / m_w
 
 
-def saddle_energy() -> float:
+def saddle_energy(metric=PAPER_METRIC) -> float:
     """E at the saddle (0, -1/√2): -(1 + log 2)/2, the level of the basin boundary (paper Sec. 4)."""
-    return float(energy(0.0, -1 / math.sqrt(2)))
+    return float(energy(0.0, -1 / math.sqrt(2), metric))
 
 
 def _curvature_e(w: float, p: float, q: float, h: float = 1e-3) -> float:
@@ -209,11 +236,11 @@ def lowrank_model(
 class Trajectory:
     """A gradient-flow solution: times ``t``, states ``e``, ``w``, the ``endpoint`` and the energy ``drift``."""
 
-    def __init__(self, sol):
+    def __init__(self, sol, metric=PAPER_METRIC):
         self.t, (self.e, self.w) = sol.t, sol.y
         self.success, self.message = sol.success, sol.message
         self.endpoint = (float(self.e[-1]), float(self.w[-1]))
-        E = energy(self.e, self.w)
+        E = energy(self.e, self.w, metric)
         self.drift = float(np.max(np.abs(E - E[0])))  # max_t |E(t) - E(0)|
 
     def __repr__(self) -> str:
@@ -230,12 +257,17 @@ def flow(
     rtol: float = 1e-10,
     atol: float = 1e-12,
     n_points: int = 200,
+    metric=PAPER_METRIC,
 ) -> Trajectory:
-    """Integrate (ė, ẇ) = -∇L(e, w), b at its optimum, with ``solve_ivp`` (DOP853) on [0, t_max] (paper Sec. 4)."""
+    """Integrate (ė, ẇ) = -∇L(e, w), b at its optimum, with ``solve_ivp`` (DOP853) on [0, t_max] (paper Sec. 4).
+
+    ``metric`` = (m_e, m_w) scales the two components: ė = -m_e ∂_e L, ẇ = -m_w ∂_w L (``FULL_MODEL_METRIC``: the
+    full model's gradient flow on the manifold); the drift is that of the matching ``energy``."""
+    m_e, m_w = metric
 
     def rhs(_, y):
         ge, gw = reduced_gradient(y[0], y[1], p, q)
-        return [-float(ge), -float(gw)]
+        return [-m_e * float(ge), -m_w * float(gw)]
 
     sol = solve_ivp(
         rhs,
@@ -246,7 +278,7 @@ def flow(
         atol=atol,
         t_eval=np.linspace(0.0, t_max, n_points),
     )
-    return Trajectory(sol)
+    return Trajectory(sol, metric)
 
 
 def flow_many(
@@ -258,16 +290,19 @@ def flow_many(
     *,
     rtol: float = 1e-9,
     atol: float = 1e-12,
+    metric=PAPER_METRIC,
+    n_points: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``flow`` for many starts at once (one vectorised ODE): endpoints (N, 2), energy drifts |E(t_max) - E(0)| (N,)."""
+    """``flow`` for many starts at once (one vectorised ODE): endpoints (N, 2) and energy drifts (N,), the largest
+    |E(t) - E(0)| over ``n_points`` times from 0 to t_max (the end included) along each trajectory."""
     e0, w0 = np.broadcast_arrays(
         np.asarray(e0, dtype=float).ravel(), np.asarray(w0, dtype=float).ravel()
     )
-    n = len(e0)
+    n, (m_e, m_w) = len(e0), metric
 
     def rhs(_, y):
         ge, gw = reduced_gradient(y[:n], y[n:], p, q)
-        return -np.concatenate([ge, gw])
+        return -np.concatenate([m_e * ge, m_w * gw])
 
     sol = solve_ivp(
         rhs,
@@ -276,9 +311,13 @@ def flow_many(
         method="DOP853",
         rtol=rtol,
         atol=atol,
+        t_eval=np.linspace(0.0, t_max, max(2, n_points)),
     )
-    e, w = sol.y[:n, -1], sol.y[n:, -1]
-    return np.stack([e, w], axis=1), np.abs(energy(e, w) - energy(e0, w0))
+    if not sol.success:
+        raise RuntimeError(f"solve_ivp failed: {sol.message}")
+    e, w = sol.y[:n], sol.y[n:]  # (N, times)
+    drift = np.abs(energy(e, w, metric) - energy(e0, w0, metric)[:, None]).max(axis=1)
+    return np.stack([e[:, -1], w[:, -1]], axis=1), drift
 
 
 def classify(endpoint, p: float, q: float, tol: float = 1e-2) -> str:
@@ -292,19 +331,377 @@ def classify(endpoint, p: float, q: float, tol: float = 1e-2) -> str:
     )
 
 
-def predicted_basin(e0: float, w0: float, p: float, q: float) -> str:
+def predicted_basin(
+    e0: float, w0: float, p: float, q: float, metric=PAPER_METRIC
+) -> str:
     """Basin of (e0, w0) from the energy level through the saddle, E_s = -(1 + log 2)/2 (paper Sec. 4).
 
     For w < 0, E < E_s: the level set splits into a branch w < -1/√2 and a branch -1/√2 < w < 0, each reaching
     e = 0; the branch whose end on e = 0 is a minimum (w < -1/√2 for p + q < 1, else -1/√2 < w) goes 'local'.
     For w > 0 the level set reaches e = 0 (a minimum only for p + q > 1); w = 0 is invariant. Else 'global'.
+    With another ``metric`` the energy is that metric's (``energy``): the same picture, e rescaled by
+    sqrt(m_e / m_w) (the full model's metric puts the boundary 4 times further out in e).
     """
     if e0 == 0:
         return "local"
-    below = w0 < 0 and float(energy(e0, w0)) < saddle_energy()
+    below = w0 < 0 and float(energy(e0, w0, metric)) < saddle_energy(metric)
     left = w0 < -1 / math.sqrt(2)
     if p + q < 1:
         return "local" if below and left else "global"
     if p + q > 1:
         return "local" if w0 >= 0 or (below and not left) else "global"
     return "local"  # p + q = 1: e = 0 is the global minimum (the chain is i.i.d.)
+
+
+# ----------------------------------------------------------------------------- grids of flows
+@dataclass(frozen=True)
+class FlowGrid:
+    """Gradient flows from a grid of starts: each start's endpoint, class (``classify``), predicted basin
+    (``predicted_basin``) and energy drift (largest |E(t) - E(0)| along its trajectory)."""
+
+    p: float
+    q: float
+    starts: np.ndarray  # (N, 2): (e0, w0)
+    ends: np.ndarray  # (N, 2)
+    drift: np.ndarray  # (N,)
+    found: np.ndarray  # (N,) 'global' | 'local' | 'saddle'
+    predicted: np.ndarray  # (N,) 'global' | 'local'
+    metric: tuple[float, float] = PAPER_METRIC
+
+    @property
+    def agree(self) -> np.ndarray:
+        return self.found == self.predicted
+
+    @property
+    def agreement(self) -> float:
+        """Fraction of starts whose flow ends in the predicted basin."""
+        return float(np.mean(self.agree))
+
+    @property
+    def max_drift(self) -> float:
+        return float(self.drift.max())
+
+
+def flow_grid(
+    p: float,
+    q: float,
+    es,
+    ws,
+    t_max: float = 2000.0,
+    *,
+    metric=PAPER_METRIC,
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+) -> FlowGrid:
+    """The flow from every (e0, w0) of the grid ``es`` × ``ws`` (one vectorised ODE), classified at t_max."""
+    E0, W0 = np.meshgrid(np.asarray(es, dtype=float), np.asarray(ws, dtype=float))
+    starts = np.stack([E0.ravel(), W0.ravel()], axis=1)
+    ends, drift = flow_many(
+        starts[:, 0], starts[:, 1], p, q, t_max, rtol=rtol, atol=atol, metric=metric
+    )
+    found = np.array([classify(x, p, q) for x in ends])
+    predicted = np.array([predicted_basin(e, w, p, q, metric) for e, w in starts])
+    return FlowGrid(p, q, starts, ends, drift, found, predicted, tuple(metric))
+
+
+# ----------------------------------------------------------------------------- the full model from the manifold
+def manifold_coordinates(model: Transformer) -> dict[str, np.ndarray]:
+    """Read (e, w, b) off a theory model (one, or an ensemble: arrays over members), and how far it is off the manifold.
+
+    e = ‖E_1 - E_0‖; w is the manifold's w with the same logit gap: with FF(x) = W_2 ReLU(W_1 x) on the
+    position-free inputs, g = <E_1 - E_0, FF(E_1) - FF(E_0)> / e² and w = sign(g) sqrt(|g|/2) (on the manifold
+    g = 2 w|w|); b = b_1 - b_0. Off the manifold: ``common`` = ‖E_0 + E_1‖ / 2 (the common mode) and
+    ``positions`` = max_n ‖p_n‖ (first ``max_len`` positions). Exact on the manifold; a projection elsewhere.
+    """
+    with torch.no_grad():
+        E = model.wte.weight.double()
+        ff = model.blocks[0].ff
+        W1, W2 = ff.W_1.weight.double(), ff.W_2.weight.double()
+        bias = model.head.bias.double()
+        P = model.wpe.weight.double()
+        if E.dim() == 2:  # one model: a leading axis of one
+            E, W1, W2, bias, P = (t[None] for t in (E, W1, W2, bias, P))
+        delta = E[:, 1] - E[:, 0]
+        e = delta.norm(dim=-1)
+
+        def ff_of(x):  # (N, d) -> (N, d)
+            return torch.einsum(
+                "nij,nj->ni", W2, torch.relu(torch.einsum("nij,nj->ni", W1, x))
+            )
+
+        gain = (delta * (ff_of(E[:, 1]) - ff_of(E[:, 0]))).sum(-1)
+        g = torch.where(e > 0, gain / e.clamp_min(1e-300) ** 2, torch.zeros_like(e))
+        w = torch.sign(g) * torch.sqrt(g.abs() / 2)
+        out = dict(
+            e=e,
+            w=w,
+            b=bias[:, 1] - bias[:, 0],
+            common=(E[:, 0] + E[:, 1]).norm(dim=-1) / 2,
+            positions=P.norm(dim=-1).max(dim=-1).values,
+        )
+    return {k: v.cpu().numpy() for k, v in out.items()}
+
+
+def _attention_off(model: Transformer) -> bool:
+    with torch.no_grad():
+        return all(
+            float(b.attn.W_V.weight.abs().max()) == 0.0
+            and float(b.attn.W_O.weight.abs().max()) == 0.0
+            for b in model.blocks
+        )
+
+
+def attention_off_loss(
+    model: Transformer, p: float, q: float, length: int
+) -> torch.Tensor:
+    """The exact population loss over paths of ``length`` states (as ``theory.expected_loss``, stationary start)
+    of a model whose attention is off (W_V = W_O = 0 in every layer); differentiable.
+
+    Then the logits at position n depend only on (x_n, n), so two constant paths give them all, and with
+    x_n ~ π at every n: L = (1/(L-1)) Σ_n Σ_x π_x Σ_y P(y|x) (-log f_y(x, n)). The gradients equal those of
+    the enumeration (W_V = W_O = 0: every attention gradient is zero either way), so gradient descent, which
+    keeps W_V = W_O = 0, is the same with either. For an ensemble,
+    the per-member losses (N,). ``length`` is free: no 2**length paths."""
+    if not _attention_off(model):
+        raise ValueError(
+            "attention_off_loss needs W_V = W_O = 0 in every layer (attention off)"
+        )
+    chain = binary(p, q)
+    dtype = next(model.parameters()).dtype
+    device = next(model.parameters()).device
+    idx = torch.tensor([[0] * (length - 1), [1] * (length - 1)], device=device)
+    if model.n_models is not None:
+        idx = idx.expand(model.n_models, 2, length - 1)
+    logp = torch.log_softmax(model(idx).to(dtype), dim=-1)  # (..., 2 [x], L-1, 2 [y])
+    weight = torch.as_tensor(
+        chain.stationary()[:, None] * chain.P, dtype=dtype, device=device
+    )  # π_x P(y|x)
+    return -(weight[:, None, :] * logp).sum((-3, -1)).mean(-1)
+
+
+def _stack_on_manifold(
+    starts, p: float, q: float, config: TransformerConfig, dtype
+) -> Transformer:
+    """An ensemble whose member i is ``lowrank_model(*starts[i], None, (p, q), config)``."""
+    starts = np.asarray(starts, dtype=float).reshape(-1, 2)
+    model = Transformer(config, n_models=len(starts)).to(dtype)
+    with torch.no_grad():
+        for i, (e, w) in enumerate(starts):
+            single = lowrank_model(e, w, None, (p, q), config, dtype)
+            for big, small in zip(model.parameters(), single.parameters()):
+                big[i].copy_(small)
+    return model
+
+
+def loss_class(loss, p: float, q: float, frac: float = 0.05) -> np.ndarray:
+    """'global' within ``frac`` of the gap H(π) - H_rate above H_rate, 'local' within it below H(π), else
+    'undecided' (a run that has not settled)."""
+    chain = binary(p, q)
+    lo, hi = chain.entropy_rate(), chain.unigram_entropy()
+    loss = np.asarray(loss, dtype=float)
+    tol = frac * (hi - lo)
+    return np.where(
+        loss < lo + tol,
+        "global",
+        np.where(np.abs(loss - hi) < tol, "local", "undecided"),
+    )
+
+
+@dataclass
+class ManifoldRuns:
+    """Full-model runs started on the manifold: per run its start, loss curve, (e, w) path and final class."""
+
+    p: float
+    q: float
+    starts: np.ndarray  # (N, 2)
+    steps: np.ndarray  # (K,) the steps at which ``path`` was read
+    path: np.ndarray  # (N, K, 2): (e, w) read off the model (``manifold_coordinates``)
+    loss: np.ndarray  # (N, K): exact loss (``attention_off_loss``) at those steps
+    final: dict  # ``manifold_coordinates`` of the final models
+    found: np.ndarray  # (N,) ``loss_class`` of the final loss
+    attention_stayed_off: bool
+    how: str = ""
+
+    def agreement(self, predicted) -> float:
+        """Fraction of runs whose final class equals ``predicted`` (N,)."""
+        return float(np.mean(self.found == np.asarray(predicted)))
+
+
+@contextmanager
+def _one_thread():
+    """Tiny tensors: one torch thread (on a busy 2-core machine two threads made these loops 12 times slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _theory_config(config, length: int) -> TransformerConfig:
+    return config or TransformerConfig.theory(tied=True, max_len=max(length, 16))
+
+
+def manifold_descent(
+    starts,
+    p: float,
+    q: float,
+    *,
+    steps: int,
+    lr: float,
+    length: int = 10,
+    config: TransformerConfig | None = None,
+    n_records: int = 100,
+) -> ManifoldRuns:
+    """Plain gradient descent θ ← θ - lr ∇L(θ) on the exact population loss (paths of ``length`` states) of the
+    full tied theory model, every parameter free, from each manifold point ``starts[i]`` = (e0, w0), b optimal.
+
+    All runs are one ensemble in float64 (member i's gradient is that of its own loss). Time t = lr × steps
+    corresponds to the manifold flow with ``FULL_MODEL_METRIC`` as long as the run stays on the manifold."""
+    config = _theory_config(config, length)
+    model = _stack_on_manifold(starts, p, q, config, torch.float64)
+    params = list(model.parameters())
+    record = set(
+        np.unique(np.linspace(0, steps, n_records).round().astype(int)).tolist()
+    )
+    at, path, losses = [], [], []
+    with _one_thread():
+        _descend(model, params, p, q, steps, lr, length, record, at, path, losses)
+    final = manifold_coordinates(model)
+    return ManifoldRuns(
+        p,
+        q,
+        np.asarray(starts, dtype=float).reshape(-1, 2),
+        np.array(at),
+        np.stack(path, axis=1),
+        np.stack(losses, axis=1),
+        final,
+        loss_class(losses[-1], p, q),
+        _attention_off(model),
+        f"gradient descent on the exact loss, lr {lr:g}, {steps} steps, length {length}",
+    )
+
+
+def _descend(model, params, p, q, steps, lr, length, record, at, path, losses):
+    for step in range(steps + 1):
+        loss = attention_off_loss(model, p, q, length)
+        if step in record:
+            c = manifold_coordinates(model)
+            at.append(step)
+            path.append(np.stack([c["e"], c["w"]], axis=1))
+            losses.append(loss.detach().numpy().copy())
+        if step == steps:
+            break
+        grads = torch.autograd.grad(loss.sum(), params)
+        with torch.no_grad():
+            for prm, g in zip(params, grads):
+                prm.sub_(lr * g)
+
+
+def manifold_adamw(
+    starts,
+    p: float,
+    q: float,
+    settings,
+    *,
+    seed: int = 0,
+    config: TransformerConfig | None = None,
+    n_records: int = 50,
+) -> ManifoldRuns:
+    """The authors' optimiser from each manifold point: AdamW (0.9, 0.95) with weight decay on the linear layers'
+    weights and the one-cycle schedule of ``markovlib.train`` (``settings``: a ``TrainConfig``), on batches
+    sampled from the chain (stream seeded by ``seed``), float32 as in training; the class is read from the
+    exact loss at the training length."""
+    from .train import cross_entropy, make_optimizer, make_schedule
+
+    s = settings
+    length = s.seq_len + 1
+    config = _theory_config(config, length)
+    model = _stack_on_manifold(starts, p, q, config, torch.float32)
+    n = model.n_models
+    chain = binary(p, q)
+    optimizer = make_optimizer(
+        model, s.lr, s.weight_decay, decay_embeddings=s.decay_embeddings
+    )
+    scheduler = make_schedule(optimizer, s.schedule, s.steps, s.lr)
+    gen = torch.Generator().manual_seed(int(seed))
+    record = set(
+        np.unique(np.linspace(0, s.steps, n_records).round().astype(int)).tolist()
+    )
+    at, path, losses = [], [], []
+    with _one_thread():
+        for step in range(s.steps + 1):
+            if step in record:
+                with torch.no_grad():
+                    exact = attention_off_loss(model, p, q, length).double().numpy()
+                c = manifold_coordinates(model)
+                at.append(step)
+                path.append(np.stack([c["e"], c["w"]], axis=1))
+                losses.append(exact)
+            if step == s.steps:
+                break
+            x = chain.sample(n * s.batch_size, length, generator=gen, start=s.start)
+            loss = cross_entropy(model, x.view(n, s.batch_size, length))
+            optimizer.zero_grad(set_to_none=True)
+            loss.sum().backward()
+            optimizer.step()
+            scheduler.step()
+    return ManifoldRuns(
+        p,
+        q,
+        np.asarray(starts, dtype=float).reshape(-1, 2),
+        np.array(at),
+        np.stack(path, axis=1),
+        np.stack(losses, axis=1),
+        manifold_coordinates(model),
+        loss_class(losses[-1], p, q),
+        _attention_off(model),
+        f"AdamW (the authors' settings), lr {s.lr:g}, {s.steps} steps, batch {s.batch_size} x {s.seq_len}",
+    )
+
+
+def init_coordinates(
+    config: TransformerConfig, seeds, init_std: float | None = None
+) -> np.ndarray:
+    """(e, w) of the initial weights of training runs with ``seeds`` (drawn as ``markovlib.train`` draws them:
+    the initialisation stream of ``seed_streams``), read off by ``manifold_coordinates``; shape (len(seeds), 2).
+
+    A projection: at initialisation attention, positions and the other neurons are not zero. ``init_std``
+    replaces the config's initialisation scale (the same draws, scaled).
+    """
+    from dataclasses import replace
+
+    from ._checks import seeded
+    from .train import seed_streams
+
+    if init_std is not None:
+        config = replace(config, init_std=init_std)
+    out = []
+    for s in seeds:
+        c = manifold_coordinates(
+            Transformer(config, generator=seeded(seed_streams(int(s))[0], "cpu"))
+        )
+        out.append((float(c["e"][0]), float(c["w"][0])))
+    return np.array(out).reshape(-1, 2)
+
+
+def predicted_basins(starts, p: float, q: float, metric=PAPER_METRIC) -> np.ndarray:
+    """``predicted_basin`` of every (e0, w0) row of ``starts``: an array of 'global' / 'local'."""
+    starts = np.asarray(starts, dtype=float).reshape(-1, 2)
+    return np.array([predicted_basin(e, w, p, q, metric) for e, w in starts])
+
+
+def attention_off_gap(model: Transformer, p: float, q: float, length: int) -> float:
+    """Largest difference between ``attention_off_loss`` and the enumerated exact loss
+    (``theory.expected_loss``) of ``model``, over the value and every entry of the gradient."""
+    from .theory import expected_loss
+
+    params = list(model.parameters())
+    fast = attention_off_loss(model, p, q, length)
+    slow = expected_loss(model, binary(p, q), length)
+    gaps = [abs(float((fast - slow).detach()))]
+    for a, b in zip(
+        torch.autograd.grad(fast, params), torch.autograd.grad(slow, params)
+    ):
+        gaps.append(float((a - b).abs().max()))
+    return max(gaps)

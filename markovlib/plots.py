@@ -1,8 +1,14 @@
 """Figure helpers shared by the chapters: one seaborn style, the same colours everywhere.
 
-Tied runs are blue, untied orange, theory constructions green; the entropy rate H_rate (global minimum)
-is a black dashed line and the unigram entropy H(π) (bad local minimum) a red dotted one. Figures have
-an opaque white background so that they read on dark themes too.
+The palette is Okabe and Ito's colour-blind-safe one (also seaborn's ``colorblind``): tied runs blue,
+untied orange, theory constructions bluish green; the entropy rate H_rate (global minimum) is a black
+dashed line and the unigram entropy H(π) (bad local minimum) a vermillion dotted one. Figures have an
+opaque white background so that they read on dark themes too.
+
+Figures are read at page width: a figure in the text column is at most :data:`TEXT_WIDTH_IN` inches
+wide (two panels side by side at most); a wider one goes full width (cell tag ``full-width``). No text
+is smaller than :data:`MIN_FONT_PT` points at :data:`DPI`, so that it is at least 9 pt as displayed
+(the browser check measures it).
 """
 
 from __future__ import annotations
@@ -13,11 +19,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.font_manager import font_scalings
 
 from .chains import MarkovChain
 
 __all__ = [
     "COLORS",
+    "OKABE_ITO",
+    "MIN_FONT_PT",
+    "DPI",
+    "TEXT_WIDTH_IN",
     "set_style",
     "reference_lines",
     "loss_curves",
@@ -25,31 +36,52 @@ __all__ = [
     "heatmap",
 ]
 
+# Okabe & Ito (2008), "Color universal design": distinguishable with every common colour-vision deficiency
+OKABE_ITO = (
+    "#0072B2",  # blue
+    "#E69F00",  # orange
+    "#009E73",  # bluish green
+    "#D55E00",  # vermillion
+    "#CC79A7",  # reddish purple
+    "#56B4E9",  # sky blue
+    "#F0E442",  # yellow
+    "#000000",  # black
+)
 COLORS = {
-    "tied": "#1f77b4",
-    "untied": "#ff7f0e",
-    "theory": "#2ca02c",
+    "tied": OKABE_ITO[0],
+    "untied": OKABE_ITO[1],
+    "theory": OKABE_ITO[2],
     "H_rate": "black",
-    "H_pi": "#d62728",
+    "H_pi": OKABE_ITO[3],
     "data": "#7f7f7f",
 }
+MIN_FONT_PT = 10  # smallest text in any figure, in points at DPI
+DPI = 100  # figure.dpi of the inline backend (the PNG's pixels per inch)
+TEXT_WIDTH_IN = 8.0  # widest figure in the text column (wider: cell tag full-width)
 
 
 def set_style() -> None:
-    """The book's style: seaborn whitegrid, opaque white figure and axes backgrounds."""
-    sns.set_theme(
-        style="whitegrid",
-        context="notebook",
-        palette=[COLORS["tied"], COLORS["untied"], COLORS["theory"]],
-    )
+    """The book's style: seaborn whitegrid, Okabe-Ito colours, text >= MIN_FONT_PT, white backgrounds."""
+    sns.set_theme(style="whitegrid", context="notebook", palette=list(OKABE_ITO))
+    small = float(MIN_FONT_PT)
     plt.rcParams.update(
         {
             "figure.facecolor": "white",
             "axes.facecolor": "white",
             "savefig.facecolor": "white",
             "savefig.transparent": False,
-            "figure.dpi": 100,
+            "figure.dpi": DPI,
+            "figure.figsize": (6.4, 4.0),
             "legend.framealpha": 0.9,
+            # "small" (legends, annotations) is 0.833 font.size: keep it at MIN_FONT_PT
+            "font.size": small / font_scalings["small"],
+            "legend.fontsize": small,
+            "legend.title_fontsize": small,
+            "xtick.labelsize": small + 1,
+            "ytick.labelsize": small + 1,
+            "axes.labelsize": small + 2,
+            "axes.titlesize": small + 2,
+            "figure.titlesize": small + 3,
         }
     )
 
@@ -218,3 +250,151 @@ def heatmap(
     ax.set_ylabel(r"$q = P(0 \mid 1)$")
     ax.set_title(title)
     return ax
+
+
+# ----------------------------------------------------------------------------- the initialisation chapter
+def phase_portrait(
+    p: float,
+    q: float,
+    ax=None,
+    *,
+    e_max: float = 2.5,
+    w_range: tuple[float, float] = (-2.0, 2.0),
+    points: Mapping[str, np.ndarray] | None = None,
+    full_model_boundary: bool = True,
+    title: str | None = None,
+):
+    """The gradient flow of the reduced model (Makkuva et al. 2024) on the (w, e) half-plane, e >= 0.
+
+    Shaded: the basin predicted by the energy level through the saddle (``dynamics.predicted_basin``); grey
+    lines: levels of the energy E; solid black: the level through the saddle (the basin boundary); dashed
+    black: the same boundary for the full model's metric (``dynamics.FULL_MODEL_METRIC``); arrows: the
+    direction of -∇L; green: the global-minimum curve; vermillion on e = 0: the local minima; star: the
+    saddle. ``points`` maps a legend label to an (n, 2) array of (e, w) to mark (e.g. initialisations).
+    Returns the axes.
+    """
+    import math
+
+    from . import dynamics
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(3.5, 3.2))
+    w_lo, w_hi = w_range
+    ww, ee = np.meshgrid(np.linspace(w_lo, w_hi, 161), np.linspace(0.0, e_max, 121))
+    basin = np.vectorize(lambda e, w: dynamics.predicted_basin(e, w, p, q) == "global")(
+        np.where(ee == 0, 1e-9, ee), ww
+    )
+    ax.contourf(
+        ww,
+        ee,
+        basin.astype(float),
+        levels=[-0.5, 0.5, 1.5],
+        colors=[
+            to_rgba_safe(COLORS["H_pi"], 0.14),
+            to_rgba_safe(COLORS["theory"], 0.16),
+        ],
+    )
+    E = dynamics.energy(ee, ww)
+    finite = np.isfinite(E)
+    levels = np.linspace(
+        np.nanpercentile(E[finite], 5), np.nanpercentile(E[finite], 95), 12
+    )
+    ax.contour(
+        ww,
+        ee,
+        np.where(finite, E, np.nan),
+        levels=levels,
+        colors="grey",
+        linewidths=0.5,
+        linestyles="solid",
+    )
+    # the basin boundary: the saddle's level on w < 0 (on w > 0 that level separates nothing)
+    left = finite & (ww < 0)
+    ax.contour(
+        ww,
+        ee,
+        np.where(left, E, np.nan),
+        levels=[dynamics.saddle_energy()],
+        colors="black",
+        linewidths=1.6,
+        linestyles="solid",
+    )
+    if full_model_boundary:
+        metric = dynamics.FULL_MODEL_METRIC
+        F = dynamics.energy(ee, ww, metric)
+        ax.contour(
+            ww,
+            ee,
+            np.where(np.isfinite(F) & (ww < 0), F, np.nan),
+            levels=[dynamics.saddle_energy(metric)],
+            colors="black",
+            linewidths=1.2,
+            linestyles="--",
+        )
+    aw, ae = np.meshgrid(
+        np.linspace(w_lo, w_hi, 15)[1:-1], np.linspace(0, e_max, 11)[1:-1]
+    )
+    ge, gw = dynamics.reduced_gradient(ae, aw, p, q)
+    norm = np.hypot(ge, gw)
+    norm = np.where(norm > 0, norm, 1.0)
+    ax.quiver(
+        aw,
+        ae,
+        -gw / norm,
+        -ge / norm,
+        color="#555555",
+        scale=28,
+        width=0.004,
+        headwidth=4,
+        alpha=0.8,
+    )
+    wl = np.linspace(w_lo, w_hi, 400)
+    ax.plot(
+        wl,
+        dynamics.global_minimum_curve(p, q, wl),
+        color=COLORS["theory"],
+        lw=2.4,
+        label="global minima",
+    )
+    s = -1 / math.sqrt(2)
+    side = (wl > s) if p + q > 1 else (wl < s)
+    ax.plot(
+        np.where(side, wl, np.nan),
+        np.zeros_like(wl),
+        color=COLORS["H_pi"],
+        lw=4,
+        solid_capstyle="butt",
+        label="local minima",
+        clip_on=False,
+    )
+    ax.plot(
+        [s], [0], "*", color="black", ms=12, clip_on=False, label="saddle", zorder=5
+    )
+    for i, (label, pts) in enumerate((points or {}).items()):
+        pts = np.asarray(pts, dtype=float).reshape(-1, 2)
+        ax.plot(
+            pts[:, 1],
+            pts[:, 0],
+            ("o", "s", "^", "D")[i % 4],
+            ms=4,
+            mfc="none",
+            color=(COLORS["tied"], COLORS["untied"], "black", OKABE_ITO[4])[i % 4],
+            label=label,
+            zorder=4,
+        )
+    ax.set_xlim(w_lo, w_hi)
+    ax.set_ylim(0, e_max)
+    ax.set_xlabel("$w$ (feed-forward scale)")
+    ax.set_ylabel("$e$ (embedding scale)")
+    ax.set_title(
+        title if title is not None else f"p = {p:g}, q = {q:g} (p + q = {p + q:.2g})"
+    )
+    ax.grid(False)
+    return ax
+
+
+def to_rgba_safe(color, alpha: float):
+    """``color`` with transparency ``alpha`` (an RGBA tuple)."""
+    from matplotlib.colors import to_rgba
+
+    return to_rgba(color, alpha)

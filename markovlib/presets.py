@@ -140,6 +140,11 @@ CHAPTERS: dict[str, dict] = {
         seq_len=512,
         source="Fig 1: depths 1, 2, 4, 8, length 512, 500 iterations, 3 runs; the lag chain (poster) the same",
     ),
+    "initialisation": dict(
+        variant_seeds=8,
+        source="Local to Global (Makkuva et al. 2024): flows and exact gradient descent, sized by INIT_SIZES; the "
+        "trap runs it reads are those of bad_local_minima at that chapter's settings",
+    ),
 }
 
 
@@ -186,14 +191,63 @@ CCMC_SIZES: dict[str, CCMCSizes] = {
 }
 
 
+def _sizes(table: dict, scale):
+    """``table``'s entry for a :class:`Scale` (or its name)."""
+    name = getattr(scale, "name", scale)
+    if name not in table:
+        raise ValueError(
+            f"scale must be one of {', '.join(map(repr, table))}; got {name!r}"
+        )
+    return table[name]
+
+
 def ccmc_sizes(scale) -> CCMCSizes:
     """The CCMC chapter's sizes for a :class:`Scale` (or its name)."""
-    name = getattr(scale, "name", scale)
-    if name not in CCMC_SIZES:
-        raise ValueError(
-            f"scale must be one of {', '.join(map(repr, CCMC_SIZES))}; got {name!r}"
-        )
-    return CCMC_SIZES[name]
+    return _sizes(CCMC_SIZES, scale)
+
+
+# The initialisation chapter (Local to Global): gradient flows on (e, w) and full-model runs from the manifold.
+@dataclass(frozen=True)
+class InitSizes:
+    """Sizes of the initialisation chapter at one scale."""
+
+    grid: int  # flow starts per axis of the (e, w) grid, per chain
+    t_max: float  # flow time of each start
+    full_e: int  # full-model starts: values of e0 ...
+    full_w: int  # ... times values of w0, per chain
+    gd_steps: int  # gradient-descent steps on the exact loss per full-model run
+    gd_lr: float  # their step size (time t = lr x steps)
+    exact_len: int  # path length of the exact loss
+
+
+INIT_SIZES: dict[str, InitSizes] = {
+    "smoke": InitSizes(
+        grid=6, t_max=2000.0, full_e=2, full_w=3, gd_steps=400, gd_lr=0.1, exact_len=10
+    ),
+    "cpu": InitSizes(
+        grid=16,
+        t_max=2000.0,
+        full_e=3,
+        full_w=6,
+        gd_steps=3000,
+        gd_lr=0.1,
+        exact_len=10,
+    ),
+    "paper": InitSizes(
+        grid=24,
+        t_max=2000.0,
+        full_e=4,
+        full_w=7,
+        gd_steps=6000,
+        gd_lr=0.1,
+        exact_len=10,
+    ),
+}
+
+
+def init_sizes(scale) -> InitSizes:
+    """The initialisation chapter's sizes for a :class:`Scale` (or its name)."""
+    return _sizes(INIT_SIZES, scale)
 
 
 def resolve(scale: str | Scale = "auto", chapter: str | None = None) -> Scale:

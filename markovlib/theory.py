@@ -40,6 +40,11 @@ __all__ = [
     "unigram_curvature",
     "perturbed",
     "population_descent",
+    "construction_checks",
+    "appendix_d",
+    "unigram_min_eigenvalue",
+    "unigram_threshold",
+    "n_params",
 ]
 
 _MAX_ENUMERATED = 2**18
@@ -562,3 +567,111 @@ def population_descent(
     with torch.no_grad():
         losses.append(float(exact_loss()))
     return model.eval(), np.array(losses)
+
+
+# ---------------------------------------------------------------- chapter-level checks
+def construction_checks(
+    chain: MarkovChain, *, d_model: int = 8, seed: int = 0, length: int = 10
+) -> tuple[dict[str, dict], dict[str, str]]:
+    """Thm 1 checked for every construction: tied and untied theory models, ``route`` direct and feedforward.
+
+    Returns ``(available, unavailable)``: ``available[name]`` holds the float64 ``model``, its
+    ``kernel_error`` (largest |f - P[x_n]| on 64 sampled paths of 200 states, seeded), its exact ``loss``
+    over paths of ``length`` states and the ``grad`` norm there; ``unavailable[name]`` says why a
+    construction does not exist for this chain (the tied direct route needs p + q <= 1).
+    """
+    available, unavailable = {}, {}
+    x = chain.sample(64, 200, seed=seed)
+    for tied in (True, False):
+        config = TransformerConfig.theory(d_model=d_model, tied=tied)
+        for route in ("direct", "feedforward"):
+            name = f"{'tied' if tied else 'untied'}, {route}"
+            try:
+                model = global_minimum(chain, config, route=route).double()
+            except ValueError as err:
+                unavailable[name] = str(err)
+                continue
+            with torch.no_grad():
+                error = (model.probabilities(x) - torch.as_tensor(chain.P)[x]).abs()
+            available[name] = dict(
+                model=model,
+                kernel_error=error.max().item(),
+                loss=population_loss(model, chain, length=length, exact=True).mean,
+                grad=gradient_norm(model, chain, length=length),
+            )
+    return available, unavailable
+
+
+def appendix_d(model: Transformer, x: torch.Tensor, length: int) -> dict:
+    """App. D's diagnostics of one trained model on test paths ``x`` (positions up to ``length``).
+
+    ``ratio`` (per position) and ``ratio_mean``: attention's share ‖attn_n‖ / ‖x_n + attn_n‖;
+    ``ablation``: the largest change of a predicted probability on ``x`` when attention is removed;
+    ``spread``: :func:`positional_spread`; ``rank_ratio``: s_2 / s_1 of each weight matrix (0 for a
+    zero matrix) and
+    ``largest_rank_ratio`` their maximum; ``svals``: the singular values.
+    """
+    ratio = attention_ratio(model, x)
+    with torch.no_grad():
+        change = ablate_attention(model).probabilities(x) - model.probabilities(x)
+    svals = singular_values(model)
+    # a zero matrix (Thm 1's switched-off layers) counts as rank one: ratio 0
+    rank_ratio = {n: float(s[1] / s[0]) if s[0] > 0 else 0.0 for n, s in svals.items()}
+    return dict(
+        ratio=ratio,
+        ratio_mean=float(ratio.mean()),
+        ablation=change.abs().max().item(),
+        spread=positional_spread(model, length),
+        rank_ratio=rank_ratio,
+        largest_rank_ratio=max(rank_ratio.values()),
+        svals=svals,
+    )
+
+
+def unigram_min_eigenvalue(k: int, p: float) -> float:
+    """Smallest eigenvalue of the exact Hessian at the tied θ_π of the symmetric k-state chain (autodiff).
+
+    Exact enumeration of all k^3 paths of length 3 (the Hessian at θ_π does not depend on the length
+    under the stationary start), float64.
+    """
+    from .chains import symmetric
+
+    config = TransformerConfig.theory(vocab_size=k, tied=True, max_len=3)
+    return unigram_hessian(symmetric(k, p), config, length=3).min_eigenvalue
+
+
+def unigram_threshold(
+    k: int, tol: float = 1e-6, *, lo: float = 0.3, hi: float = 1.0, min_eig=None
+) -> float:
+    """The switching probability p* where θ_π of the symmetric k-state chain turns into a local minimum.
+
+    Bisection in p on the sign of :func:`unigram_min_eigenvalue` (or ``min_eig(k, p)``) until the bracket
+    is shorter than ``tol``; returns its midpoint. The bracket [lo, hi] must have a negative smallest
+    eigenvalue at ``lo`` and a positive one at ``hi`` (``ValueError`` otherwise).
+    """
+    check_number("tol", tol, low=0, high=1, open_low=True)
+    min_eig = min_eig or unigram_min_eigenvalue
+    if not min_eig(k, lo) < 0 < min_eig(k, hi):
+        raise ValueError(
+            f"the bracket [{lo}, {hi}] must have a negative smallest eigenvalue at lo "
+            f"and a positive one at hi (k = {k})"
+        )
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if min_eig(k, mid) < 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def n_params(config: TransformerConfig) -> int:
+    """The number of parameters of ``Transformer(config)`` in closed form (framework chapter):
+    k d (E) + T d (positions) + L (4 d² + 2 m d²) (attention, feed-forward of width m d) + k (b)
+    + k d (A, untied only) + (2 L + 1) d (layer-norm gains, GPT-2 only)."""
+    k, d, T, L = config.vocab_size, config.d_model, config.max_len, config.n_layers
+    return (
+        k * d
+        + T * d
+        + L * (4 * d**2 + 2 * config.ff_mult * d**2)
+        + k
+        + (0 if config.tied else k * d)
+        + ((2 * L + 1) * d if config.layer_norm else 0)
+    )

@@ -405,3 +405,80 @@ def test_bad_parameters_raise():
         ccmc.sizes("huge")
     with pytest.raises(ValueError, match="shares"):
         ccmc.context_law(W, [0.0, 0.0, 0.0])
+
+
+# ---------------------------------------------------------------- the chapter's measurements
+def test_equivalence_measures_the_theorem():
+    W = ccmc.random_W(5, seed=3)
+    x = ccmc.sample_prompts(40, 6, 5, seed=4)
+    pos = 2.0 * torch.arange(6, dtype=torch.float64) / 6
+    eq = ccmc.equivalence(W, x, pos, seed=5)
+    assert eq["max_diff"] < 1e-12 and eq["max_diff_pos"] < 1e-12
+    assert eq["base_diff"] < 1e-12 and eq["absent_mass"] == 0.0 and eq["sums_to_one"]
+    missing = [len(set(row.tolist())) < 5 for row in x]  # by hand
+    assert eq["absent_share"] == pytest.approx(np.mean(missing)) and 0 < np.mean(
+        missing
+    )
+    # the formula it checks is the hand-written one
+    by_hand = _ccmc_by_hand(W, x)
+    assert torch.allclose(ccmc.SelfAttentionSampler(W)(x), by_hand, atol=1e-12)
+
+
+def test_estimation_slope_reads_the_rate_off_the_largest_n():
+    ns = [100, 1000, 10_000, 100_000, 1_000_000]
+    half = {n: np.full(3, 2.0 * n**-0.5) for n in ns}
+    assert ccmc.estimation_slope(half) == pytest.approx(-0.5)
+    bent = {n: np.full(3, n**-1.0 if n < 10_000 else 0.01 * n**-0.5) for n in ns}
+    assert ccmc.estimation_slope(bent, n_last=3) == pytest.approx(-0.5)
+    assert ccmc.estimation_slope(bent, n_last=5) < -0.5
+    with pytest.raises(ValueError, match="two sample sizes"):
+        ccmc.estimation_slope({10: np.ones(2)})
+
+
+def test_generation_run_and_final_window_see_a_collapse():
+    k, L, window = 4, 300, 50
+    W = 6.0 * torch.eye(k, dtype=torch.float64)  # the base chain nearly always stays
+    prompt = ccmc.balanced_prompt(k, 8, seed=0)
+    at = np.array([window, L])
+    run = ccmc.generation_run(W, prompt, L, n_traj=16, window=window, at=at, seed=7)
+    assert torch.equal(run["tokens"], ccmc.generate(W, prompt, L, n_traj=16, seed=7))
+    end = ccmc.final_window(run, window)
+    last = run["tokens"][:, -window:].numpy()
+    top = np.array([np.bincount(r, minlength=k).max() / window for r in last])
+    assert end["share"] == pytest.approx(top.mean()) and end["share"] > 0.9
+    assert end["winners"].sum() == 16 and end["all_single_stable"]
+    assert end["single"] == pytest.approx(np.mean([len(set(r)) == 1 for r in last]))
+    assert run["stable"] == list(range(k))
+    # the Markov chain with the same (sticky) base kernel still switches now and then
+    assert end["distinct_markov"] >= end["distinct"]
+
+
+def test_context_shares_by_hand():
+    k = 3
+    tokens = torch.tensor([[0, 1, 1, 2], [2, 2, 2, 2]])
+    prompt = torch.tensor([0, 1, 2])
+    shares = ccmc.context_shares(tokens, prompt, k, [1, 2, 4])
+    for row, n in zip(shares, [1, 2, 4]):
+        expected = np.mean(
+            [
+                np.bincount(np.concatenate([prompt.numpy(), t[:n]]), minlength=k)
+                / (3 + n)
+                for t in tokens.numpy()
+            ],
+            axis=0,
+        )
+        assert np.allclose(row, expected)
+
+
+def test_chapter_parameters_go_through_the_one_helper():
+    from markovlib.book import check_chapter_parameters
+
+    check_chapter_parameters("ccmc", **GOOD, scale="auto")
+    with pytest.raises(
+        ValueError, match=r"^prompt_len must be an integer in \[8, 256\]"
+    ):
+        check_chapter_parameters("ccmc", **{**GOOD, "prompt_len": 7})
+    with pytest.raises(ValueError, match="^scale must be one of"):
+        ccmc.check_chapter_parameters(**GOOD, scale="huge")
+    with pytest.raises(ValueError, match="no parameter"):
+        check_chapter_parameters("ccmc", **GOOD, p=0.5)

@@ -727,3 +727,84 @@ def test_next_nll_first_order_and_lag_one_agree():
     torch.testing.assert_close(
         lag_switching(1, 0.3, 0.6).next_nll(x), binary(0.3, 0.6).next_nll(x)
     )
+
+
+# ---------------------------------------------------------------- facts of the framework chapter
+def test_lag_one_correlation_is_one_minus_p_minus_q():
+    from markovlib.chains import lag_one_correlation
+
+    for p, q in [(0.2, 0.3), (0.5, 0.8), (0.9, 0.9), (1.0, 0.5)]:
+        assert lag_one_correlation(binary(p, q)) == pytest.approx(1 - p - q)
+    x = binary(0.2, 0.3).sample(64, 2000, seed=0).double().numpy()
+    empirical = np.corrcoef(x[:, :-1].ravel(), x[:, 1:].ravel())[0, 1]
+    assert abs(empirical - 0.5) < 0.02  # 1 - p - q = 0.5
+    with pytest.raises(ValueError, match="binary"):
+        lag_one_correlation(symmetric(3, 0.2))
+
+
+def test_empirical_kernel_counts_by_hand():
+    from markovlib.chains import empirical_kernel
+
+    chain = binary(0.3, 0.6)
+    x = chain.sample(8, 50, seed=2)
+    est = empirical_kernel(chain, x)
+    counts = np.zeros((2, 2), dtype=int)
+    for row in x.numpy():
+        for a, b in zip(row[:-1], row[1:]):
+            counts[a, b] += 1
+    assert (est["counts"] == counts).all() and (est["n_from"] == counts.sum(1)).all()
+    P_hat = counts / counts.sum(1, keepdims=True)
+    assert np.allclose(est["P_hat"], P_hat)
+    se = np.sqrt(chain.P * (1 - chain.P) / counts.sum(1, keepdims=True))
+    assert np.allclose(est["stderr"], se) and np.allclose(
+        est["z"], (P_hat - chain.P) / se
+    )
+    # a deterministic row (p = 1): no standard error, z = 0
+    est = empirical_kernel(binary(1.0, 0.5), binary(1.0, 0.5).sample(4, 20, seed=0))
+    assert est["stderr"][0, 1] == 0 and est["z"][0, 1] == 0
+
+
+def test_marginal_law_closed_forms():
+    from markovlib.chains import marginal_law
+
+    chain = binary(0.2, 0.5)
+    pi1 = chain.stationary()[1]
+    n = np.arange(1, 31)
+    law = marginal_law(chain, 30, start="uniform")
+    assert np.allclose(law[:, 1], pi1 + (0.5 - pi1) * (1 - 0.7) ** (n - 1))
+    assert np.allclose(marginal_law(chain, 5, start="stationary"), chain.stationary())
+    three = marginal_law(symmetric(3, 0.4), 10)
+    assert np.allclose(three.sum(1), 1) and np.allclose(three, 1 / 3)
+    with pytest.raises(ValueError, match="start"):
+        marginal_law(chain, 5, start="zero")
+
+
+def test_entropy_grid_closed_forms():
+    from markovlib.chains import entropy_grid
+
+    values = [0.1, 0.4, 0.9]
+    rate, unigram = entropy_grid(values)
+    P, Q = np.meshgrid(values, values)  # rows q, columns p
+    pi1 = P / (P + Q)
+    assert np.allclose(rate, (1 - pi1) * binary_entropy(P) + pi1 * binary_entropy(Q))
+    assert np.allclose(unigram, binary_entropy(pi1))
+
+
+def test_stationary_law_is_the_fixed_point_used_by_chains_and_ccmc():
+    from markovlib.ccmc import context_law
+    from markovlib.chains import stationary_law
+
+    p, q = 0.3, 0.6
+    assert np.allclose(
+        stationary_law([[1 - p, p], [q, 1 - q]]), [q / (p + q), p / (p + q)]
+    )
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.ones(5), size=5)
+    pi = stationary_law(P)
+    assert np.allclose(pi @ P, pi, atol=1e-12) and np.isclose(pi.sum(), 1.0)
+    # the CCMC's frozen-shares chain Q_c(i, j) ∝ c_j exp(W[i, j]) goes through the same solver
+    W, c = rng.standard_normal((4, 4)), np.array([0.1, 0.2, 0.3, 0.4])
+    Q = c * np.exp(W)
+    Q /= Q.sum(1, keepdims=True)
+    nu = context_law(W, c)
+    assert np.allclose(nu @ Q, nu, atol=1e-12)

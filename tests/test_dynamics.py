@@ -9,14 +9,23 @@ import pytest
 import torch
 from scipy.optimize import minimize_scalar
 
+from markovlib import theory
 from markovlib.chains import binary
 from markovlib.dynamics import (
+    FULL_MODEL_METRIC,
+    attention_off_loss,
     classify,
     energy,
     flow,
+    flow_grid,
     flow_many,
     global_minimum_curve,
+    init_coordinates,
+    loss_class,
     lowrank_model,
+    manifold_adamw,
+    manifold_coordinates,
+    manifold_descent,
     optimal_bias,
     predicted_basin,
     reduced_gradient,
@@ -193,3 +202,154 @@ def test_lowrank_model_rejects_other_architectures():
         lowrank_model(1.0, 1.0, 0.0, (0.2, 0.3), TransformerConfig.gpt2())
     with pytest.raises(ValueError):
         lowrank_model(1.0, 1.0, 0.0, (0.2, 0.3), TransformerConfig.theory(tied=False))
+
+
+# ----------------------------------------------------------------------------- metrics, grids, the full model
+@pytest.mark.parametrize("p,q", [(0.2, 0.3), (0.5, 0.8)])
+def test_energy_of_a_metric_is_conserved_by_that_metrics_flow(p, q):
+    for e0, w0 in [(1.0, 0.5), (0.8, -0.4), (1.5, -1.5)]:
+        traj = flow(e0, w0, p, q, t_max=200.0, metric=FULL_MODEL_METRIC)
+        assert traj.success and traj.drift < 1e-8 and np.ptp(traj.w) > 1e-4
+        # independent check: the paper's energy is not conserved by this flow
+        assert abs(float(energy(traj.e[-1], traj.w[-1])) - float(energy(e0, w0))) > 1e-4
+    # the full model's boundary is the paper's with e stretched by sqrt(m_e / m_w) = 4
+    w = -0.3
+    e_paper = math.sqrt(saddle_energy() + w**2 - math.log(abs(w)))
+    assert predicted_basin(0.99 * e_paper, w, 0.5, 0.8) == "local"
+    assert predicted_basin(1.01 * e_paper, w, 0.5, 0.8) == "global"
+    assert predicted_basin(3.9 * e_paper, w, 0.5, 0.8, FULL_MODEL_METRIC) == "local"
+    assert predicted_basin(4.1 * e_paper, w, 0.5, 0.8, FULL_MODEL_METRIC) == "global"
+
+
+def test_flow_many_drift_is_the_largest_over_the_trajectory():
+    ends, drift = flow_many([0.8, 1.2], [-0.4, 0.6], 0.5, 0.8, t_max=300.0)
+    for (e0, w0), end, d in zip([(0.8, -0.4), (1.2, 0.6)], ends, drift):
+        single = flow(e0, w0, 0.5, 0.8, t_max=300.0)
+        np.testing.assert_allclose(end, single.endpoint, atol=1e-6)
+        assert d < 1e-7 and single.drift < 1e-7
+
+
+@pytest.mark.parametrize("p,q", [(0.2, 0.3), (0.5, 0.8)])
+def test_flow_grid_classifies_and_agrees_with_predicted_basins(p, q):
+    g = flow_grid(p, q, np.linspace(0.1, 2.0, 5), np.linspace(-1.9, 1.9, 6), 2000.0)
+    assert g.starts.shape == (30, 2) and g.max_drift < 1e-7
+    assert g.agreement == 1.0 and {"local", "global"} <= set(g.found)
+    for (e, w), kind in zip(g.starts, g.found):  # independent: one flow per start
+        assert classify(flow(e, w, p, q, t_max=2000.0).endpoint, p, q) == kind
+
+
+def _random_attention_off_model(seed):
+    model = theory.perturbed(
+        lowrank_model(0.8, -0.5, None, (0.5, 0.8), CONFIG), 0.2, seed=seed
+    )
+    for blk in model.blocks:
+        blk.attn.W_V.weight.data.zero_(), blk.attn.W_O.weight.data.zero_()
+    return model
+
+
+@pytest.mark.parametrize("p,q", CHAINS)
+def test_attention_off_loss_equals_the_enumeration_with_gradients(p, q):
+    model = _random_attention_off_model(1)
+    fast = attention_off_loss(model, p, q, LENGTH)
+    slow = expected_loss(model, binary(p, q), LENGTH)
+    assert abs(float((fast - slow).detach())) < 1e-12
+    params = list(model.parameters())
+    for a, b in zip(
+        torch.autograd.grad(fast, params), torch.autograd.grad(slow, params)
+    ):
+        assert float((a - b).abs().max()) < 1e-12
+    model.blocks[0].attn.W_O.weight.data.fill_(0.1)  # attention on: refused
+    with pytest.raises(ValueError, match="attention"):
+        attention_off_loss(model, p, q, LENGTH)
+
+
+def test_manifold_coordinates_read_back_the_manifold_point():
+    for e, w in [(0.7, -1.3), (-1.2, 0.4), (1.5, 0.0)]:
+        c = manifold_coordinates(lowrank_model(e, w, 0.3, (0.2, 0.3), CONFIG))
+        assert c["e"][0] == pytest.approx(abs(e), abs=1e-12)
+        assert c["w"][0] == pytest.approx(w, abs=1e-12)
+        assert c["b"][0] == pytest.approx(0.3) and c["common"][0] == 0
+    # an ensemble: one value per member
+    seeds = [0, 1, 2]
+    init = init_coordinates(TransformerConfig.theory(tied=True, max_len=64), seeds)
+    assert init.shape == (3, 2) and np.all(init[:, 0] > 0) and np.all(init[:, 0] < 0.3)
+    assert np.all(np.abs(init[:, 1]) < 0.2)  # N(0, 0.02²): next to the origin
+
+
+@pytest.mark.parametrize(
+    "p,q,start,expected",
+    [
+        (0.5, 0.8, (0.8, 0.6), "local"),  # w > 0, p + q > 1: the local basin
+        (0.5, 0.8, (0.8, -1.3), "global"),
+        (0.2, 0.3, (0.8, 0.6), "global"),
+    ],
+)
+def test_manifold_descent_matches_the_metric_flow_away_from_the_boundary(
+    p, q, start, expected
+):
+    steps, lr = 400, 0.1
+    runs = manifold_descent([start], p, q, steps=steps, lr=lr, length=LENGTH)
+    assert runs.attention_stayed_off and runs.found[0] == expected
+    assert np.all(np.diff(runs.loss[0]) <= 1e-12)  # stable step: monotone
+    # early on, e follows the reduced flow in the full model's metric (time lr x steps); w less closely, as the
+    # full model also moves off the manifold (common mode, positions, bias); measured: |Δe| <= 0.023, |Δw| <= 0.134
+    k = np.searchsorted(runs.steps, 20)
+    t = lr * runs.steps[k]
+    ref = flow(*start, p, q, t_max=t, metric=FULL_MODEL_METRIC, n_points=2)
+    assert abs(runs.path[0, k, 0] - ref.endpoint[0]) < 0.05
+    assert abs(runs.path[0, k, 1] - ref.endpoint[1]) < 0.2
+    # the final class is the loss's
+    H, U = binary(p, q).entropy_rate(), binary(p, q).unigram_entropy()
+    assert abs(runs.loss[0, -1] - (H if expected == "global" else U)) < 0.05 * (U - H)
+
+
+def test_loss_class():
+    H, U = binary(0.5, 0.8).entropy_rate(), binary(0.5, 0.8).unigram_entropy()
+    assert list(loss_class([H, U, (H + U) / 2], 0.5, 0.8)) == [
+        "global",
+        "local",
+        "undecided",
+    ]
+
+
+def test_manifold_adamw_runs_the_authors_optimiser_from_the_manifold():
+    from markovlib.train import TrainConfig
+
+    settings = TrainConfig(steps=20, batch_size=4, seq_len=16, eval_every=10)
+    a = manifold_adamw([(0.8, 0.6), (1.0, -1.2)], 0.5, 0.8, settings, seed=3)
+    b = manifold_adamw([(0.8, 0.6), (1.0, -1.2)], 0.5, 0.8, settings, seed=3)
+    assert a.attention_stayed_off and a.path.shape[:2] == (2, len(a.steps))
+    np.testing.assert_array_equal(a.loss, b.loss)  # seeded: reproducible
+    np.testing.assert_allclose(a.path[:, 0], [(0.8, 0.6), (1.0, -1.2)], atol=1e-6)
+    assert np.abs(a.path[:, -1] - a.path[:, 0]).max() > 1e-3  # it moved
+
+
+def test_init_coordinates_scale_with_init_std():
+    cfg = TransformerConfig.theory(tied=True, max_len=64)
+    narrow = init_coordinates(cfg, [0, 1])
+    wide = init_coordinates(cfg, [0, 1], init_std=0.2)
+    # the same draws ten times larger: e scales by 10, the gain g = 2w|w| is scale-free in e, so w by 10
+    np.testing.assert_allclose(wide, 10 * narrow, rtol=1e-5)
+
+
+def test_phase_portrait_draws_the_paper_objects():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from markovlib import plots
+
+    fig, ax = plt.subplots()
+    plots.phase_portrait(0.5, 0.8, ax, points={"init": np.array([[0.1, 0.02]])})
+    labels = [line.get_label() for line in ax.lines]
+    assert {"global minima", "local minima", "saddle", "init"} <= set(labels)
+    star = next(line for line in ax.lines if line.get_label() == "saddle")
+    assert star.get_xdata()[0] == pytest.approx(-1 / math.sqrt(2))
+    curve = next(line for line in ax.lines if line.get_label() == "global minima")
+    x, y = np.asarray(curve.get_xdata()), np.asarray(curve.get_ydata())
+    ok = ~np.isnan(y)
+    assert np.all(
+        x[ok] < -1 / math.sqrt(2)
+    )  # p + q > 1: the global minima need w < -1/sqrt(2)
+    plt.close(fig)

@@ -29,6 +29,7 @@ READER_CHAINS = {
     "saddles": dict(p=0.2, q=0.6),
     "multi_state": dict(k=4, p=0.9),
     "depth": dict(p=0.3, q=0.4),
+    "initialisation": dict(p=0.3, q=0.4),
     "ccmc": dict(k=6, prompt_len=12),
 }
 
@@ -127,6 +128,28 @@ def test_runs_with_new_chain(path, tmp_path, monkeypatch):
     )
     last = out.cells[-1]
     assert not any(o.output_type == "error" for o in last.outputs)
+    # the scorecard's numbers and verdicts for this chapter's claims are glued, by the rule
+    from markovlib.scorecard import CLAIMS, VERDICTS
+
+    glued = _glued(out)
+    for c in (c for c in CLAIMS if c.chapter == path.stem):
+        value, verdict = glued.get(f"sc_{c.id}_value"), glued.get(f"sc_{c.id}_verdict")
+        assert value and re.search(r"\d", value), (c.id, value)
+        assert verdict in VERDICTS, (c.id, verdict)
+        if verdict != "not applicable to this chain" and not c.exact:
+            assert verdict == "not tested at this scale", (c.id, verdict)  # smoke
+
+
+def _glued(nb) -> dict[str, str]:
+    """Name -> text of every value a notebook glued (myst-nb's scrapbook outputs)."""
+    out = {}
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            text = o.get("data", {}).get("application/papermill.record/text/plain")
+            if name and text is not None:
+                out[name] = ast.literal_eval(text) if text[:1] in "'\"" else text
+    return out
 
 
 def test_check_rejects_outputs_and_glue_in_golden_cells(tmp_path):

@@ -215,3 +215,58 @@ def test_heatmap_switching_line_passes_through_the_cells_with_p_plus_q_one():
         for ln in plots.heatmap(np.zeros((5, 5)), grid, grid).get_lines()
         if ln.get_label() == "p + q = 1"
     ]
+
+
+def test_palette_is_okabe_ito_and_distinct():
+    # Okabe & Ito's eight colours, as published (sRGB 0-255)
+    published = [
+        (0, 114, 178),
+        (230, 159, 0),
+        (0, 158, 115),
+        (213, 94, 0),
+        (204, 121, 167),
+        (86, 180, 233),
+        (240, 228, 66),
+        (0, 0, 0),
+    ]
+    got = [tuple(round(255 * c) for c in to_rgba(h)[:3]) for h in plots.OKABE_ITO]
+    assert got == published
+    roles = ["tied", "untied", "theory", "H_rate", "H_pi"]
+    assert len({to_rgba(plots.COLORS[r]) for r in roles}) == len(roles)
+    plots.set_style()
+    cycle = [to_rgba(c) for c in plt.rcParams["axes.prop_cycle"].by_key()["color"]]
+    assert cycle[:3] == [to_rgba(plots.COLORS[r]) for r in ("tied", "untied", "theory")]
+
+
+def _texts(fig):
+    return [t for t in fig.findobj(matplotlib.text.Text) if t.get_text().strip()]
+
+
+def test_every_text_of_the_helpers_is_at_least_min_font():
+    plots.set_style()
+    chain = binary(0.5, 0.8)
+    fig, axes = plt.subplots(1, 2)
+    plots.loss_curves(
+        {"tied": [_history(0), _history(1)], "untied": _history(2)}, chain, axes[0]
+    )
+    plots.probability_along(
+        np.arange(10), np.full(10, 0.4), {"p": 0.5, "π_1": 0.38}, axes[1]
+    )
+    fig2, ax2 = plt.subplots()
+    grid = [0.2, 0.5, 0.8]
+    plots.heatmap(np.arange(9.0).reshape(3, 3), grid, grid, ax2, fmt=".1f")
+    for f in (fig, fig2):
+        f.canvas.draw()
+        sizes = [t.get_fontsize() for t in _texts(f)]
+        assert sizes and min(sizes) >= plots.MIN_FONT_PT, sorted(set(sizes))
+    # and the rule has teeth: an x-small legend breaks it
+    axes[0].legend(fontsize="x-small")
+    assert min(t.get_fontsize() for t in _texts(fig)) < plots.MIN_FONT_PT
+
+
+def test_text_column_figures_read_at_nine_points():
+    """A text-column figure of TEXT_WIDTH_IN shown in a column of ~760 CSS px keeps
+    MIN_FONT_PT text at >= 9 pt (displayed pt = pt * column px / (96 * width in))."""
+    column_px = 760
+    assert plots.MIN_FONT_PT * column_px / (96 * plots.TEXT_WIDTH_IN) >= 9
+    assert plots.MIN_FONT_PT * column_px / (96 * 12) < 9  # a 12-inch figure would not

@@ -363,3 +363,128 @@ def test_make_test_runs_the_browser_check():
         "tests/browser" in makefile
         and (ROOT / "tests" / "browser" / "test_site.py").exists()
     )
+
+
+# --- the code a reader sees (issue 14) -------------------------------------------------
+HIDDEN = {"hide-input", "remove-input", "remove-cell"}
+FURNITURE = {"parameters", "colab-install", "rerun-box"}
+CHAPTERS = [p for p in NOTEBOOKS if p.stem != "reproducibility"]
+MAX_VISIBLE_LINES = 15
+
+
+def _code_cells(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_visible_code_cells_are_short_and_define_nothing(path):
+    """Statistics and verdict plumbing live in tested markovlib functions: a visible cell
+    calls them in a few lines, and no cell of a chapter defines a function or a class."""
+    long = []
+    for cell in _code_cells(path):
+        tags = set(cell.metadata.get("tags", []))
+        n = len(cell.source.strip().splitlines())
+        if not tags & (HIDDEN | FURNITURE) and n > MAX_VISIBLE_LINES:
+            long.append(f"{n} lines:\n{cell.source[:120]}")
+        defs = [
+            node.name
+            for node in ast.walk(ast.parse(cell.source))
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+        ]
+        assert not defs, f"{path.name} defines {defs}: move them into markovlib"
+    assert not long, (
+        f"{path.name}: visible code cells over {MAX_VISIBLE_LINES} lines: {long}"
+    )
+
+
+def _prose_names(cells) -> set[str]:
+    """Names that hold a chapter's prose: passed to Markdown(...) or assigned an f-string."""
+    names = set()
+    for cell in cells:
+        for node in ast.walk(ast.parse(cell.source)):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "Markdown"
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+            ):
+                names.add(node.args[0].id)
+            elif isinstance(node, (ast.Assign, ast.AugAssign)) and isinstance(
+                node.value, ast.JoinedStr
+            ):
+                targets = (
+                    node.targets if isinstance(node, ast.Assign) else [node.target]
+                )
+                names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _tests_prose(test: ast.AST, prose: set[str]) -> bool:
+    """Whether a condition looks for words in the prose ("long plateau" in text)."""
+    return any(
+        isinstance(node, ast.Compare)
+        and isinstance(node.left, ast.Constant)
+        and isinstance(node.left.value, str)
+        and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+        and any(isinstance(c, ast.Name) and c.id in prose for c in node.comparators)
+        for node in ast.walk(test)
+    )
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_the_claims_cell_checks_values_not_wording(path):
+    """The last cell asserts numbers and booleans; a check that looks for words in the
+    prose (assert "long plateau" in text; if "Every untied run" in text: ...) stops
+    checking anything when the prose is reworded. It is collapsed, its verdict shown."""
+    cells = _code_cells(path)
+    last, prose = cells[-1], _prose_names(cells)
+    wording = [
+        ast.get_source_segment(last.source, node.test)
+        for node in ast.walk(ast.parse(last.source))
+        if isinstance(node, (ast.Assert, ast.If, ast.IfExp, ast.While))
+        and _tests_prose(node.test, prose)
+    ]
+    assert not wording, f"{path.name}: the claims cell checks wording: {wording}"
+    assert "hide-input" in last.metadata.get("tags", []), (
+        f"{path.name}: collapse the claims cell (hide-input)"
+    )
+    assert not {"hide-output", "remove-output"} & set(last.metadata.get("tags", []))
+
+
+def test_the_wording_check_has_teeth():
+    chapter = [
+        nbformat.v4.new_code_cell('text = f"{x} runs: a long plateau"'),
+        nbformat.v4.new_code_cell('glue("v", Markdown(dv), display=False)'),
+    ]
+    prose = _prose_names(chapter)
+    assert prose == {"text", "dv"}
+    for bad in ('assert "long plateau" in text', 'if "Every run" in dv:\n    pass'):
+        assert _tests_prose(ast.parse(bad).body[0].test, prose)
+    for fine in ('assert "tied" in runs', "assert x in text"):
+        assert not _tests_prose(ast.parse(fine).body[0].test, prose)
+
+
+def test_reproducibility_page_helpers():
+    from markovlib.presets import PRESETS
+
+    table = book.scales_table()
+    assert list(table["scale"]) == list(PRESETS)
+    for _, row in table.iterrows():
+        scale = PRESETS[row["scale"]]
+        assert all(row[f] == getattr(scale, f) for f in book.SCALE_FIELDS)
+    info = {
+        "built": "2026-01-01 00:00 UTC",
+        "commit": "abc1234",
+        "cpu": "a CPU",
+        "cpu_count": 2,
+        "torch_threads": 2,
+        "cuda": "none",
+        "python": "3.11.0",
+        "platform": "Linux",
+        "forced_scale": "smoke",
+    }
+    text = book.build_summary(info, "smoke")
+    assert text.startswith("Built **2026-01-01 00:00 UTC** from commit `abc1234`")
+    assert f"https://github.com/{book.REPOSITORY}" in text
+    assert text.endswith('so `scale = "auto"` ran as **`smoke`**.')

@@ -690,3 +690,99 @@ def test_symmetric_chain_threshold_is_k_minus_one_over_k(k):
         < unigram_curvature(symmetric(k, min(star + 0.01, 1.0)))
     )
     assert abs(unigram_curvature(symmetric(k, star))) < 1e-12
+
+
+# ---------------------------------------------------------------- chapter-level checks
+def test_construction_checks_cover_every_route_the_chain_allows():
+    from markovlib.theory import construction_checks
+
+    chain = binary(0.2, 0.3)
+    available, unavailable = construction_checks(chain, seed=0)
+    assert set(available) == {
+        "tied, direct",
+        "tied, feedforward",
+        "untied, direct",
+        "untied, feedforward",
+    }
+    assert unavailable == {}
+    x = chain.sample(64, 200, seed=0)
+    for c in available.values():
+        # independently: the exact loss by enumeration, the kernel along the sampled paths
+        assert abs(c["loss"] - chain.entropy_rate()) < 1e-9
+        assert abs(c["loss"] - expected_loss(c["model"], chain, 10).item()) < 1e-12
+        probs = c["model"].probabilities(x).detach()
+        assert c["kernel_error"] == pytest.approx(
+            (probs - torch.as_tensor(chain.P)[x]).abs().max().item()
+        )
+        assert c["kernel_error"] < 1e-6 and c["grad"] < 1e-6
+    available, unavailable = construction_checks(binary(0.6, 0.7), seed=0)
+    assert (
+        set(unavailable) == {"tied, direct"} and "p + q" in unavailable["tied, direct"]
+    )
+    assert len(available) == 3
+
+
+def test_appendix_d_matches_its_definitions():
+    from markovlib.theory import appendix_d
+
+    chain = binary(0.3, 0.6)
+    model = Transformer(
+        TransformerConfig.theory(d_model=8, max_len=32),
+        generator=torch.Generator().manual_seed(3),
+    )
+    with torch.no_grad():  # make attention matter
+        for prm in model.parameters():
+            prm.mul_(20)
+    x = chain.sample(4, 32, seed=1)
+    d = appendix_d(model, x, 32)
+    no_attn = copy.deepcopy(model)
+    with torch.no_grad():
+        no_attn.blocks[0].attn.W_O.weight.zero_()
+        change = (no_attn.probabilities(x) - model.probabilities(x)).abs().max().item()
+    assert d["ablation"] == pytest.approx(change) and d["ablation"] > 1e-3
+    for name, prm in model.named_parameters():
+        if prm.dim() == 2 and name != "wpe.weight":
+            s = np.linalg.svd(prm.detach().double().numpy(), compute_uv=False)
+            assert d["rank_ratio"][name] == pytest.approx(s[1] / s[0])
+    assert d["largest_rank_ratio"] == max(d["rank_ratio"].values())
+    assert d["ratio_mean"] == pytest.approx(float(attention_ratio(model, x).mean()))
+    assert d["spread"] == pytest.approx(positional_spread(model, 32))
+    # Thm 1's construction: no attention, no positions (App. D's picture exactly)
+    star = global_minimum(chain, TransformerConfig.theory(d_model=8)).double()
+    d = appendix_d(star, chain.sample(4, 32, seed=1), 32)
+    assert d["ablation"] == 0.0 and d["spread"] == 0.0 and d["ratio_mean"] == 0.0
+    assert d["largest_rank_ratio"] == 0.0  # every weight matrix is zero or rank one
+
+
+def test_unigram_threshold_is_the_sign_change_by_bisection():
+    from markovlib.theory import unigram_min_eigenvalue, unigram_threshold
+
+    # the closed form (k - 1)/k, found by an independent route (theory.unigram_curvature)
+    for k in (2, 3):
+        star = unigram_threshold(k, 1e-3)
+        assert abs(star - (k - 1) / k) < 2e-3
+        assert (
+            unigram_min_eigenvalue(k, star - 0.01)
+            < 0
+            < unigram_min_eigenvalue(k, star + 0.01)
+        )
+        assert unigram_curvature(symmetric(k, star - 0.01)) < 0
+    assert unigram_threshold(4, 1e-9, min_eig=lambda k, p: p - 0.4321) == pytest.approx(
+        0.4321, abs=1e-9
+    )
+    with pytest.raises(ValueError, match="bracket"):
+        unigram_threshold(3, 1e-3, lo=0.9, hi=1.0)
+    with pytest.raises(ValueError, match="tol"):
+        unigram_threshold(3, 0)
+
+
+@pytest.mark.parametrize("preset", ["theory", "gpt2"])
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("vocab,layers", [(2, 1), (3, 2)])
+def test_n_params_closed_form_counts_the_model(preset, tied, vocab, layers):
+    from markovlib.theory import n_params
+
+    cfg = getattr(TransformerConfig, preset)(
+        vocab_size=vocab, d_model=8, tied=tied, n_layers=layers, max_len=64
+    )
+    assert n_params(cfg) == Transformer(cfg).n_params()

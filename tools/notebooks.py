@@ -28,10 +28,25 @@ BOOK = Path(__file__).resolve().parents[1] / "book"
 INSTALL_TAG, RERUN_TAG = "colab-install", "rerun-box"
 
 
+def ruff_formatted(source: str) -> str:
+    """``source`` as ``ruff format`` writes a notebook cell (the project's settings, no final newline)."""
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", "cell.py", "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=BOOK.parent,
+    )
+    return out.stdout.rstrip("\n")
+
+
 def install_cell_source() -> str:
     from markovlib.book import install_requirement
 
-    return (
+    return ruff_formatted(
         "# In Google Colab, install markovlib (this book's library) first; anywhere else this cell does nothing.\n"
         "import subprocess\n"
         "import sys\n\n"
@@ -46,7 +61,7 @@ def rerun_cell_source(path: Path) -> str:
 
     names = list(chapter_parameters(path))
     args = ", ".join(f"{n}={n}" for n in names)
-    return (
+    return ruff_formatted(
         "from markovlib import resolve\n"
         "from markovlib.book import rerun_box\n\n"
         f'rerun_box("{path.stem}", resolve(scale).name, {args})'

@@ -206,13 +206,54 @@ TEXT_SELECTORS = [
 ]
 
 
+# Every <pre> (code cell, printed output) of the article whose content is wider than its box.
+WIDE_PRE_JS = """() => [...document.querySelectorAll('article pre')]
+  .filter(p => p.offsetParent && p.scrollWidth > p.clientWidth + 1)
+  .map(p => [p.textContent.trim().split('\\n')[0].slice(0, 60), p.scrollWidth - p.clientWidth])"""
+# Every figure image of a cell output: [src, displayed width / natural width].
+FIGURE_SCALE_JS = """() => [...document.querySelectorAll('article .cell_output img, article figure img')]
+  .filter(i => i.offsetParent && i.naturalWidth > 0)
+  .map(i => [i.getAttribute('src'), i.getBoundingClientRect().width / i.naturalWidth])"""
+# The scorecard's table: per body row, the cells' text and whether its last cell has a link.
+SCORECARD_JS = """() => { const t = document.querySelector('#tab-scorecard') ||
+    document.querySelector('article table');
+  if (!t) return null;
+  return [...t.querySelectorAll('tbody tr')].map(r => ({
+    cells: [...r.querySelectorAll('td')].map(td => td.textContent.trim()),
+    link: (r.querySelector('td:last-child a[href]') || {}).href || null })); }"""
+
+
+def displayed_pt(scale: float) -> float:
+    """Size as displayed of the smallest figure text: MIN_FONT_PT points at DPI pixels per
+    inch is MIN_FONT_PT * DPI / 72 image pixels, shown at ``scale`` CSS pixels each (96 per inch)."""
+    from markovlib.plots import DPI, MIN_FONT_PT
+
+    return MIN_FONT_PT * DPI / 96 * scale
+
+
+def _check_scorecard(rows) -> None:
+    from markovlib.scorecard import CLAIMS, VERDICTS
+
+    assert rows is not None, "scorecard: no table"
+    assert len(rows) == len(CLAIMS), f"scorecard: {len(rows)} rows for {len(CLAIMS)}"
+    for claim, row in zip(CLAIMS, rows):
+        claim_text, _, measured, verdict, _ = row["cells"]
+        assert claim_text.startswith(claim.claim), (claim.id, claim_text)
+        assert re.search(r"\d", measured.split(":")[-1]), (claim.id, measured)
+        assert verdict in VERDICTS, (claim.id, verdict)
+        assert row["link"] and urlparse(row["link"]).hostname == "127.0.0.1", (
+            claim.id,
+            row["link"],
+        )
+
+
 @pytest.mark.skipif(
     not PAGES, reason=f"no built site at {SITE} (make book-strict first)"
 )
 @pytest.mark.parametrize("page", PAGES)
 def test_page(page, browser, server):
     stem = Path(page).stem
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
     external, errors = [], []
 
     def route(r):
@@ -274,6 +315,17 @@ def test_page(page, browser, server):
         "() => { const b = document.querySelector('.rerun-box'); return b ? b.textContent : null; }"
     )
 
+    # code and printed output fit their column at 1280 px: no sideways scrolling
+    wide_pre = pg.evaluate(WIDE_PRE_JS)
+    # figure text as displayed: MIN_FONT_PT at DPI, scaled by displayed / natural width
+    shown = pg.evaluate(FIGURE_SCALE_JS)
+    small_text = [
+        (src, round(displayed_pt(scale), 1))
+        for src, scale in shown
+        if displayed_pt(scale) < 9
+    ]
+    scorecard = pg.evaluate(SCORECARD_JS) if stem == "scorecard" else None
+
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")
     pg.screenshot(path=str(shot), full_page=True)
@@ -315,6 +367,14 @@ def test_page(page, browser, server):
         "min_contrast_dark": round(min((c for _, c in dark_contrast), default=21), 2),
     }
 
+    REPORT[page]["widest_pre_overflow_px"] = max((w for _, w in wide_pre), default=0)
+    REPORT[page]["smallest_figure_text_pt"] = round(
+        min((displayed_pt(sc) for _, sc in shown), default=99), 1
+    )
+    assert not wide_pre, f"{page}: code or output wider than its column: {wide_pre[:5]}"
+    assert not small_text, f"{page}: figure text below 9 pt as displayed: {small_text}"
+    if scorecard is not None:
+        _check_scorecard(scorecard)
     assert not external, f"{page} requested resources outside the site: {external[:5]}"
     assert not errors, f"{page}: {errors[:5]}"
     assert all(w > 0 and h > 0 for _, w, h in images), (
