@@ -55,9 +55,9 @@ COLORS = {
     "H_pi": OKABE_ITO[3],
     "data": "#7f7f7f",
 }
-MIN_FONT_PT = 10  # smallest text in any figure, in points at DPI
+MIN_FONT_PT = 11  # smallest text in any figure, in points at DPI
 DPI = 100  # figure.dpi of the inline backend (the PNG's pixels per inch)
-TEXT_WIDTH_IN = 8.0  # widest figure in the text column (wider: cell tag full-width)
+TEXT_WIDTH_IN = 7.0  # widest figure in the text column (wider: cell tag full-width)
 
 
 def set_style() -> None:

@@ -265,8 +265,8 @@ def test_every_text_of_the_helpers_is_at_least_min_font():
 
 
 def test_text_column_figures_read_at_nine_points():
-    """A text-column figure of TEXT_WIDTH_IN shown in a column of ~760 CSS px keeps
-    MIN_FONT_PT text at >= 9 pt (displayed pt = pt * column px / (96 * width in))."""
-    column_px = 760
+    """A text-column figure of TEXT_WIDTH_IN shown in the theme's column (~590 CSS px at a
+    1280 px window) keeps MIN_FONT_PT text at >= 9 pt (pt * column px / (96 * width in))."""
+    column_px = 590
     assert plots.MIN_FONT_PT * column_px / (96 * plots.TEXT_WIDTH_IN) >= 9
     assert plots.MIN_FONT_PT * column_px / (96 * 12) < 9  # a 12-inch figure would not
