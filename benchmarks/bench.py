@@ -1,72 +1,90 @@
-"""Benchmark markovlib's Markov sampler, training step, ensembles and book against the authors' way of doing it.
+"""Benchmark markovlib's Markov sampler, training step, ensembles and book against \
+the authors' way of doing it.
 
-Usage: ``python benchmarks/bench.py [--quick] [--book] [--ray] [--e2e-steps S] [--device auto|cpu|cuda] [--threads N]
-[--processes P] [--json PATH]``
+Usage: ``python benchmarks/bench.py [--quick] [--book] [--ray] [--e2e-steps S]
+[--device auto|cpu|cuda] [--threads N] [--processes P] [--json PATH]``
 
-Timing: every number except the book rows is the median over trials of the per-call time of one timing helper,
-``measure``: warm-up calls first, then each trial repeats the call for about ``min_time`` seconds, the number of
-calls set from one timed call, with ``torch.cuda.synchronize()`` around each trial on CUDA. Long calls (rows 4 and
-5) use ``min_time = 0``, one call per trial.
+Timing: every number except the book rows is the median over trials of the per-call time
+of one timing helper, ``measure``: warm-up calls first, then each trial repeats the call
+for about ``min_time`` seconds, the number of calls set from one timed call, with
+``torch.cuda.synchronize()`` around each trial on CUDA. Long calls (rows 4 and 5) use
+``min_time = 0``, one call per trial.
 
 The rows, each with its baseline (the "baseline is" column):
 
-1. Sampler throughput (tokens/s) for a batch of 64 paths of length 1024, for the binary chain binary(0.2, 0.3)
-   (markovlib's closed-form k = 2 path), the 5-state chain symmetric(5, 0.3) and a random 8-state chain, rows
-   drawn from Dirichlet(1) with ``numpy.random.default_rng(0)`` (both through markovlib's blocked scan).
-   Baseline: ``authors_sampler``, the authors' loop with one ``torch.multinomial`` call per position. Each
-   chain is timed in ``--processes`` fresh Python processes (default 5; 1 with --quick) and the row gives the
-   medians, the range is printed below the table: on the 2-core VM the draw time is bimodal from one process
-   to the next (the binary draw takes about 0.6 or 1.3 ms, whichever CPU it runs on and whatever the address
-   layout), so one process can land in either mode.
-2. Time per optimisation step at the paper's size (d = 8, 1 layer, GPT-2 block, tied head, batch 16, sequence
-   length 1024 and 256, binary(0.5, 0.8)): draw a fresh batch, forward, cross entropy, backward, AdamW step,
-   one-cycle scheduler step (the loop of ``markovlib.train.train``). Both columns use markovlib's model,
-   ``make_optimizer``, ``make_schedule`` and ``cross_entropy``; only the sampler differs (baseline: the same
-   step fed by ``authors_sampler``), so the ratio is what the sampler alone changes in a whole step. A second
-   row per length times the same step fed one fixed, pre-drawn batch (``no_sampler``: sampling costs nothing)
-   against the same baseline: the largest ratio any sampler could reach with this model on this machine.
-3. Ensemble throughput (model·tokens/s: models × batch × positions per second) of one ``train_many``-style step
-   of ``Transformer(config, n_models=N)`` for N = 1, 8, 32 (same architecture as 2, batch 16 × seq 256 per
-   model; full mode also seq 1024 for N = 1 and 8): each member's batch drawn by markovlib's sampler with its
-   own generator, stacked to (N, batch, length + 1), forward, the N per-model losses of ``cross_entropy``,
-   ``.sum().backward()``, AdamW step, scheduler step. Baseline: markovlib's own single-model step
-   (``Transformer(config)``, as ``train`` builds it, row 2's markovlib column) at the same length, so a ratio
-   >= 1 means that training N models as one ensemble is no slower per model than training them one by one
-   (the N = 1 row is the cost of the ensemble code path itself).
-4. ``markovlib.train.train`` end to end for a short run (model construction, test loss at step 0 and at the
-   end, history bookkeeping; one whole run per trial) divided by its number of steps, next to the bare step
-   of 2: the overhead of evaluation and set-up. No baseline.
-5. The paper's run as the authors schedule it: one model, batch 16 × seq 1024, d = 8, binary(0.5, 0.8), test
-   loss after EVERY step on 24 fresh batches. markovlib: ``train(..., eval_every=1, eval_batches=24)``.
-   Baseline: ``authors_paper_run``, the same model, optimiser, schedule and evaluation, every batch (training
-   and evaluation) drawn with ``authors_sampler``. A 400-iteration baseline run takes minutes, so both run
-   ``--e2e-steps`` S iterations (default 10 with --quick, 40 otherwise), one timed run each; the row reports
-   the whole run's seconds / S (set-up and the step-0 evaluation included on both sides, a bias of about 1/S),
-   and a second row projects it to 400 iterations (per-iteration × 400: projected, not measured).
-6. Book execution (full mode, or --book): seconds of one ``jupyter-book build`` of the repository into a fresh
-   temporary ``--path-output`` (no execution cache) and with a fresh, empty result store (``MARKOVLIB_RESULTS``
-   in the same temporary folder: no stored runs are read back, every chapter trains from scratch), with
-   MARKOVLIB_SCALE=smoke and with MARKOVLIB_SCALE=cpu, the ``jupyter-book`` installed beside this Python. These
-   are subprocesses, timed once each with a wall clock rather than ``measure``. No baseline.
-7. Sweep executors (full mode, or --ray): seconds of one 16-run sweep (``SWEEP_GRID``: 2 p × 2 q × tying × 2
-   seeds, ensembles of 4, each time into a fresh result store) through the Ray executor on a single-machine
-   cluster of ``--threads`` CPUs started for it (``ray.init``). With ``cpus_per_task = --threads`` the tasks
-   run one at a time with the local executor's thread count: the ratio (< 1) is Ray's overhead, once with the
-   workers cold (the first sweep: worker processes start and import torch) and once warm (a second sweep).
-   With ``cpus_per_task = 1`` (warm) ``--threads`` ensembles train at once, one thread each. Baseline: the
-   same sweep through the local executor, in this process with ``--threads`` torch threads. The cluster's
-   start-up is a row of its own. Wall-clock, one run each, not ``measure``.
+1. Sampler throughput (tokens/s) for a batch of 64 paths of length 1024, for the binary
+   chain binary(0.2, 0.3) (markovlib's closed-form k = 2 path), the 5-state chain
+   symmetric(5, 0.3) and a random 8-state chain, rows drawn from Dirichlet(1) with
+   ``numpy.random.default_rng(0)`` (both through markovlib's blocked scan). Baseline:
+   ``authors_sampler``, the authors' loop with one ``torch.multinomial`` call per
+   position. Each chain is timed in ``--processes`` fresh Python processes (default 5; 1
+   with --quick) and the row gives the medians, the range is printed below the table: on
+   the 2-core VM the draw time is bimodal from one process to the next (the binary draw
+   takes about 0.6 or 1.3 ms, whichever CPU it runs on and whatever the address layout),
+   so one process can land in either mode.
+2. Time per optimisation step at the paper's size (d = 8, 1 layer, GPT-2 block, tied
+   head, batch 16, sequence length 1024 and 256, binary(0.5, 0.8)): draw a fresh batch,
+   forward, cross entropy, backward, AdamW step, one-cycle scheduler step (the loop of
+   ``markovlib.train.train``). Both columns use markovlib's model, ``make_optimizer``,
+   ``make_schedule`` and ``cross_entropy``; only the sampler differs (baseline: the same
+   step fed by ``authors_sampler``), so the ratio is what the sampler alone changes in a
+   whole step. A second row per length times the same step fed one fixed, pre-drawn
+   batch (``no_sampler``: sampling costs nothing) against the same baseline: the largest
+   ratio any sampler could reach with this model on this machine.
+3. Ensemble throughput (model·tokens/s: models × batch × positions per second) of one
+   ``train_many``-style step of ``Transformer(config, n_models=N)`` for N = 1, 8,
+   32 (same architecture as 2, batch 16 × seq 256 per model; full mode also seq 1024
+   for N = 1 and 8): each member's batch drawn by markovlib's sampler with its own
+   generator, stacked to (N, batch, length + 1), forward, the N per-model losses of
+   ``cross_entropy``, ``.sum().backward()``, AdamW step, scheduler step. Baseline:
+   markovlib's own single-model step (``Transformer(config)``, as ``train`` builds it,
+   row 2's markovlib column) at the same length, so a ratio >= 1 means that training N
+   models as one ensemble is no slower per model than training them one by one (the
+   N = 1 row is the cost of the ensemble code path itself).
+4. ``markovlib.train.train`` end to end for a short run (model construction, test loss
+   at step 0 and at the end, history bookkeeping; one whole run per trial) divided by
+   its number of steps, next to the bare step of 2: the overhead of evaluation and
+   set-up. No baseline.
+5. The paper's run as the authors schedule it: one model, batch 16 × seq 1024, d = 8,
+   binary(0.5, 0.8), test loss after EVERY step on 24 fresh batches. markovlib:
+   ``train(..., eval_every=1, eval_batches=24)``. Baseline: ``authors_paper_run``, the
+   same model, optimiser, schedule and evaluation, every batch (training and evaluation)
+   drawn with ``authors_sampler``. A 400-iteration baseline run takes minutes, so both
+   run ``--e2e-steps`` S iterations (default 10 with --quick, 40 otherwise), one timed
+   run each; the row reports the whole run's seconds / S (set-up and the step-0
+   evaluation included on both sides, a bias of about 1/S), and a second row projects it
+   to 400 iterations (per-iteration × 400: projected, not measured).
+6. Book execution (full mode, or --book): seconds of one ``jupyter-book build`` of the
+   repository into a fresh temporary ``--path-output`` (no execution cache) and with a
+   fresh, empty result store (``MARKOVLIB_RESULTS`` in the same temporary folder: no
+   stored runs are read back, every chapter trains from scratch), with
+   MARKOVLIB_SCALE=smoke and with MARKOVLIB_SCALE=cpu, the ``jupyter-book`` installed
+   beside this Python. These are subprocesses, timed once each with a wall clock rather
+   than ``measure``. No baseline.
+7. Sweep executors (full mode, or --ray): seconds of one 16-run sweep (``SWEEP_GRID``: 2
+   p × 2 q × tying × 2 seeds, ensembles of 4, each time into a fresh result store)
+   through the Ray executor on a single-machine cluster of ``--threads`` CPUs started
+   for it (``ray.init``). With ``cpus_per_task = --threads`` the tasks run one at a time
+   with the local executor's thread count: the ratio (< 1) is Ray's overhead, once with
+   the workers cold (the first sweep: worker processes start and import torch) and once
+   warm (a second sweep). With ``cpus_per_task = 1`` (warm) ``--threads`` ensembles
+   train at once, one thread each. Baseline: the same sweep through the local executor,
+   in this process with ``--threads`` torch threads. The cluster's start-up is a row of
+   its own. Wall-clock, one run each, not ``measure``.
 
-Why the sampler baseline is what it is: the authors' code (paper App. A; their public training code) samples the chain with
-a Python loop over positions and one ``torch.multinomial`` call per position, the first state drawn from the
-stationary law. ``authors_sampler`` reproduces exactly that loop (transition matrix as a tensor on the device,
-rows picked by the previous states), so the ratio measures markovlib's vectorised sampler against the reference
-implementation rather than against a straw man. It is built once per chain, outside the timed region, as is
-markovlib's own table of thresholds.
+Why the sampler baseline is what it is: the authors' code (paper App. A; their public
+training code) samples the chain with a Python loop over positions and one
+``torch.multinomial`` call per position, the first state drawn from the stationary law.
+``authors_sampler`` reproduces exactly that loop (transition matrix as a tensor on the
+device, rows picked by the previous states), so the ratio measures markovlib's
+vectorised sampler against the reference implementation rather than against a straw man.
+It is built once per chain, outside the timed region, as is markovlib's own table of
+thresholds.
 
-The ratio column is always markovlib / baseline in speed: markovlib / baseline for throughputs, baseline /
-markovlib for times (> 1: markovlib, or the ensemble, is faster). Seeds are fixed; the timings, of course, depend
-on the machine and its load (the 1-minute load average is printed at the start and at the end).
+The ratio column is always markovlib / baseline in speed: markovlib / baseline for
+throughputs, baseline / markovlib for times (> 1: markovlib, or the ensemble, is
+faster). Seeds are fixed; the timings, of course, depend on the machine and its load
+(the 1-minute load average is printed at the start and at the end).
 """
 
 from __future__ import annotations
@@ -127,7 +145,8 @@ SWEEP_ENSEMBLE = 4
 def measure(
     fn, *, min_time: float, trials: int, warmup: int, device: torch.device
 ) -> float:
-    """Median seconds per call of ``fn()``: ``warmup`` calls, then ``trials`` runs of about ``min_time`` s each."""
+    """Median seconds per call of ``fn()``: ``warmup`` calls, then ``trials`` runs of
+    about ``min_time`` s each."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     def run(n: int) -> float:
@@ -158,7 +177,8 @@ def markovlib_sampler(chain: MarkovChain, device: torch.device):
 
 
 def authors_sampler(chain: MarkovChain, device: torch.device):
-    """The authors' loop: x_0 ~ pi, then one torch.multinomial call per position on the rows P[x_{n-1}]."""
+    """The authors' loop: x_0 ~ pi, then one torch.multinomial call per position on the
+    rows P[x_{n-1}]."""
     P = torch.tensor(chain.P, dtype=torch.float32, device=device)
     pi = torch.tensor(chain.stationary(), dtype=torch.float32, device=device)
 
@@ -176,7 +196,8 @@ SAMPLERS = {"markovlib": markovlib_sampler, "baseline": authors_sampler}
 
 
 def no_sampler(chain: MarkovChain, device: torch.device):
-    """Draws one batch per shape once, then returns it again: a sampler that costs nothing (the ceiling row)."""
+    """Draws one batch per shape once, then returns it again: a sampler that costs
+    nothing (the ceiling row)."""
     drawn: dict = {}
 
     def sample(batch: int, length: int, g: torch.Generator) -> torch.Tensor:
@@ -190,7 +211,8 @@ def no_sampler(chain: MarkovChain, device: torch.device):
 
 
 def dirichlet_chain(k: int, seed: int = 0) -> MarkovChain:
-    """A random k-state chain whose rows are drawn from Dirichlet(1, …, 1) (numpy ``default_rng(seed)``)."""
+    """A random k-state chain whose rows are drawn from Dirichlet(1, …, 1) (numpy
+    ``default_rng(seed)``)."""
     P = np.random.default_rng(seed).dirichlet(np.ones(k), size=k)
     return MarkovChain(P, name=f"dirichlet(k={k}, seed={seed})")
 
@@ -204,7 +226,8 @@ SAMPLER_CHAINS = {
 
 
 def sampler_times(label: str, device: torch.device, quick: bool) -> dict[str, float]:
-    """Seconds per draw of both samplers for one chain of SAMPLER_CHAINS (``measure``, this process)."""
+    """Seconds per draw of both samplers for one chain of SAMPLER_CHAINS (``measure``,
+    this process)."""
     timing = (
         dict(min_time=0.1, trials=3, warmup=1)
         if quick
@@ -220,13 +243,16 @@ def sampler_times(label: str, device: torch.device, quick: bool) -> dict[str, fl
 def sampler_times_in_subprocess(
     label: str, device: torch.device, threads: int, quick: bool
 ) -> dict[str, float]:
-    """:func:`sampler_times` in a fresh Python process: on the 2-core VM the draw time is bimodal from one
-    process to the next (e.g. 0.6 or 1.3 ms for the binary draw, whatever the CPU or the address layout), so
-    a single process can land in either mode."""
+    """:func:`sampler_times` in a fresh Python process: on the 2-core VM the draw time
+    is bimodal from one process to the next (e.g. 0.6 or 1.3 ms for the binary draw,
+    whatever the CPU or the address layout), so a single process can land in either
+    mode."""
     code = (
-        f"import json, sys, torch; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench; "
+        "import json, sys, torch; sys.path.insert(0, "
+        f"{str(Path(__file__).parent)!r}); import bench; "
         f"torch.set_num_threads({threads}); "
-        f"print(json.dumps(bench.sampler_times({label!r}, torch.device({str(device)!r}), {quick})))"
+        f"print(json.dumps(bench.sampler_times({label!r}, "
+        f"torch.device({str(device)!r}), {quick})))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
@@ -250,11 +276,13 @@ def train_step(
     n_models: int | None = None,
     steps: int = 10**9,
 ):
-    """One optimisation step as in markovlib.train's loop, drawing its batches with ``make_sampler``; (step, model).
+    """One optimisation step as in markovlib.train's loop, drawing its batches with
+    ``make_sampler``; (step, model).
 
-    ``n_models=None``: one model, as ``train`` builds it; ``n_models=N``: an ensemble stepped as ``train_many``
-    does it, each member's batch drawn with its own generator and the N batches stacked. ``steps`` only sets
-    the length of the one-cycle schedule (the default never runs out while timing).
+    ``n_models=None``: one model, as ``train`` builds it; ``n_models=N``: an ensemble
+    stepped as ``train_many`` does it, each member's batch drawn with its own generator
+    and the N batches stacked. ``steps`` only sets the length of the one-cycle schedule
+    (the default never runs out while timing).
     """
     model = Transformer(
         config, n_models=n_models, generator=generator(torch.device("cpu"))
@@ -282,7 +310,8 @@ def train_step(
 def authors_paper_run(
     chain: MarkovChain, config: TransformerConfig, steps: int, device: torch.device
 ):
-    """``train(..., eval_every=1, eval_batches=24)`` with every batch drawn by ``authors_sampler`` (one whole run)."""
+    """``train(..., eval_every=1, eval_batches=24)`` with every batch drawn by
+    ``authors_sampler`` (one whole run)."""
 
     def run() -> list[float]:
         step, model = train_step(
@@ -313,7 +342,8 @@ def authors_paper_run(
 
 
 def build_book(scale: str, threads: int) -> float:
-    """Wall-clock seconds of one ``jupyter-book build`` of ROOT at MARKOVLIB_SCALE=scale, nothing cached or stored."""
+    """Wall-clock seconds of one ``jupyter-book build`` of ROOT at
+    MARKOVLIB_SCALE=scale, nothing cached or stored."""
     exe = Path(sys.executable).with_name("jupyter-book")
     with tempfile.TemporaryDirectory(prefix=f"markovlib-bench-book-{scale}-") as out:
         env = {
@@ -333,13 +363,15 @@ def build_book(scale: str, threads: int) -> float:
         seconds = time.perf_counter() - t0
     if proc.returncode:
         raise RuntimeError(
-            f"jupyter-book build at scale {scale} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+            f"jupyter-book build at scale {scale} failed "
+            f"({proc.returncode}):\n{proc.stderr[-4000:]}"
         )
     return seconds
 
 
 def sweep_times(threads: int) -> dict[str, float]:
-    """Wall-clock seconds of the SWEEP_GRID sweep: local; Ray start; Ray one task at a time cold, warm; parallel."""
+    """Wall-clock seconds of the SWEEP_GRID sweep: local; Ray start; Ray one task at a
+    time cold, warm; parallel."""
     import ray
 
     from markovlib.sweep import grid, sweep
@@ -417,7 +449,8 @@ def row(
     baseline: float | None = None,
     baseline_is: str = "—",
 ) -> dict:
-    """A table row; the ratio is markovlib's speed-up (throughputs: markovlib / baseline, times: the inverse)."""
+    """A table row; the ratio is markovlib's speed-up (throughputs:
+    markovlib / baseline, times: the inverse)."""
     ratio = (
         None
         if baseline is None
@@ -436,8 +469,9 @@ def row(
 # ---------------------------------------------------------------- the rows
 @dataclass
 class Context:
-    """What the rows share: the arguments, the device, the timing settings, and numbers that
-    later rows and the report reuse (the bare step of row 2, the sampler spread of row 1)."""
+    """What the rows share: the arguments, the device, the timing settings, and numbers
+    that later rows and the report reuse (the bare step of row 2, the sampler spread of
+    row 1)."""
 
     args: argparse.Namespace
     device: torch.device
@@ -459,7 +493,8 @@ class Context:
         return measure(fn, device=self.device, **{**self.timing, **kw})
 
     def run(self, steps: int, seq_len: int, **kw):
-        """A ``train`` call of the benchmark's model and chain (the callable, not its result)."""
+        """A ``train`` call of the benchmark's model and chain (the callable, not its
+        result)."""
         return lambda: train(
             self.chain,
             self.config,
@@ -475,7 +510,8 @@ class Context:
 
 
 def row_1_sampler(ctx: Context) -> list[dict]:
-    """1. Sampler throughput, each chain in several fresh processes (median; range printed)."""
+    """1. Sampler throughput, each chain in several fresh processes
+    (median; range printed)."""
     rows = []
     for label in SAMPLER_CHAINS:
         runs = [
@@ -522,7 +558,8 @@ def row_2_train_step(ctx: Context) -> list[dict]:
         fixed = train_step(no_sampler, ctx.chain, ctx.config, seq_len, ctx.device)[0]
         rows.append(
             row(
-                f"train step without sampling (one fixed batch), seq {seq_len}: the ceiling",
+                "train step without sampling (one fixed batch), seq "
+                f"{seq_len}: the ceiling",
                 "ms/step",
                 1e3 * ctx.time_it(fixed),
                 ms["baseline"],
@@ -533,7 +570,8 @@ def row_2_train_step(ctx: Context) -> list[dict]:
 
 
 def row_3_ensembles(ctx: Context) -> list[dict]:
-    """3. A train_many-style step of N models vs markovlib's single-model step (row 2)."""
+    """3. A train_many-style step of N models vs markovlib's single-model step
+    (row 2)."""
     rows = []
     for seq_len, sizes in ENSEMBLE_SIZES.items():
         if ctx.args.quick and seq_len != 256:
@@ -556,7 +594,8 @@ def row_3_ensembles(ctx: Context) -> list[dict]:
             )[0]
             rows.append(
                 row(
-                    f"ensemble step, N = {n}, batch {TRAIN_BATCH} × seq {seq_len} per model",
+                    f"ensemble step, N = {n}, batch {TRAIN_BATCH} × seq "
+                    f"{seq_len} per model",
                     "model·tokens/s",
                     n * per_model / ctx.time_it(step),
                     single,
@@ -567,16 +606,21 @@ def row_3_ensembles(ctx: Context) -> list[dict]:
 
 
 def row_4_train_end_to_end(ctx: Context) -> list[dict]:
-    """4. ``train()`` end to end, evaluation at the start and the end only (one run per trial)."""
+    """4. ``train()`` end to end, evaluation at the start and the end only
+    (one run per trial)."""
     seq_len = TRAIN_LENS[0]
     short_run = ctx.run(E2E_STEPS, seq_len, eval_every=E2E_STEPS)
     ctx.e2e = 1e3 * ctx.time_it(short_run, min_time=0.0, warmup=1) / E2E_STEPS
-    what = f"`train()` end to end, {E2E_STEPS} steps, eval_every={E2E_STEPS}, seq {seq_len}"
+    what = (
+        f"`train()` end to end, {E2E_STEPS} steps, "
+        f"eval_every={E2E_STEPS}, seq {seq_len}"
+    )
     return [row(what, "ms/step", ctx.e2e)]
 
 
 def row_5_paper_run(ctx: Context) -> list[dict]:
-    """5. The paper's run: evaluation every step on 24 fresh batches, S iterations, one run each."""
+    """5. The paper's run: evaluation every step on 24 fresh batches, S iterations, one
+    run each."""
     steps = ctx.paper_steps
     paper = {
         "markovlib": ctx.run(
@@ -611,7 +655,8 @@ def row_5_paper_run(ctx: Context) -> list[dict]:
 
 
 def row_6_book(ctx: Context) -> list[dict]:
-    """6. Book execution, a fresh output folder each (subprocesses, one wall-clock run each)."""
+    """6. Book execution, a fresh output folder each (subprocesses, one wall-clock run
+    each)."""
     return [
         row(
             f"`jupyter-book build`, MARKOVLIB_SCALE={scale}, fresh output folder",
@@ -623,7 +668,8 @@ def row_6_book(ctx: Context) -> list[dict]:
 
 
 def row_7_sweeps(ctx: Context) -> list[dict]:
-    """7. The same 16-run sweep through the local executor and through Ray (wall clock, once each)."""
+    """7. The same 16-run sweep through the local executor and through Ray
+    (wall clock, once each)."""
     threads = ctx.args.threads
     sweeps = sweep_times(threads)
     what = (
@@ -660,7 +706,8 @@ def row_7_sweeps(ctx: Context) -> list[dict]:
     ]
 
 
-# The numbered rows of the module docstring, in order; rows 6 and 7 run in full mode or when asked.
+# The numbered rows of the module docstring, in order; rows 6 and 7 run in full mode or
+# when asked.
 ROWS = (
     row_1_sampler,
     row_2_train_step,
@@ -709,7 +756,8 @@ def main(argv: list[str] | None = None) -> dict:
         "--processes",
         type=int,
         default=5,
-        help="fresh processes per sampler row (median reported; default 5, 1 with --quick)",
+        help="fresh processes per sampler row (median reported; default "
+        "5, 1 with --quick)",
     )
     args = ap.parse_args(argv)
     paper_steps = args.e2e_steps or (10 if args.quick else 40)
@@ -761,9 +809,12 @@ def main(argv: list[str] | None = None) -> dict:
     for label, r in spread.items():
         if processes > 1:
             print(
-                f"sample {label}: range over {processes} processes: markovlib {fmt(r['markovlib'][0], 'tokens/s')}"
-                f" – {fmt(r['markovlib'][1], 'tokens/s')}, baseline {fmt(r['baseline'][0], 'tokens/s')} – "
-                f"{fmt(r['baseline'][1], 'tokens/s')}, ratio {r['ratio'][0]:.1f}× – {r['ratio'][1]:.1f}×."
+                f"sample {label}: range over {processes} processes: markovlib "
+                f"{fmt(r['markovlib'][0], 'tokens/s')}"
+                f" – {fmt(r['markovlib'][1], 'tokens/s')}, baseline "
+                f"{fmt(r['baseline'][0], 'tokens/s')} – "
+                f"{fmt(r['baseline'][1], 'tokens/s')}, ratio {r['ratio'][0]:.1f}× – "
+                f"{r['ratio'][1]:.1f}×."
             )
     print(
         f"train() overhead (test loss at step 0 and {E2E_STEPS}, set-up, bookkeeping): "

@@ -1,4 +1,5 @@
-"""markovlib: the library behind the executable companion to "Attention with Markov" (Makkuva et al., ICLR 2025)."""
+"""markovlib: the library behind the executable companion to "Attention with Markov"
+(Makkuva et al., ICLR 2025)."""
 
 from importlib.metadata import PackageNotFoundError, version
 
@@ -20,7 +21,8 @@ except (
 ):  # pragma: no cover - running from a source tree without install
     __version__ = "0.0.0+local"
 
-# (train() lives in markovlib.train; re-exporting it here would shadow the module of the same name)
+# (train() lives in markovlib.train; re-exporting it here would shadow the module of the
+# same name)
 __all__ = [
     "MarkovChain",
     "HigherOrderChain",

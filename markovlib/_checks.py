@@ -1,6 +1,8 @@
-"""Argument checks and random-generator set-up shared by every module (private: import from here, nowhere else).
+"""Argument checks and random-generator set-up shared by every module (private: import
+from here, nowhere else).
 
-Each check raises ``ValueError`` naming the parameter and its allowed range, and returns the value normalised.
+Each check raises ``ValueError`` naming the parameter and its allowed range, and returns
+the value normalised.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def check_number(
     open_low: bool = False,
     what: str | None = None,
 ) -> float:
-    """A finite real number (not a bool) in [low, high] (or (low, high] with ``open_low``)."""
+    """A finite real number (not a bool) in [low, high] (or (low, high] with
+    ``open_low``)."""
     inside = (
         isinstance(value, numbers.Real)
         and not isinstance(value, bool)
@@ -63,7 +66,8 @@ def check_vocab(config, chain) -> None:
     """The model's vocabulary is the chain's state space."""
     if config.vocab_size != chain.k:
         raise ValueError(
-            f"config.vocab_size ({config.vocab_size}) must equal the chain's k ({chain.k})"
+            f"config.vocab_size ({config.vocab_size}) must equal the "
+            f"chain's k ({chain.k})"
         )
 
 
@@ -77,7 +81,8 @@ def seeded(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
 def generator(
     seed, generator: torch.Generator | None, device: str | torch.device = "cpu"
 ) -> torch.Generator | None:
-    """``generator`` if given, else one seeded with ``seed``, else None (torch's global generator)."""
+    """``generator`` if given, else one seeded with ``seed``, else None (torch's global
+    generator)."""
     if generator is not None:
         if seed is not None:
             raise ValueError("pass either seed or generator, not both")

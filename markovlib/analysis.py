@@ -1,14 +1,17 @@
-"""Statistics the chapters compute from runs and constructions, so that a chapter cell calls one function.
+"""Statistics the chapters compute from runs and constructions, so that a chapter cell
+calls one function.
 
-Escape and plateau statistics over a group of runs (:func:`escape_stats`), the paired excess loss of a run
-or a group (:func:`paired_excess`, :func:`group_excess`), the scalar c of Thm 2 (:func:`curvature_c`),
-grouping results by a key (:func:`group_by`, :func:`grid_means`), exact gradient descent from a perturbed
-θ_π (:func:`perturb_theta_pi`), the Hessian over a grid of chains (:func:`curvature_grid`) and its block
-structure (:func:`hessian_blocks`), the loss along a Hessian direction (:func:`loss_along`), the run that
-ended nearest a loss (:func:`closest_run`) and attention maps (:func:`attention_map`, :func:`lag_attention`).
+Escape and plateau statistics over a group of runs (:func:`escape_stats`), the paired
+excess loss of a run or a group (:func:`paired_excess`, :func:`group_excess`), the
+scalar c of Thm 2 (:func:`curvature_c`), grouping results by a key (:func:`group_by`,
+:func:`grid_means`), exact gradient descent from a perturbed θ_π
+(:func:`perturb_theta_pi`), the Hessian over a grid of chains (:func:`curvature_grid`)
+and its block structure (:func:`hessian_blocks`), the loss along a Hessian direction
+(:func:`loss_along`), the run that ended nearest a loss (:func:`closest_run`) and
+attention maps (:func:`attention_map`, :func:`lag_attention`).
 
-The chapters assert the numbers and booleans these return, and write their prose from them afterwards.
-Mean loss curves are drawn by :func:`markovlib.plots.loss_curves`.
+The chapters assert the numbers and booleans these return, and write their prose from
+them afterwards. Mean loss curves are drawn by :func:`markovlib.plots.loss_curves`.
 """
 
 from __future__ import annotations
@@ -49,11 +52,12 @@ __all__ = [
 NEVER = "never (fewer than half escaped)"
 
 
-# --- grouping ------------------------------------------------------------------------------------------
+# --- grouping -------------------------------------------------------------------------
 
 
 def group_by(items: Iterable, key: Callable[[object], Hashable]) -> dict:
-    """``{key(item): [items with that key, in their order]}``, keys in the order they first occur."""
+    """``{key(item): [items with that key, in their order]}``, keys in the order they
+    first occur."""
     out: dict = {}
     for item in items:
         out.setdefault(key(item), []).append(item)
@@ -67,12 +71,14 @@ def grid_means(
     ps: Sequence[float],
     qs: Sequence[float],
 ) -> np.ndarray:
-    """Mean of ``value(run)`` over the seeds of each binary chain (p, q): rows q, columns p (as
-    :func:`markovlib.plots.heatmap`). ``specs[i]`` is the :class:`~markovlib.sweep.RunSpec` of
-    ``results[i]``; the seeds of a cell are averaged in increasing order."""
+    """Mean of ``value(run)`` over the seeds of each binary chain (p, q): rows q,
+    columns p (as :func:`markovlib.plots.heatmap`). ``specs[i]`` is the
+    :class:`~markovlib.sweep.RunSpec` of ``results[i]``; the seeds of a cell are
+    averaged in increasing order."""
     if len(specs) != len(results):
         raise ValueError(
-            f"specs and results must have the same length; got {len(specs)} and {len(results)}"
+            f"specs and results must have the same length; got {len(specs)} "
+            f"and {len(results)}"
         )
     cells = group_by(
         zip(specs, results), lambda sr: (sr[0].chain["p"], sr[0].chain["q"])
@@ -87,15 +93,15 @@ def grid_means(
     return out
 
 
-# --- escape and plateau statistics ---------------------------------------------------------------------
+# --- escape and plateau statistics ----------------------------------------------------
 
 
 @dataclass(frozen=True)
 class EscapeStats:
     """Escape statistics of a group of runs on one chain.
 
-    A run *escapes* at the first evaluated step where its test loss is within ``tol`` nats of H_rate
-    (:meth:`TrainResult.escape_step`); until then it is *on the plateau*.
+    A run *escapes* at the first evaluated step where its test loss is within ``tol``
+    nats of H_rate (:meth:`TrainResult.escape_step`); until then it is *on the plateau*.
     """
 
     tol: float
@@ -138,14 +144,16 @@ class EscapeStats:
 
     @property
     def median_text(self) -> str:
-        """The median escape step as the chapters print it ("never (...)" unless most runs escaped)."""
+        """The median escape step as the chapters print it ("never (...)" unless most
+        runs escaped)."""
         return NEVER if self.median_escape is None else f"{self.median_escape:.0f}"
 
 
 def escape_stats(
     runs: Sequence[TrainResult], tol: float = 0.005, *, at_step: int | None = None
 ) -> EscapeStats:
-    """Escape and plateau statistics of ``runs`` (one chain); ``at_step`` defaults to the last evaluation."""
+    """Escape and plateau statistics of ``runs`` (one chain); ``at_step`` defaults to
+    the last evaluation."""
     if not runs:
         raise ValueError("runs must hold at least one run")
     if not tol > 0:
@@ -174,9 +182,9 @@ def escape_stats(
 
 
 def escape_table(stats: Mapping[str, EscapeStats]) -> pd.DataFrame:
-    """One row per group: runs, escaped, the fraction on the plateau at ``at_step``, the median escape
-    step ("–" unless most runs escaped), the mean final loss and the fraction that ended nearer H(π),
-    rounded as the chapters print them."""
+    """One row per group: runs, escaped, the fraction on the plateau at ``at_step``, the
+    median escape step ("–" unless most runs escaped), the mean final loss and the
+    fraction that ended nearer H(π), rounded as the chapters print them."""
     rows = list(stats.values())
     steps = {s.at_step for s in rows}
     plateau = [f"{s.trap_fraction:.3f}" for s in rows]
@@ -201,15 +209,16 @@ def escape_table(stats: Mapping[str, EscapeStats]) -> pd.DataFrame:
     )
 
 
-# --- paired excess loss --------------------------------------------------------------------------------
+# --- paired excess loss ---------------------------------------------------------------
 
 
 def paired_excess(
     run: TrainResult, *, n_sequences: int, seed: int, length: int | None = None
 ):
-    """The run's population loss on ``n_sequences`` fresh paths of ``length`` states (default: its training
-    length + 1), with the paired excess over the Bayes predictor P(x_{n+1} | past) on the same paths
-    (``.excess`` ± ``.excess_stderr``): a :class:`~markovlib.theory.PopulationLoss`."""
+    """The run's population loss on ``n_sequences`` fresh paths of ``length`` states
+    (default: its training length + 1), with the paired excess over the Bayes predictor
+    P(x_{n+1} | past) on the same paths (``.excess`` ± ``.excess_stderr``): a
+    :class:`~markovlib.theory.PopulationLoss`."""
     from .theory import population_loss
 
     length = run.train_config.seq_len + 1 if length is None else length
@@ -220,7 +229,8 @@ def paired_excess(
 
 @dataclass(frozen=True)
 class GroupExcess:
-    """Paired losses of a group of runs (each on the same fresh paths, drawn from ``seed``)."""
+    """Paired losses of a group of runs (each on the same fresh paths, drawn from
+    ``seed``)."""
 
     losses: tuple  # population loss of each run
     each: tuple  # paired excess over the Bayes predictor of each run
@@ -251,7 +261,8 @@ def group_excess(
     seed: int,
     length: int | None = None,
 ) -> GroupExcess:
-    """:func:`paired_excess` of every run of ``runs``, each on paths drawn from the same ``seed``."""
+    """:func:`paired_excess` of every run of ``runs``, each on paths drawn from the same
+    ``seed``."""
     if not runs:
         raise ValueError("runs must hold at least one run")
     pops = [
@@ -265,14 +276,15 @@ def group_excess(
     )
 
 
-# --- Thm 2 and 3: the point θ_π --------------------------------------------------------------------------
+# --- Thm 2 and 3: the point θ_π -----------------------------------------------------
 
 
 def curvature_c(chain: MarkovChain) -> float:
-    """The scalar c = E[x_n (π_1 - x_{n+1})] = pq(p + q - 1)/(p + q)^2 of Thm 2's proof (binary chain).
+    """The scalar c = E[x_n (π_1 - x_{n+1})] = pq(p + q - 1)/(p + q)^2 of Thm 2's proof
+    (binary chain).
 
-    At θ_π the tied Hessian on e is 2c I (a local minimum needs c > 0: p + q > 1) and the untied one on
-    (e, a) has the eigenvalues ±c.
+    At θ_π the tied Hessian on e is 2c I (a local minimum needs c > 0: p + q > 1) and
+    the untied one on (e, a) has the eigenvalues ±c.
     """
     if chain.k != 2:
         raise ValueError(f"c is defined for a binary chain; got k = {chain.k}")
@@ -282,8 +294,8 @@ def curvature_c(chain: MarkovChain) -> float:
 
 @dataclass(frozen=True)
 class Perturbation:
-    """Exact gradient descent from θ_π plus noise: ``losses[i]`` is run i's loss before every step and
-    after the last."""
+    """Exact gradient descent from θ_π plus noise: ``losses[i]`` is run i's loss
+    before every step and after the last."""
 
     chain: MarkovChain
     preset: str
@@ -319,9 +331,10 @@ def perturb_theta_pi(
     seed: int,
     length: int = 10,
 ) -> Perturbation:
-    """Gradient descent on the exact loss (paths of ``length`` states) from θ_π of the ``preset`` model
-    ("theory" or "gpt2") plus N(0, noise^2) on every parameter, for ``n`` noise draws (seeds ``seed``,
-    ``seed + 1``, ...). The step is min(0.5, 1 / largest curvature at θ_π), stable there."""
+    """Gradient descent on the exact loss (paths of ``length`` states) from θ_π of the
+    ``preset`` model ("theory" or "gpt2") plus N(0, noise^2) on every parameter, for
+    ``n`` noise draws (seeds ``seed``, ``seed + 1``, ...). The step is min(0.5,
+    1 / largest curvature at θ_π), stable there."""
     from .model import TransformerConfig
     from .theory import perturbed, population_descent, unigram_hessian, unigram_point
 
@@ -346,7 +359,8 @@ def perturb_theta_pi(
 
 @dataclass(frozen=True)
 class CurvatureGrid:
-    """Smallest eigenvalue of the Hessian block at θ_π over a grid of binary chains (rows q, columns p)."""
+    """Smallest eigenvalue of the Hessian block at θ_π over a grid of binary chains
+    (rows q, columns p)."""
 
     values: np.ndarray  # the grid of p and of q
     autodiff: np.ndarray  # theory.unigram_hessian(...).min_eigenvalue
@@ -363,7 +377,8 @@ class CurvatureGrid:
 
     @property
     def sign_agrees(self) -> bool:
-        """Off the line p + q = 1, the smallest eigenvalue is positive exactly where p + q > 1."""
+        """Off the line p + q = 1, the smallest eigenvalue is positive exactly where
+        p + q > 1."""
         s = self.switching
         off = np.abs(s - 1) > 1e-9
         return bool(np.all((self.autodiff[off] > 0) == (s > 1)[off]))
@@ -372,8 +387,9 @@ class CurvatureGrid:
 def curvature_grid(
     values: Sequence[float], *, tied: bool = True, length: int = 4
 ) -> CurvatureGrid:
-    """The Hessian of the theory model's exact loss at θ_π (paths of ``length``) on every chain (p, q) of
-    ``values`` x ``values``, against the closed form :func:`markovlib.theory.unigram_curvature`."""
+    """The Hessian of the theory model's exact loss at θ_π (paths of ``length``) on
+    every chain (p, q) of ``values`` x ``values``, against the closed form
+    :func:`markovlib.theory.unigram_curvature`."""
     from .chains import binary
     from .model import TransformerConfig
     from .theory import unigram_curvature, unigram_hessian
@@ -397,7 +413,8 @@ def curvature_grid(
 
 @dataclass(frozen=True)
 class HessianBlocks:
-    """Where a full Hessian's curvature sits: the coordinates named by some prefixes against the rest."""
+    """Where a full Hessian's curvature sits: the coordinates named by some prefixes
+    against the rest."""
 
     eigenvalues: np.ndarray  # of the whole matrix, ascending
     in_block: np.ndarray  # bool per coordinate
@@ -412,8 +429,9 @@ def hessian_blocks(
     *,
     zero: float = 1e-6,
 ) -> HessianBlocks:
-    """Eigenvalues of the symmetric ``matrix``, how many exceed ``zero`` in size, and the largest entry
-    in the rows and columns of coordinates whose label starts with none of ``prefixes``."""
+    """Eigenvalues of the symmetric ``matrix``, how many exceed ``zero`` in size, and
+    the largest entry in the rows and columns of coordinates whose label starts with
+    none of ``prefixes``."""
     matrix = np.asarray(matrix)
     if matrix.shape != (len(labels), len(labels)):
         raise ValueError(
@@ -436,7 +454,8 @@ def loss_along(
     hessian, chain: MarkovChain, direction: np.ndarray, ts: Sequence[float], length: int
 ) -> np.ndarray:
     """Exact loss at θ_π + t · direction for each t (``hessian``: a
-    :class:`~markovlib.theory.UnigramHessian`, whose coordinates ``direction`` is in)."""
+    :class:`~markovlib.theory.UnigramHessian`, whose coordinates ``direction`` is
+    in)."""
     from .theory import expected_loss
 
     direction = np.asarray(direction)
@@ -453,19 +472,20 @@ def loss_along(
 
 
 def ea_cosine(hessian, v: np.ndarray) -> float:
-    """Cosine between the e part and the a part of ``v`` (untied :class:`UnigramHessian` coordinates):
-    -1 means a move along e = -a."""
+    """Cosine between the e part and the a part of ``v`` (untied :class:`UnigramHessian`
+    coordinates): -1 means a move along e = -a."""
     e, a = v[hessian.blocks["e"]], v[hessian.blocks["a"]]
     return float(np.dot(e, a) / (np.linalg.norm(e) * np.linalg.norm(a)))
 
 
-# --- picking runs, attention ---------------------------------------------------------------------------
+# --- picking runs, attention ----------------------------------------------------------
 
 
 def closest_run(
     groups: Mapping[str, Sequence[TrainResult]], target: Callable[[TrainResult], float]
 ) -> tuple[str, TrainResult]:
-    """The (group name, run) whose final test loss is nearest ``target(run)`` (the first one on ties)."""
+    """The (group name, run) whose final test loss is nearest ``target(run)``
+    (the first one on ties)."""
     pool = [(name, r) for name, runs in groups.items() for r in runs]
     if not pool:
         raise ValueError("groups must hold at least one run")
@@ -480,14 +500,15 @@ def attention_map(run: TrainResult, x, layer: int = 0, head: int = 0) -> np.ndar
 
 
 def lag_attention(weights: np.ndarray, lag: int) -> float:
-    """Mean attention weight of query n on position n - lag, over the queries n >= lag."""
+    """Mean attention weight of query n on position n - lag, over the queries
+    n >= lag."""
     weights = np.asarray(weights)
     if not 0 <= lag < weights.shape[0]:
         raise ValueError(f"lag must be in [0, {weights.shape[0] - 1}]; got {lag!r}")
     return float(np.mean([weights[n, n - lag] for n in range(lag, weights.shape[0])]))
 
 
-# --- the chapters global_minimum and multi_state ---------------------------------------------------------
+# --- the chapters global_minimum and multi_state --------------------------------------
 
 
 def unigram_fraction(
@@ -498,10 +519,11 @@ def unigram_fraction(
     length: int | None = None,
     share: float = 0.5,
 ) -> float:
-    """Fraction of ``runs`` that ended *at the unigram loss*: their paired excess over H_rate
-    (:func:`paired_excess`, on paths drawn from ``seed``) is more than ``share`` of the gap
-    H(π) − H_rate of their chain. Near a trap threshold the two losses differ by less than the noise of a
-    test loss on a few batches; the paired excess does not have that noise."""
+    """Fraction of ``runs`` that ended *at the unigram loss*: their paired excess over
+    H_rate (:func:`paired_excess`, on paths drawn from ``seed``) is more than ``share``
+    of the gap H(π) − H_rate of their chain. Near a trap threshold the two losses
+    differ by less than the noise of a test loss on a few batches; the paired excess
+    does not have that noise."""
     if not runs:
         raise ValueError("runs must hold at least one run")
     if not 0 < share < 1:

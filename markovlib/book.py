@@ -1,7 +1,9 @@
-"""What the book's pages need beyond the maths: glue, the "Re-run this page" box, build facts.
+"""What the book's pages need beyond the maths: glue, the "Re-run this page" box, build
+facts.
 
-``glue`` is myst-nb's where myst-nb is installed (the book build, Binder) and a plain display elsewhere
-(Colab, a bare Jupyter), so that every chapter imports and runs in all of them.
+``glue`` is myst-nb's where myst-nb is installed (the book build, Binder) and a plain
+display elsewhere (Colab, a bare Jupyter), so that every chapter imports and runs in all
+of them.
 """
 
 from __future__ import annotations
@@ -35,15 +37,16 @@ __all__ = [
     "build_info",
 ]
 
-# The one place that names the public repository (``_config.yml`` repeats it for the launch buttons; a test
-# checks the two agree).
+# The one place that names the public repository (``_config.yml`` repeats it for the
+# launch buttons; a test checks the two agree).
 REPOSITORY = "markovlib/attention-with-markov"
 BRANCH = "main"
 
 
 def find_repository(start: str | Path | None = None) -> Path | None:
-    """The clone of this book that holds ``start`` (default: the working directory): the first folder at or
-    above it with ``_toc.yml`` and ``book/``; None outside a clone (an installed markovlib has no chapters)."""
+    """The clone of this book that holds ``start`` (default: the working directory): the
+    first folder at or above it with ``_toc.yml`` and ``book/``; None outside a clone
+    (an installed markovlib has no chapters)."""
     here = Path(start or Path.cwd()).resolve()
     return next(
         (
@@ -56,7 +59,8 @@ def find_repository(start: str | Path | None = None) -> Path | None:
 
 
 def glue(name: str, value, display: bool = True) -> None:
-    """myst-nb's ``glue`` (values referenced from the prose); without myst-nb, show the value or nothing."""
+    """myst-nb's ``glue`` (values referenced from the prose); without myst-nb, show the
+    value or nothing."""
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
@@ -69,7 +73,8 @@ def glue(name: str, value, display: bool = True) -> None:
 
 
 def glue_scale(S, n_seeds: int) -> None:
-    """Glue the edition a page was built at: ``scale_name``, ``seq_len``, ``steps`` and ``n_seeds``."""
+    """Glue the edition a page was built at: ``scale_name``, ``seq_len``, ``steps`` and
+    ``n_seeds``."""
     from IPython.display import Markdown
 
     glue("scale_name", Markdown(f"`{S.name}`"), display=False)
@@ -80,8 +85,9 @@ def glue_scale(S, n_seeds: int) -> None:
 
 
 class _Range(NamedTuple):
-    """Allowed values of a numeric parameter. ``low`` or ``high`` may name another parameter of the same call
-    (the CCMC prompt must hold every token: ``prompt_len >= k``); ``optional`` also admits None."""
+    """Allowed values of a numeric parameter. ``low`` or ``high`` may name another
+    parameter of the same call (the CCMC prompt must hold every token:
+    ``prompt_len >= k``); ``optional`` also admits None."""
 
     low: float | str
     high: float | str
@@ -145,10 +151,12 @@ def _check_range(name: str, value, rule: _Range, params: dict) -> None:
 
 
 def check_chapter_parameters(chapter: str, **params) -> None:
-    """Refuse a chapter's bad parameters in its first code cell: ``ValueError`` naming the parameter and its range.
+    """Refuse a chapter's bad parameters in its first code cell: ``ValueError`` naming
+    the parameter and its range.
 
-    Every chapter takes ``seed`` (an integer >= 0) and ``scale``; the others follow the chapter's rules
-    (``_RULES``). Parameters are checked in the order given, so the first one out of range is named.
+    Every chapter takes ``seed`` (an integer >= 0) and ``scale``; the others follow the
+    chapter's rules (``_RULES``). Parameters are checked in the order given, so the
+    first one out of range is named.
     """
     from .presets import PRESETS
 
@@ -176,18 +184,26 @@ def check_chapter_parameters(chapter: str, **params) -> None:
         and abs(params.get("p", 0) + params.get("q", 0) - 1) < 1e-9
     ):
         raise ValueError(
-            "p + q must differ from 1 (at p + q = 1 the chain is i.i.d.: no saddle, no basins)"
+            "p + q must differ from 1 (at p + q = 1 the chain is i.i.d.: no "
+            "saddle, no basins)"
         )
 
 
 def binder_url(chapter: str) -> str:
-    """A mybinder.org link that opens ``book/<chapter>.ipynb`` in the repository's Binder image."""
-    return f"https://mybinder.org/v2/gh/{REPOSITORY}/{BRANCH}?urlpath=tree/book/{chapter}.ipynb"
+    """A mybinder.org link that opens ``book/<chapter>.ipynb`` in the repository's
+    Binder image."""
+    return (
+        f"https://mybinder.org/v2/gh/{REPOSITORY}/{BRANCH}"
+        f"?urlpath=tree/book/{chapter}.ipynb"
+    )
 
 
 def colab_url(chapter: str) -> str:
     """A Colab link that opens ``book/<chapter>.ipynb`` straight from GitHub."""
-    return f"https://colab.research.google.com/github/{REPOSITORY}/blob/{BRANCH}/book/{chapter}.ipynb"
+    return (
+        f"https://colab.research.google.com/github/{REPOSITORY}/blob/{BRANCH}"
+        f"/book/{chapter}.ipynb"
+    )
 
 
 def install_requirement() -> str:
@@ -200,7 +216,8 @@ def _literal(value) -> str:
 
 
 class RerunBox:
-    """The box at the top of each chapter: the parameters it was built with and how to re-run it."""
+    """The box at the top of each chapter: the parameters it was built with and how to
+    re-run it."""
 
     def __init__(self, chapter: str, params: dict, scale_used: str):
         self.chapter, self.params, self.scale_used = chapter, dict(params), scale_used
@@ -219,29 +236,38 @@ class RerunBox:
             '<p class="admonition-title">Re-run this page</p>\n'
             f"<p>Built with {rows} (scale used: <code>{e(self.scale_used)}</code>). "
             "Run it with your own parameters from a clone of the repository:</p>\n"
-            f'<pre class="rerun-command"><code>{e(self.papermill_command())}</code></pre>\n'
-            f'<p>or open it on <a class="reference external" href="{e(binder_url(self.chapter))}">Binder</a> '
-            f'(CPU image with markovlib) or <a class="reference external" href="{e(colab_url(self.chapter))}">Colab</a> '
-            "(the first cell installs markovlib there), edit the parameters cell and run all cells.</p>\n"
+            '<pre class="rerun-command"><code>'
+            f"{e(self.papermill_command())}</code></pre>\n"
+            '<p>or open it on <a class="reference external" '
+            f'href="{e(binder_url(self.chapter))}">Binder</a> '
+            '(CPU image with markovlib) or <a class="reference external" '
+            f'href="{e(colab_url(self.chapter))}">Colab</a> '
+            "(the first cell installs markovlib there), edit the parameters cell and "
+            "run all cells.</p>\n"
             "</div>"
         )
 
     def _repr_markdown_(self) -> str:
-        """MyST for the book (the rerun cell renders its Markdown as MyST): a tip admonition in the page."""
+        """MyST for the book (the rerun cell renders its Markdown as MyST): a tip
+        admonition in the page."""
         rows = ", ".join(f"`{k} = {_literal(v)}`" for k, v in self.params.items())
         return (
             ":::{admonition} Re-run this page\n:class: tip rerun-box\n\n"
-            f"Built with {rows} (scale used: `{self.scale_used}`). Run it with your own parameters from a clone "
+            f"Built with {rows} (scale used: `{self.scale_used}`). Run it with your "
+            "own parameters from a clone "
             "of the repository:\n\n"
             f"```bash\n{self.papermill_command()}\n```\n\n"
-            f"or open it on [Binder]({binder_url(self.chapter)}) (CPU image with markovlib) or "
-            f"[Colab]({colab_url(self.chapter)}) (the first cell installs markovlib there), edit the parameters "
+            f"or open it on [Binder]({binder_url(self.chapter)}) (CPU image "
+            "with markovlib) or "
+            f"[Colab]({colab_url(self.chapter)}) (the first cell installs markovlib "
+            "there), edit the parameters "
             "cell and run all cells.\n:::\n"
         )
 
 
 def rerun_box(chapter: str, scale_used: str, **params) -> RerunBox:
-    """The "Re-run this page" box for ``book/<chapter>.ipynb`` built with ``params`` (display it)."""
+    """The "Re-run this page" box for ``book/<chapter>.ipynb`` built with ``params``
+    (display it)."""
     root = find_repository()
     if root is not None and not (root / "book" / f"{chapter}.ipynb").exists():
         raise ValueError(f"no chapter book/{chapter}.ipynb")
@@ -249,7 +275,8 @@ def rerun_box(chapter: str, scale_used: str, **params) -> RerunBox:
 
 
 def chapter_parameters(path: str | Path) -> dict:
-    """The default parameters of a chapter: the literal assignments of its ``parameters`` cell."""
+    """The default parameters of a chapter: the literal assignments of its
+    ``parameters`` cell."""
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
@@ -304,7 +331,8 @@ def build_info(
         "nbval",
     ),
 ) -> dict:
-    """Facts about the machine and software this book was built with, read now (for the Reproducibility page)."""
+    """Facts about the machine and software this book was built with, read now (for the
+    Reproducibility page)."""
     import torch
 
     versions = {}
@@ -329,13 +357,15 @@ def build_info(
 
 
 def build_summary(info: dict, auto_scale: str) -> str:
-    """The Reproducibility page's first paragraph (Markdown): when, from what and on what the book was
-    built (``info``: :func:`build_info`), and the scale ``scale = "auto"`` ran as."""
+    """The Reproducibility page's first paragraph (Markdown): when, from what and on
+    what the book was built (``info``: :func:`build_info`), and the scale
+    ``scale = "auto"`` ran as."""
     return (
         f"Built **{info['built']}** from commit `{info['commit']}` of "
         f"[{REPOSITORY}](https://github.com/{REPOSITORY}), on {info['cpu']} "
         f"({info['cpu_count']} logical cores, {info['torch_threads']} torch threads), "
-        f"GPU: {info['cuda']}; Python {info['python']} on {info['platform']}. Scale forced by "
+        f"GPU: {info['cuda']}; Python {info['python']} on {info['platform']}. "
+        "Scale forced by "
         f"`MARKOVLIB_SCALE`: `{info['forced_scale']}`, "
         f'so `scale = "auto"` ran as **`{auto_scale}`**.'
     )
@@ -356,7 +386,8 @@ SCALE_FIELDS = (
 
 
 def scales_table():
-    """One row per scale of :data:`markovlib.presets.PRESETS`: its name and :data:`SCALE_FIELDS`."""
+    """One row per scale of :data:`markovlib.presets.PRESETS`: its name and
+    :data:`SCALE_FIELDS`."""
     import pandas as pd
 
     from .presets import PRESETS

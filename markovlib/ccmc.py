@@ -1,20 +1,25 @@
-"""Self-attention as a context-conditioned Markov chain (CCMC), after Ildiz et al. (2024).
+"""Self-attention as a context-conditioned Markov chain (CCMC), after Ildiz
+et al. (2024).
 
-One attention layer over one-hot tokens: the query is the last token x_T, the keys and values are the prompt
-tokens x_1..x_T, the score of position t is W[x_T, x_t] (+ a positional term b_t) and the output, a
-probability vector over the k tokens, is the attention-weighted sum of the one-hot values. The next token is
-drawn from it, so it is always a token of the prompt:
+One attention layer over one-hot tokens: the query is the last token x_T, the keys and
+values are the prompt tokens x_1..x_T, the score of position t is W[x_T, x_t] (+ a
+positional term b_t) and the output, a probability vector over the k tokens, is the
+attention-weighted sum of the one-hot values. The next token is drawn from it, so it is
+always a token of the prompt:
 
     P(next = j | x) = Σ_{t: x_t = j} softmax_t(W[x_T, x_t] + b_t)
-                    = c_j(x) exp(W[x_T, j]) / Σ_l c_l(x) exp(W[x_T, l]),     c_j(x) = Σ_{t: x_t = j} exp(b_t),
+                    = c_j(x) exp(W[x_T, j]) / Σ_l c_l(x) exp(W[x_T, l]),
+    c_j(x) = Σ_{t: x_t = j} exp(b_t),
 
-a base chain P_base = row-softmax(W) whose row x_T is re-weighted by the (position-weighted) counts c(x) of
-the prompt. Without positional term c_j is the number of occurrences of j. Generating appends each new token
-to the context, so its count grows: the chain is not Markov in the last token alone and, for a W whose base
-chain prefers to stay put, a trajectory collapses onto one token ("winner takes all").
+a base chain P_base = row-softmax(W) whose row x_T is re-weighted by the
+(position-weighted) counts c(x) of the prompt. Without positional term c_j is the number
+of occurrences of j. Generating appends each new token to the context, so its count
+grows: the chain is not Markov in the last token alone and, for a W whose base chain
+prefers to stay put, a trajectory collapses onto one token ("winner takes all").
 
-Conventions: tokens are int64 in {0..k-1}, prompts are (B, T) tensors (a 1-D prompt is one prompt),
-probabilities are (B, k). Everything random takes ``seed`` or a ``torch.Generator``.
+Conventions: tokens are int64 in {0..k-1}, prompts are (B, T) tensors (a 1-D prompt is
+one prompt), probabilities are (B, k). Everything random takes ``seed`` or a
+``torch.Generator``.
 """
 
 from __future__ import annotations
@@ -65,17 +70,19 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------- sizes per scale (defined in presets)
+# ------------------------------------------------- sizes per scale (defined in presets)
 sizes = ccmc_sizes
 
 
 def check_chapter_parameters(
     *, k, prompt_len, sigma, beta, gamma, seed, n_traj=None, gen_len=None, scale="auto"
 ) -> None:
-    """The ranges of the chapter's ``parameters`` cell; raises ``ValueError`` naming the first one out of range.
+    """The ranges of the chapter's ``parameters`` cell; raises ``ValueError`` naming the
+    first one out of range.
 
-    The rules live with every other chapter's in :func:`markovlib.book.check_chapter_parameters`
-    (chapter ``"ccmc"``); this is the same check with the chapter's keywords.
+    The rules live with every other chapter's in
+    :func:`markovlib.book.check_chapter_parameters` (chapter ``"ccmc"``); this is the
+    same check with the chapter's keywords.
     """
     from .book import check_chapter_parameters as check
 
@@ -122,7 +129,8 @@ def _check_prompts(x, k: int) -> torch.Tensor:
         raise ValueError(f"prompts must be non-empty; got shape {tuple(x.shape)}")
     if x.min() < 0 or x.max() >= k:
         raise ValueError(
-            f"tokens must be in 0..{k - 1}; got values in {int(x.min())}..{int(x.max())}"
+            f"tokens must be in 0..{k - 1}; got values in "
+            f"{int(x.min())}..{int(x.max())}"
         )
     return x
 
@@ -133,16 +141,18 @@ def _check_pos(pos, length: int, dtype) -> torch.Tensor | None:
     pos = torch.as_tensor(pos, dtype=dtype)
     if pos.ndim != 1 or pos.shape[0] < length:
         raise ValueError(
-            f"pos must be a 1-D table of at least {length} positional scores; got shape {tuple(pos.shape)}"
+            f"pos must be a 1-D table of at least {length} positional scores; got "
+            f"shape {tuple(pos.shape)}"
         )
     if not torch.isfinite(pos).all():
         raise ValueError("pos must have finite entries")
     return pos
 
 
-# ---------------------------------------------------------------- the model and the formula
+# ------------------------------------------------------------ the model and the formula
 class SelfAttentionSampler(nn.Module):
-    """One attention layer whose output is a prompt token: P(next=j) = Σ_{t: x_t=j} softmax_t(W[x_T, x_t] + b_t)."""
+    """One attention layer whose output is a prompt token: P(next=j) = Σ_{t: x_t=j}
+    softmax_t(W[x_T, x_t] + b_t)."""
 
     def __init__(self, W, pos=None):
         super().__init__()
@@ -154,7 +164,8 @@ class SelfAttentionSampler(nn.Module):
         )
 
     def attention(self, x: torch.Tensor) -> torch.Tensor:
-        """Attention of the last token on the prompt: softmax_t(e_{x_T}ᵀ W e_{x_t} + b_t), shape (B, T)."""
+        """Attention of the last token on the prompt: softmax_t(e_{x_T}ᵀ W
+        e_{x_t} + b_t), shape (B, T)."""
         x = _check_prompts(x, self.k)
         E = F.one_hot(x, self.k).to(self.W.dtype)  # (B, T, k): keys and values
         query = E[:, -1] @ self.W  # (B, k): e_{x_T}ᵀ W
@@ -166,14 +177,16 @@ class SelfAttentionSampler(nn.Module):
         return torch.softmax(scores, dim=-1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Next-token law Σ_t att_t e_{x_t} (the attention output over one-hot values), shape (B, k)."""
+        """Next-token law Σ_t att_t e_{x_t} (the attention output over one-hot values),
+        shape (B, k)."""
         x = _check_prompts(x, self.k)
         E = F.one_hot(x, self.k).to(self.W.dtype)
         return (self.attention(x).unsqueeze(1) @ E).squeeze(1)
 
 
 def token_counts(x, k: int, pos=None) -> torch.Tensor:
-    """c_j(x) = Σ_{t: x_t = j} exp(b_t) (plain counts #{t: x_t = j} without ``pos``), shape (B, k), float64."""
+    """c_j(x) = Σ_{t: x_t = j} exp(b_t) (plain counts #{t: x_t = j} without ``pos``),
+    shape (B, k), float64."""
     k = _check_int("k", k, 2)
     x = _check_prompts(x, k)
     pos = _check_pos(pos, x.shape[1], torch.float64)
@@ -186,7 +199,8 @@ def token_counts(x, k: int, pos=None) -> torch.Tensor:
 
 
 def _log_counts(x, k: int, pos=None) -> torch.Tensor:
-    """log c_j(x), computed stably (b shifted by its max, which cancels in the CCMC); -inf for absent tokens."""
+    """log c_j(x), computed stably (b shifted by its max, which cancels in the CCMC);
+    -inf for absent tokens."""
     T = _check_prompts(x, k).shape[1]
     if pos is not None:
         pos = _check_pos(pos, T, torch.float64)[:T]
@@ -195,7 +209,8 @@ def _log_counts(x, k: int, pos=None) -> torch.Tensor:
 
 
 def ccmc_probs(W, x, pos=None) -> torch.Tensor:
-    """CCMC: P(next = j | x) ∝ c_j(x) exp(W[x_T, j]) (counts, no attention), shape (B, k)."""
+    """CCMC: P(next = j | x) ∝ c_j(x) exp(W[x_T, j]) (counts, no attention), shape
+    (B, k)."""
     W = _check_W(W)
     x = _check_prompts(x, W.shape[0])
     logits = _log_counts(x, W.shape[0], pos) + W.double()[x[:, -1]]
@@ -203,16 +218,20 @@ def ccmc_probs(W, x, pos=None) -> torch.Tensor:
 
 
 def base_chain(W) -> torch.Tensor:
-    """Base transition matrix P_base = row-softmax(W): the CCMC when every token occurs once (k×k)."""
+    """Base transition matrix P_base = row-softmax(W): the CCMC when every token occurs
+    once (k×k)."""
     return torch.softmax(_check_W(W), dim=1)
 
 
 def stable_vertices(W) -> list[int]:
-    """Tokens i with W[i, i] > W[i, j] for all j ≠ i: where "only token i in the context" is a stable state.
+    """Tokens i with W[i, i] > W[i, j] for all j ≠ i: where "only token i in the
+    context" is a stable state.
 
-    Linearisation (this book's, not a theorem of the paper): with a share ε_j << 1 of token j in a context of
-    n tokens that are otherwise all i, the CCMC emits j with probability ≈ ε_j exp(W[i, j] - W[i, i]), so
-    dε_j/dn ≈ ε_j (exp(W[i, j] - W[i, i]) - 1) / n, which shrinks for every j exactly under this condition.
+    Linearisation (this book's, not a theorem of the paper): with a share ε_j << 1 of
+    token j in a context of n tokens that are otherwise all i, the CCMC emits j with
+    probability ≈ ε_j exp(W[i, j] - W[i, i]), so dε_j/dn ≈ ε_j
+    (exp(W[i, j] - W[i, i]) - 1) / n, which shrinks for every j exactly under this
+    condition.
     """
     W = _check_W(W)
     off = W.clone().fill_diagonal_(-math.inf)
@@ -226,7 +245,8 @@ def random_W(
     k = _check_int("k", k, 2)
     if not (sigma >= 0 and math.isfinite(sigma)) or not math.isfinite(diag):
         raise ValueError(
-            f"sigma must be finite and >= 0 and diag finite; got sigma={sigma!r}, diag={diag!r}"
+            "sigma must be finite and >= 0 and diag finite; got "
+            f"sigma={sigma!r}, diag={diag!r}"
         )
     g = seeded(seed)
     return diag * torch.eye(k, dtype=torch.float64) + sigma * torch.randn(
@@ -235,11 +255,13 @@ def random_W(
 
 
 def balanced_prompt(k: int, length: int, *, seed: int = 0) -> torch.Tensor:
-    """A shuffled prompt of ``length`` >= k tokens where the counts of any two tokens differ by at most one."""
+    """A shuffled prompt of ``length`` >= k tokens where the counts of any two tokens
+    differ by at most one."""
     k, length = _check_int("k", k, 2), _check_int("length", length, 1)
     if length < k:
         raise ValueError(
-            f"a balanced prompt needs length >= k so that every token occurs; got length {length} < k = {k}"
+            "a balanced prompt needs length >= k so that every token occurs; got "
+            f"length {length} < k = {k}"
         )
     g = seeded(seed)
     return (torch.arange(length) % k)[torch.randperm(length, generator=g)]
@@ -257,11 +279,13 @@ def generate(
     generator: torch.Generator | None = None,
     via: str = "counts",
 ) -> torch.Tensor:
-    """Autoregressive CCMC: x_{T+s+1} ~ P(· | x_1..x_{T+s}), each new token appended (its count grows); (B, length).
+    """Autoregressive CCMC: x_{T+s+1} ~ P(· | x_1..x_{T+s}), each new token appended
+    (its count grows); (B, length).
 
-    ``prompt`` is (T,) (repeated ``n_traj`` times) or (B, T). ``via="counts"`` updates the counts in O(k) per
-    step; ``via="attention"`` runs :class:`SelfAttentionSampler` on the whole context each step (O(T), for
-    checks). Both draw the same random numbers, so with the same seed they give the same trajectories.
+    ``prompt`` is (T,) (repeated ``n_traj`` times) or (B, T). ``via="counts"`` updates
+    the counts in O(k) per step; ``via="attention"`` runs :class:`SelfAttentionSampler`
+    on the whole context each step (O(T), for checks). Both draw the same random
+    numbers, so with the same seed they give the same trajectories.
     """
     W = _check_W(W).double()
     k = W.shape[0]
@@ -310,7 +334,8 @@ def markov_comparison(
     seed: int | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Paths of the plain Markov chain with kernel P_base = row-softmax(W), stationary start; (n_traj, length)."""
+    """Paths of the plain Markov chain with kernel P_base = row-softmax(W), stationary
+    start; (n_traj, length)."""
     chain = MarkovChain(
         base_chain(W).double().numpy(), name="base chain row-softmax(W)"
     )
@@ -325,11 +350,13 @@ def markov_comparison(
 def trajectory_stats(
     tokens, k: int, *, window: int | None = None, at=None
 ) -> dict[str, np.ndarray]:
-    """Statistics of generated tokens (B, L) after n = ``at`` steps, over the last min(n, window) of them.
+    """Statistics of generated tokens (B, L) after n = ``at`` steps, over the last
+    min(n, window) of them.
 
-    Returns ``n`` (A,) and, each (B, A): ``distinct`` (number of different tokens), ``entropy`` (of their
-    empirical law, nats) and ``top_share`` (share of the most frequent one). ``window=None``: all n tokens.
-    ``at`` defaults to about 120 lengths spaced evenly on a log scale from 1 to L.
+    Returns ``n`` (A,) and, each (B, A): ``distinct`` (number of different tokens),
+    ``entropy`` (of their empirical law, nats) and ``top_share`` (share of the most
+    frequent one). ``window=None``: all n tokens. ``at`` defaults to about 120 lengths
+    spaced evenly on a log scale from 1 to L.
     """
     k = _check_int("k", k, 2)
     tokens = _check_prompts(tokens, k)
@@ -362,7 +389,8 @@ def trajectory_stats(
 
 
 def context_law(W, c) -> np.ndarray:
-    """ν(c): stationary law of the chain Q_c(i, j) ∝ c_j exp(W[i, j]) that the CCMC runs while the shares c stay put."""
+    """ν(c): stationary law of the chain Q_c(i, j) ∝ c_j exp(W[i, j]) that the CCMC
+    runs while the shares c stay put."""
     W = _check_W(W).double().numpy()
     c = np.asarray(c, dtype=np.float64)
     if c.shape != (W.shape[0],) or np.any(c < 0) or not c.sum() > 0:
@@ -375,12 +403,15 @@ def context_law(W, c) -> np.ndarray:
 
 
 def mean_field(W, c0, taus, *, step: float = 0.01) -> np.ndarray:
-    """Context shares c(τ) of dc/dτ = ν(c) - c with τ = log(n / n_0) (Euler), at each τ in ``taus``; (len(taus), k).
+    """Context shares c(τ) of dc/dτ = ν(c) - c with τ = log(n / n_0) (Euler), at
+    each τ in ``taus``; (len(taus), k).
 
-    Heuristic (stochastic approximation, this book's, not the paper's): the shares of a context of n tokens move
-    by (e_{x_{n+1}} - c_n) / (n + 1) per step while x runs a chain that mixes fast on the scale of n, whose
-    occupation law is ν(c_n) (:func:`context_law`). It predicts where the shares go when the limit does not
-    depend on the noise (one attractor); when several attractors compete, which one a trajectory reaches is random.
+    Heuristic (stochastic approximation, this book's, not the paper's): the shares of a
+    context of n tokens move by (e_{x_{n+1}} - c_n) / (n + 1) per step while x runs a
+    chain that mixes fast on the scale of n, whose occupation law is ν(c_n)
+    (:func:`context_law`). It predicts where the shares go when the limit does not
+    depend on the noise (one attractor); when several attractors compete, which one a
+    trajectory reaches is random.
     """
     c = np.asarray(c0, dtype=np.float64)
     c = c / c.sum()
@@ -397,7 +428,7 @@ def mean_field(W, c0, taus, *, step: float = 0.01) -> np.ndarray:
     return np.stack(out)
 
 
-# ---------------------------------------------------------------- learning W from IID prompts
+# ---------------------------------------------------------- learning W from IID prompts
 def sample_prompts(
     n: int,
     T: int,
@@ -426,19 +457,22 @@ def _check_outputs(x: torch.Tensor, y, log_c: torch.Tensor, k: int) -> torch.Ten
     y = torch.as_tensor(y).long().reshape(-1)
     if y.shape[0] != x.shape[0]:
         raise ValueError(
-            f"need one output per prompt; got {y.shape[0]} outputs for {x.shape[0]} prompts"
+            f"need one output per prompt; got {y.shape[0]} outputs for "
+            f"{x.shape[0]} prompts"
         )
     if y.min() < 0 or y.max() >= k:
         raise ValueError(f"outputs must be tokens in 0..{k - 1}")
     if torch.isinf(log_c.gather(1, y[:, None])).any():
         raise ValueError(
-            "every output must occur in its prompt (the CCMC gives it probability 0 otherwise)"
+            "every output must occur in its prompt (the CCMC gives it "
+            "probability 0 otherwise)"
         )
     return y
 
 
 def nll(W, x, y, pos=None) -> float:
-    """Mean negative log-likelihood -1/n Σ log P_W(y_i | x_i) of outputs y under the CCMC."""
+    """Mean negative log-likelihood -1/n Σ log P_W(y_i | x_i) of outputs y under the
+    CCMC."""
     W = _check_W(W).double()
     x = _check_prompts(x, W.shape[0])
     log_c = _log_counts(x, W.shape[0], pos)
@@ -456,18 +490,21 @@ def fit_W(
     max_iter: int = 100,
     tol: float = 1e-10,
 ) -> torch.Tensor:
-    """Maximum likelihood: argmin_W -1/n Σ log P_W(y_i | x_i) + ridge/2 ‖W‖², by damped Newton steps (convex).
+    """Maximum likelihood: argmin_W -1/n Σ log P_W(y_i | x_i) + ridge/2 ‖W‖², by
+    damped Newton steps (convex).
 
-    Row i of W only meets the prompts whose last token is i, so the problem splits into k multinomial logistic
-    regressions with offsets log c(x): row i's gradient is mean_{x_T = i}(p - e_y), its Hessian
-    mean_{x_T = i}(diag p - p pᵀ). Adding a constant to a row of W changes no probability, so only the
-    row-centred matrix is identified; the ridge term picks that representative (and keeps unseen rows at 0).
+    Row i of W only meets the prompts whose last token is i, so the problem splits into
+    k multinomial logistic regressions with offsets log c(x): row i's gradient is
+    mean_{x_T = i}(p - e_y), its Hessian mean_{x_T = i}(diag p - p pᵀ). Adding a
+    constant to a row of W changes no probability, so only the row-centred matrix is
+    identified; the ridge term picks that representative (and keeps unseen rows at 0).
     """
     k = _check_int("k", k, 2)
     x = _check_prompts(x, k)
     if not (ridge > 0 and math.isfinite(ridge)):
         raise ValueError(
-            f"ridge must be finite and > 0 (it fixes the free constant of each row); got {ridge!r}"
+            "ridge must be finite and > 0 (it fixes the free constant of each "
+            f"row); got {ridge!r}"
         )
     max_iter = _check_int("max_iter", max_iter, 1)
     log_c = _log_counts(x, k, pos)
@@ -531,10 +568,12 @@ def estimation_curve(
     seed: int | None = None,
     generator: torch.Generator | None = None,
 ) -> dict[int, np.ndarray]:
-    """{n: errors}: :func:`estimation_error` of :func:`fit_W` on ``reps`` data sets of n i.i.d. (prompt, answer) pairs.
+    """{n: errors}: :func:`estimation_error` of :func:`fit_W` on ``reps`` data sets of n
+    i.i.d. (prompt, answer) pairs.
 
-    Prompts are uniform of length ``T`` (:func:`sample_prompts`), answers drawn from the CCMC of ``W``; every
-    draw comes, in order, from one generator, so the curve is reproducible from ``seed``.
+    Prompts are uniform of length ``T`` (:func:`sample_prompts`), answers drawn from the
+    CCMC of ``W``; every draw comes, in order, from one generator, so the curve is
+    reproducible from ``seed``.
     """
     W = _check_W(W).double()
     k, T, reps = W.shape[0], _check_int("T", T, 1), _check_int("reps", reps, 1)
@@ -553,17 +592,19 @@ def estimation_curve(
     return curve
 
 
-# ---------------------------------------------------------------- the chapter's measurements
+# ----------------------------------------------------------- the chapter's measurements
 @torch.no_grad()
 def equivalence(W, x, pos=None, *, seed: int = 0) -> dict:
-    """Section 1 of the chapter: the attention layer against the CCMC formula (the theorem), in float64.
+    """Section 1 of the chapter: the attention layer against the CCMC formula
+    (the theorem), in float64.
 
-    On the prompts ``x`` (B, T), without and with the positional scores ``pos``: ``max_diff`` and
-    ``max_diff_pos``, the largest |attention - :func:`ccmc_probs`|; ``base_diff``, the largest
-    |attention - P_base[x_T]| on B prompts that are random permutations of the k tokens (drawn from
-    ``seed``); ``absent_mass``, the largest probability of a token absent from its prompt (0 by the
-    theorem); ``absent_share``, the fraction of prompts that miss some token; ``sums_to_one``, whether
-    every attention output is a probability vector.
+    On the prompts ``x`` (B, T), without and with the positional scores ``pos``:
+    ``max_diff`` and ``max_diff_pos``, the largest |attention - :func:`ccmc_probs`|;
+    ``base_diff``, the largest |attention - P_base[x_T]| on B prompts that are random
+    permutations of the k tokens (drawn from ``seed``); ``absent_mass``, the largest
+    probability of a token absent from its prompt (0 by the theorem); ``absent_share``,
+    the fraction of prompts that miss some token; ``sums_to_one``, whether every
+    attention output is a probability vector.
     """
     W = _check_W(W).double()
     k = W.shape[0]
@@ -586,8 +627,9 @@ def equivalence(W, x, pos=None, *, seed: int = 0) -> dict:
 
 
 def estimation_slope(errors: dict, n_last: int = 3) -> float:
-    """Log-log slope of the mean estimation error against n over the ``n_last`` largest sample sizes
-    (``errors``: :func:`estimation_curve`'s {n: errors}); -1/2 is the parametric rate."""
+    """Log-log slope of the mean estimation error against n over the ``n_last`` largest
+    sample sizes (``errors``: :func:`estimation_curve`'s {n: errors}); -1/2 is the
+    parametric rate."""
     ns = np.array(sorted(errors), dtype=float)
     if len(ns) < 2:
         raise ValueError(f"errors must hold at least two sample sizes; got {len(ns)}")
@@ -599,12 +641,14 @@ def estimation_slope(errors: dict, n_last: int = 3) -> float:
 def generation_run(
     W, prompt, length: int, *, n_traj: int, window: int, at, seed: int
 ) -> dict:
-    """Section 3: ``n_traj`` CCMC trajectories of ``length`` tokens from ``prompt`` (drawn from ``seed``)
-    and as many paths of the Markov chain with the base kernel (from ``seed + 100``).
+    """Section 3: ``n_traj`` CCMC trajectories of ``length`` tokens from ``prompt``
+    (drawn from ``seed``) and as many paths of the Markov chain with the base kernel
+    (from ``seed + 100``).
 
-    Returns ``W``, the ``tokens``, their :func:`trajectory_stats` (``stats``) and the Markov paths'
-    (``markov``) over a trailing ``window`` at the lengths ``at``, the base chain's stationary law ``pi``
-    and the ``stable`` single-token states (:func:`stable_vertices`).
+    Returns ``W``, the ``tokens``, their :func:`trajectory_stats` (``stats``) and the
+    Markov paths' (``markov``) over a trailing ``window`` at the lengths ``at``, the
+    base chain's stationary law ``pi`` and the ``stable`` single-token states
+    (:func:`stable_vertices`).
     """
     W = _check_W(W).double()
     k = W.shape[0]
@@ -621,10 +665,11 @@ def generation_run(
 
 
 def final_window(run: dict, window: int) -> dict:
-    """The end of a :func:`generation_run`, over its last ``window`` tokens, mean over trajectories:
-    ``share``, ``distinct``, ``entropy`` of the CCMC and ``share_markov``, ... of the Markov chain;
-    ``single`` (fraction of trajectories writing one token only), ``winners`` (trajectories per top
-    token), ``single_tokens`` and ``all_single_stable`` (every single winner is a stable state)."""
+    """The end of a :func:`generation_run`, over its last ``window`` tokens, mean over
+    trajectories: ``share``, ``distinct``, ``entropy`` of the CCMC and
+    ``share_markov``, ... of the Markov chain; ``single`` (fraction of trajectories
+    writing one token only), ``winners`` (trajectories per top token), ``single_tokens``
+    and ``all_single_stable`` (every single winner is a stable state)."""
     k = run["W"].shape[0]
     e = {
         key: float(run[src][stat][:, -1].mean())
@@ -647,8 +692,9 @@ def final_window(run: dict, window: int) -> dict:
 
 
 def context_shares(tokens, prompt, k: int, checkpoints) -> np.ndarray:
-    """Mean over trajectories of each token's share in the context (prompt + the first n generated
-    tokens) at each n of ``checkpoints`` (increasing); (len(checkpoints), k)."""
+    """Mean over trajectories of each token's share in the context (prompt + the first n
+    generated tokens) at each n of ``checkpoints`` (increasing);
+    (len(checkpoints), k)."""
     generated = _check_prompts(tokens, k).numpy()
     prompt_counts = np.bincount(_check_prompts(prompt, k).numpy().ravel(), minlength=k)
     T, running, previous, out = prompt_counts.sum(), np.zeros(k), 0, []

@@ -1,15 +1,17 @@
-"""Markov sources: kernels, stationary law, entropies and a parallel sampler (paper Sec. 2, "Data").
+"""Markov sources: kernels, stationary law, entropies and a parallel sampler
+(paper Sec. 2, "Data").
 
 The sampler draws one uniform ``U_n`` per position and turns step ``n`` into the map
-``f_n(i) = F_i^{-1}(U_n)`` (inverse CDF of row ``i`` of ``P``): every state is moved by the same
-uniform, a grand coupling. Then ``x_{n+1} = f_n(x_n)`` and ``x_n = (f_{n-1} ∘ … ∘ f_1)(x_1)``. The
-positions are cut into blocks of about sqrt(L/2) steps, all advanced together: one pass composes each
-block's maps (the k coupled paths that enter it, one vectorised gather per step), one short pass carries
-the real state from block to block, one pass fills in the path inside every block: about 3 sqrt(L)
-vectorised steps instead of ``L`` sequential ``torch.multinomial`` calls. For k = 2 every map is a constant, the
-identity or the swap, and the composition has a closed form (last constant step + parity of swaps since),
-used instead. Each ``x_{n+1}`` given the past has law ``P[x_n]`` because ``U_n`` is independent of
-``U_1..U_{n-1}``.
+``f_n(i) = F_i^{-1}(U_n)`` (inverse CDF of row ``i`` of ``P``): every state is moved by
+the same uniform, a grand coupling. Then ``x_{n+1} = f_n(x_n)`` and
+``x_n = (f_{n-1} ∘ … ∘ f_1)(x_1)``. The positions are cut into blocks of about
+sqrt(L/2) steps, all advanced together: one pass composes each block's maps (the k
+coupled paths that enter it, one vectorised gather per step), one short pass carries the
+real state from block to block, one pass fills in the path inside every block: about 3
+sqrt(L) vectorised steps instead of ``L`` sequential ``torch.multinomial`` calls. For
+k = 2 every map is a constant, the identity or the swap, and the composition has a
+closed form (last constant step + parity of swaps since), used instead. Each ``x_{n+1}``
+given the past has law ``P[x_n]`` because ``U_n`` is independent of ``U_1..U_{n-1}``.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def binary_entropy(a) -> np.ndarray | float:
 
 @runtime_checkable
 class Chain(Protocol):
-    """What the rest of markovlib needs of a source: :class:`MarkovChain` and :class:`HigherOrderChain` both are."""
+    """What the rest of markovlib needs of a source: :class:`MarkovChain` and
+    :class:`HigherOrderChain` both are."""
 
     k: int  # number of states (the model's vocabulary)
     name: str
@@ -83,8 +86,9 @@ class Chain(Protocol):
 
 
 def stationary_law(P) -> np.ndarray:
-    """The stationary law pi of a row-stochastic kernel: pi (P - I) = 0, sum pi = 1, solved by least
-    squares on the stacked system (unique for an irreducible chain), clipped at 0 and renormalised."""
+    """The stationary law pi of a row-stochastic kernel: pi (P - I) = 0, sum pi = 1,
+    solved by least squares on the stacked system (unique for an irreducible chain),
+    clipped at 0 and renormalised."""
     P = np.asarray(P, dtype=np.float64)
     k = P.shape[0]
     A = np.vstack([(P - np.eye(k)).T, np.ones((1, k))])
@@ -95,7 +99,8 @@ def stationary_law(P) -> np.ndarray:
 
 
 class MarkovChain:
-    """A first-order Markov chain on states {0, …, k-1} with row-stochastic kernel ``P``."""
+    """A first-order Markov chain on states {0, …, k-1} with row-stochastic kernel
+    ``P``."""
 
     def __init__(self, P, *, name: str | None = None):
         P = np.array(P, dtype=np.float64)
@@ -108,17 +113,20 @@ class MarkovChain:
         rows = P.sum(axis=1)
         if np.any(np.abs(rows - 1.0) > 1e-6):
             raise ValueError(
-                f"P must be row-stochastic (each row sums to 1); row sums are {np.round(rows, 6).tolist()}"
+                "P must be row-stochastic (each row sums to 1); row sums are "
+                f"{np.round(rows, 6).tolist()}"
             )
         self.P = P / rows[:, None]
         self.k = P.shape[0]
         self.name = name or f"MarkovChain(k={self.k})"
         self._pi = self._solve_stationary()
-        # inverse-CDF thresholds used by the sampler: state j is chosen when U >= cumsum(P[i])[j-1]
+        # inverse-CDF thresholds used by the sampler: state j is chosen when
+        # U >= cumsum(P[i])[j-1]
         self._cdf = np.cumsum(self.P, axis=1)[:, :-1]
         self._cdf_pi = np.cumsum(self._pi)[:-1]
-        # the coupled map f_U depends only on which interval between consecutive thresholds (of all rows) U is
-        # in: at most k(k-1)+1 intervals, each with its map, so a step's map is one grid lookup + one table lookup
+        # the coupled map f_U depends only on which interval between consecutive
+        # thresholds (of all rows) U is in: at most k(k-1)+1 intervals, each with its
+        # map, so a step's map is one grid lookup + one table lookup
         self._breaks = np.unique(self._cdf)
         starts = np.concatenate([[0.0], self._breaks])
         self._interval_maps = (self._cdf[None, :, :] <= starts[:, None, None]).sum(
@@ -136,15 +144,18 @@ class MarkovChain:
         return self._pi.copy()
 
     def entropy_rate(self) -> float:
-        """H_rate = sum_i pi_i H(P[i]) in nats: the loss of the Bayes predictor, the global minimum (Thm 1)."""
+        """H_rate = sum_i pi_i H(P[i]) in nats: the loss of the Bayes predictor, the
+        global minimum (Thm 1)."""
         return float(-(self._pi * _xlogx(self.P).sum(axis=1)).sum())
 
     def unigram_entropy(self) -> float:
-        """H(pi) in nats: the loss of predicting the stationary law everywhere, the bad local minimum (Thm 2)."""
+        """H(pi) in nats: the loss of predicting the stationary law everywhere, the bad
+        local minimum (Thm 2)."""
         return float(-_xlogx(self._pi).sum())
 
     def mutual_information(self) -> float:
-        """I(x_n; x_{n+1}) = H(pi) - H_rate under the stationary law (0 iff the rows of P are equal)."""
+        """I(x_n; x_{n+1}) = H(pi) - H_rate under the stationary law (0 iff the rows of
+        P are equal)."""
         return self.unigram_entropy() - self.entropy_rate()
 
     @property
@@ -178,7 +189,8 @@ class MarkovChain:
         device: str | torch.device = "cpu",
         start: Literal["stationary", "uniform"] = "stationary",
     ) -> torch.Tensor:
-        """Draw ``batch`` independent paths of ``length`` states; int64 tensor (batch, length)."""
+        """Draw ``batch`` independent paths of ``length`` states; int64 tensor
+        (batch, length)."""
         batch, length = _check_int("batch", batch, 1), _check_int("length", length, 1)
         if start not in ("stationary", "uniform"):
             raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")
@@ -197,12 +209,14 @@ class MarkovChain:
         return _blocked_paths(x0, u[:, 1:], lo, inner, interval_maps)
 
     def next_nll(self, x: torch.Tensor) -> torch.Tensor:
-        """-log P(x_{n+1} | x_1^n) = -log P[x_n, x_{n+1}] along paths x (batch, L): (batch, L-1), float64."""
+        """-log P(x_{n+1} | x_1^n) = -log P[x_n, x_{n+1}] along paths x (batch, L):
+        (batch, L-1), float64."""
         log_P = torch.as_tensor(np.log(np.clip(self.P, 1e-300, None)), device=x.device)
         return -log_P[x[:, :-1], x[:, 1:]]
 
     def transition_counts(self, x: torch.Tensor) -> np.ndarray:
-        """k×k matrix of observed transitions i→j in the paths ``x`` (batch, length)."""
+        """k×k matrix of observed transitions i→j in the paths ``x``
+        (batch, length)."""
         x = torch.as_tensor(x)
         pairs = x[:, :-1] * self.k + x[:, 1:]
         return (
@@ -215,12 +229,15 @@ class MarkovChain:
 def _binary_paths(
     x0: torch.Tensor, u: torch.Tensor, t0: torch.Tensor, t1: torch.Tensor
 ) -> torch.Tensor:
-    """Closed form of the scan for k = 2, where every step map is a constant, the identity or the swap.
+    """Closed form of the scan for k = 2, where every step map is a constant, the
+    identity or the swap.
 
-    The coupled maps are f_n(0) = [U_n >= t0], f_n(1) = [U_n >= t1]. The state at n is the value v_r of the
-    last constant map r <= n (position 1 counts as the constant x_1), flipped once per swap in (r, n]:
-    x_n = v_r xor parity_r xor parity_n, with parity_n the parity of the number of swaps up to n. One cummax
-    over keys (r << 2 | parity_r << 1 | v_r) finds the last constant map and carries both bits along.
+    The coupled maps are f_n(0) = [U_n >= t0], f_n(1) = [U_n >= t1]. The state at n is
+    the value v_r of the last constant map r <= n (position 1 counts as the constant
+    x_1), flipped once per swap in (r, n]: x_n = v_r xor parity_r xor parity_n, with
+    parity_n the parity of the number of swaps up to n. One cummax over keys
+    (r << 2 | parity_r << 1 | v_r) finds the last constant map and carries both bits
+    along.
     """
     from0, from1 = u >= t0, u >= t1
     from0[:, 0] = from1[:, 0] = x0.bool()
@@ -237,11 +254,13 @@ def _binary_paths(
 def _interval_grid(
     breaks: np.ndarray, cells: int = 4096
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Tables that give ``#{breaks <= u}`` (``torch.bucketize(u, breaks, right=True)``) for float32 ``u`` in [0, 1).
+    """Tables that give ``#{breaks <= u}`` (``torch.bucketize(u, breaks, right=True)``)
+    for float32 ``u`` in [0, 1).
 
-    Cell c = floor(u * cells) is exact for a power-of-two ``cells``. ``lo[c]`` counts the breaks <= c / cells,
-    ``inner[c]`` lists the breaks strictly inside cell c (padded with 2 > u), so the count is
-    ``lo[c] + sum_j [u >= inner[c, j]]``: a lookup and a few comparisons instead of a binary search.
+    Cell c = floor(u * cells) is exact for a power-of-two ``cells``. ``lo[c]`` counts
+    the breaks <= c / cells, ``inner[c]`` lists the breaks strictly inside cell
+    c (padded with 2 > u), so the count is ``lo[c] + sum_j [u >= inner[c, j]]``: a
+    lookup and a few comparisons instead of a binary search.
     """
     edges = np.arange(cells, dtype=np.float32) / np.float32(cells)
     lo = np.searchsorted(breaks, edges, side="right")
@@ -257,7 +276,8 @@ def _interval_grid(
 
 
 def _buckets(u: torch.Tensor, lo: torch.Tensor, inner: torch.Tensor) -> torch.Tensor:
-    """``torch.bucketize(u, breaks, right=True)`` through the tables of :func:`_interval_grid` (u contiguous)."""
+    """``torch.bucketize(u, breaks, right=True)`` through the tables of
+    :func:`_interval_grid` (u contiguous)."""
     cell = (u * lo.shape[0]).to(lo.dtype).clamp_(max=lo.shape[0] - 1).view(-1)
     bucket = lo.index_select(0, cell)
     for row in inner:  # inner is stored transposed: one row per rank within a cell
@@ -272,21 +292,24 @@ def _blocked_paths(
     inner: torch.Tensor,
     interval_maps: torch.Tensor,
 ) -> torch.Tensor:
-    """Paths x (batch, 1 + n) from x_0 and the uniforms u (batch, n) of the steps: x_{m+1} = f_m(x_m).
+    """Paths x (batch, 1 + n) from x_0 and the uniforms u (batch, n) of the steps:
+    x_{m+1} = f_m(x_m).
 
-    The step maps are f_m = interval_maps[bucket(u_m)] (one k-vector each). The n steps are cut into nb
-    blocks of L ≈ sqrt(n / 2), all advanced together. Pass 1 (L steps over batch × nb × k): the composed map
-    of each block, i.e. where the coupled path that enters block j in state s leaves it. Pass 2 (nb steps
-    over batch): the state entering block j is block j-1's map applied to the state entering block j-1.
-    Pass 3 (L steps over batch × nb): the real path inside every block from its entry state. Work O(n k)
-    and few large temporaries (fresh large buffers cost page faults, which here cost more than the gathers).
+    The step maps are f_m = interval_maps[bucket(u_m)] (one k-vector each). The n steps
+    are cut into nb blocks of L ≈ sqrt(n / 2), all advanced together. Pass 1 (L steps
+    over batch × nb × k): the composed map of each block, i.e. where the coupled path
+    that enters block j in state s leaves it. Pass 2 (nb steps over batch): the state
+    entering block j is block j-1's map applied to the state entering block j-1. Pass
+    3 (L steps over batch × nb): the real path inside every block from its entry state.
+    Work O(n k) and few large temporaries (fresh large buffers cost page faults, which
+    here cost more than the gathers).
     """
     batch, n = u.shape
     k = interval_maps.shape[1]
     L = max(1, math.isqrt(n // 2))
     nb = -(-n // L)
-    # steps laid out (L, batch, nb) so that each step is one contiguous slab; the padding after step n only
-    # ever follows the real steps, so it does not change them
+    # steps laid out (L, batch, nb) so that each step is one contiguous slab; the
+    # padding after step n only ever follows the real steps, so it does not change them
     u = (
         torch.nn.functional.pad(u, (0, nb * L - n))
         .view(batch, nb, L)
@@ -319,7 +342,8 @@ def _blocked_paths(
 
 
 def binary(p: float, q: float) -> MarkovChain:
-    """Binary chain with P(1|0) = p and P(0|1) = q (switching factor p + q); paper Sec. 2."""
+    """Binary chain with P(1|0) = p and P(0|1) = q (switching factor p + q); paper
+    Sec. 2."""
     p = _check_probability("p", p)
     q = _check_probability("q", q)
     if p + q == 0:
@@ -330,12 +354,14 @@ def binary(p: float, q: float) -> MarkovChain:
 
 
 def symmetric(k: int, p: float) -> MarkovChain:
-    """k-state chain: stay with prob 1-p, move to each other state with prob p/(k-1); paper Sec. 5."""
+    """k-state chain: stay with prob 1-p, move to each other state with prob p/(k-1);
+    paper Sec. 5."""
     k = _check_int("k", k, 2)
     p = _check_probability("p", p)
     if p == 0:
         raise ValueError(
-            "p must be > 0 for symmetric(k, p) (p = 0 never moves: no unique stationary law)"
+            "p must be > 0 for symmetric(k, p) (p = 0 never moves: no "
+            "unique stationary law)"
         )
     P = np.full((k, k), p / (k - 1))
     np.fill_diagonal(P, 1 - p)
@@ -343,11 +369,13 @@ def symmetric(k: int, p: float) -> MarkovChain:
 
 
 class HigherOrderChain:
-    """A chain of order ``order`` on {0, …, k-1}: x_{n+1} ~ P[(x_{n-order+1}, …, x_n)] (poster: "masking helps").
+    """A chain of order ``order`` on {0, …, k-1}:
+    x_{n+1} ~ P[(x_{n-order+1}, …, x_n)] (poster: "masking helps").
 
-    ``P`` has one row per context, k**order rows, the context read as a base-k number whose last digit is x_n.
-    The maths runs on the first-order chain of contexts (k**order states), :attr:`lifted`: its stationary law
-    gives the law of the symbols, the entropy rate and the sampler (a path of contexts, one new symbol each).
+    ``P`` has one row per context, k**order rows, the context read as a base-k number
+    whose last digit is x_n. The maths runs on the first-order chain of contexts
+    (k**order states), :attr:`lifted`: its stationary law gives the law of the symbols,
+    the entropy rate and the sampler (a path of contexts, one new symbol each).
     """
 
     def __init__(self, P, order: int, *, name: str | None = None):
@@ -355,7 +383,8 @@ class HigherOrderChain:
         P = np.array(P, dtype=np.float64)
         if P.ndim != 2 or P.shape[1] < 2 or P.shape[0] != P.shape[1] ** order:
             raise ValueError(
-                f"P must have k**order rows and k >= 2 columns; got shape {P.shape} for order {order}"
+                f"P must have k**order rows and k >= 2 columns; got shape {P.shape} "
+                f"for order {order}"
             )
         if (
             not np.all(np.isfinite(P))
@@ -374,7 +403,8 @@ class HigherOrderChain:
         self.lifted = MarkovChain(lifted, name=f"contexts of {self.name}")
 
     def context_law(self) -> np.ndarray:
-        """Stationary law of the context (x_{n-order+1}, …, x_n), indexed as the rows of P."""
+        """Stationary law of the context (x_{n-order+1}, …, x_n), indexed as the rows
+        of P."""
         return self.lifted.stationary()
 
     def stationary(self) -> np.ndarray:
@@ -382,7 +412,8 @@ class HigherOrderChain:
         return self.context_law().reshape(-1, self.k).sum(0)
 
     def entropy_rate(self) -> float:
-        """H_rate = Σ_c π(c) H(P[c]): the loss of the Bayes predictor that sees the last ``order`` symbols."""
+        """H_rate = Σ_c π(c) H(P[c]): the loss of the Bayes predictor that sees the
+        last ``order`` symbols."""
         return float(-(self.context_law() * _xlogx(self.P).sum(1)).sum())
 
     def unigram_entropy(self) -> float:
@@ -390,7 +421,8 @@ class HigherOrderChain:
         return float(-_xlogx(self.stationary()).sum())
 
     def bigram_entropy(self) -> float:
-        """H(x_{n+1} | x_n): the loss of the best predictor that sees only the last symbol (a first-order model)."""
+        """H(x_{n+1} | x_n): the loss of the best predictor that sees only the last
+        symbol (a first-order model)."""
         joint = (
             (self.context_law()[:, None] * self.P).reshape(-1, self.k, self.k).sum(0)
         )  # (x_n, x_{n+1})
@@ -400,10 +432,11 @@ class HigherOrderChain:
         return self.name
 
     def next_nll(self, x: torch.Tensor) -> torch.Tensor:
-        """-log P(x_{n+1} | x_1^n) along paths x (batch, L) from the stationary start: (batch, L-1), float64.
+        """-log P(x_{n+1} | x_1^n) along paths x (batch, L) from the stationary start:
+        (batch, L-1), float64.
 
-        With a full context (n >= order) it is -log P[context, x_{n+1}]; before, the conditional of the
-        stationary law of the first ``order`` symbols.
+        With a full context (n >= order) it is -log P[context, x_{n+1}]; before, the
+        conditional of the stationary law of the first ``order`` symbols.
         """
         k, order, n = self.k, self.order, x.shape[1]
         log_P = torch.as_tensor(np.log(np.clip(self.P, 1e-300, None)), device=x.device)
@@ -442,8 +475,9 @@ class HigherOrderChain:
         device: str | torch.device = "cpu",
         start: Literal["stationary", "uniform"] = "stationary",
     ) -> torch.Tensor:
-        """``batch`` paths of ``length`` symbols (int64); the first ``order`` symbols are one context drawn from
-        its stationary (or uniform) law, then one symbol per step of the lifted chain."""
+        """``batch`` paths of ``length`` symbols (int64); the first ``order`` symbols
+        are one context drawn from its stationary (or uniform) law, then one symbol per
+        step of the lifted chain."""
         length = _check_int("length", length, 1)
         steps = max(1, length - self.order + 1)
         contexts = self.lifted.sample(
@@ -455,15 +489,18 @@ class HigherOrderChain:
 
 
 def kth_order(P, order: int, *, name: str | None = None) -> HigherOrderChain:
-    """A chain of order ``order`` with kernel P (k**order rows, one per context); see :class:`HigherOrderChain`."""
+    """A chain of order ``order`` with kernel P (k**order rows, one per context); see
+    :class:`HigherOrderChain`."""
     return HigherOrderChain(P, order, name=name)
 
 
 def lag_switching(order: int, p: float, q: float) -> HigherOrderChain:
-    """Binary chain of order ``order`` where x_{n+1} depends only on x_{n-order+1}: switch 0→1 with p, 1→0 with q.
+    """Binary chain of order ``order`` where x_{n+1} depends only on x_{n-order+1}:
+    switch 0→1 with p, 1→0 with q.
 
-    It interleaves ``order`` independent copies of binary(p, q), so its entropy rate is binary(p, q)'s, and for
-    order >= 2 the last symbol says nothing about the next one: a first-order predictor is stuck at H(π).
+    It interleaves ``order`` independent copies of binary(p, q), so its entropy rate is
+    binary(p, q)'s, and for order >= 2 the last symbol says nothing about the next one:
+    a first-order predictor is stuck at H(π).
     """
     base = binary(p, q)
     order = _check_int("order", order, 1)
@@ -478,7 +515,8 @@ def lag_switching(order: int, p: float, q: float) -> HigherOrderChain:
 def random_kth_order(
     order: int, k: int = 2, *, alpha: float = 1.0, seed: int = 0
 ) -> HigherOrderChain:
-    """A chain of order ``order`` on k symbols whose rows are drawn from Dirichlet(alpha, …, alpha) (numpy, seeded)."""
+    """A chain of order ``order`` on k symbols whose rows are drawn from
+    Dirichlet(alpha, …, alpha) (numpy, seeded)."""
     k = _check_int("k", k, 2)
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0; got {alpha!r}")
@@ -491,10 +529,11 @@ def random_kth_order(
     )
 
 
-# ---------------------------------------------------------------- facts the framework chapter checks
+# --------------------------------------------------- facts the framework chapter checks
 def lag_one_correlation(chain: MarkovChain) -> float:
-    """corr(x_n, x_{n+1}) of the stationary binary chain, from π and P; it equals 1 - p - q, the second
-    eigenvalue of P (1 - p - q also where a state has probability 0 and the correlation is undefined)."""
+    """corr(x_n, x_{n+1}) of the stationary binary chain, from π and P; it equals
+    1 - p - q, the second eigenvalue of P (1 - p - q also where a state has probability
+    0 and the correlation is undefined)."""
     if chain.k != 2:
         raise ValueError(f"chain must be binary; got k = {chain.k}")
     pi, P = chain.stationary(), chain.P
@@ -505,9 +544,10 @@ def lag_one_correlation(chain: MarkovChain) -> float:
 
 
 def empirical_kernel(chain: MarkovChain, x: torch.Tensor) -> dict[str, np.ndarray]:
-    """The kernel estimated from paths ``x`` against ``chain.P``: ``counts`` (i → j), ``n_from`` (the
-    transitions out of each state), ``P_hat`` = counts / n_from, ``stderr`` = sqrt(P (1 - P) / n_from)
-    and ``z`` = (P_hat - P) / stderr (0 where the standard error is 0). Rows never left are 0."""
+    """The kernel estimated from paths ``x`` against ``chain.P``: ``counts`` (i → j),
+    ``n_from`` (the transitions out of each state), ``P_hat`` = counts / n_from,
+    ``stderr`` = sqrt(P (1 - P) / n_from) and ``z`` = (P_hat - P) / stderr (0 where the
+    standard error is 0). Rows never left are 0."""
     counts = chain.transition_counts(x)
     n_from = counts.sum(axis=1)
     P_hat = counts / np.maximum(n_from, 1)[:, None]
@@ -519,9 +559,9 @@ def empirical_kernel(chain: MarkovChain, x: torch.Tensor) -> dict[str, np.ndarra
 def marginal_law(
     chain: MarkovChain, length: int, start: Literal["stationary", "uniform"] = "uniform"
 ) -> np.ndarray:
-    """The exact law of x_n for n = 1..length, (length, k): the start law times P^(n-1). From the
-    stationary start it is π at every n; from the uniform start of a binary chain,
-    P(x_n = 1) = π_1 + (1/2 - π_1)(1 - p - q)^(n-1)."""
+    """The exact law of x_n for n = 1..length, (length, k): the start law times P^(n-1).
+    From the stationary start it is π at every n; from the uniform start of a binary
+    chain, P(x_n = 1) = π_1 + (1/2 - π_1)(1 - p - q)^(n-1)."""
     length = _check_int("length", length, 1)
     if start not in ("stationary", "uniform"):
         raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")
@@ -534,8 +574,8 @@ def marginal_law(
 
 
 def entropy_grid(values) -> tuple[np.ndarray, np.ndarray]:
-    """H_rate and H(π) of every binary chain (p, q) with p, q in ``values``: two arrays with rows q and
-    columns p (as :func:`markovlib.plots.heatmap` draws them)."""
+    """H_rate and H(π) of every binary chain (p, q) with p, q in ``values``: two arrays
+    with rows q and columns p (as :func:`markovlib.plots.heatmap` draws them)."""
     chains = [[binary(gp, gq) for gp in values] for gq in values]
     rate = np.array([[c.entropy_rate() for c in row] for row in chains])
     unigram = np.array([[c.unigram_entropy() for c in row] for row in chains])

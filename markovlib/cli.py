@@ -1,10 +1,14 @@
-"""The ``markovlib`` command: train one model, run a sweep into a result store, or build a reader's edition.
+"""The ``markovlib`` command: train one model, run a sweep into a result store, or build
+a reader's edition.
 
     markovlib train --p 0.5 --q 0.8 --tied --steps 400
-    markovlib sweep --p 0.2,0.4,0.5,0.6,0.8 --q 0.2,0.4,0.5,0.6,0.8 --tied both --seeds 5 --results results
+    markovlib sweep --p 0.2,0.4,0.5,0.6,0.8 --q 0.2,0.4,0.5,0.6,0.8 --tied both \
+--seeds 5 --results results
     markovlib book --p 0.6 --q 0.7 --scale cpu --out my-book
-    markovlib verify --sample 2                 # the shipped paper-edition data is what this library produces
-    markovlib edition status                    # progress of the paper edition's runs (produce, export)
+    markovlib verify --sample 2                 # the shipped paper-edition data is \
+what this library produces
+    markovlib edition status                    # progress of the paper edition's runs \
+(produce, export)
 
 Bad arguments exit with status 2 and one line naming the argument.
 """
@@ -28,7 +32,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def _probabilities(text: str) -> list[float]:
-    """'0.2,0.4' → [0.2, 0.4], each in [0, 1]; no empty items, no two values equal to 6 significant digits."""
+    """'0.2,0.4' → [0.2, 0.4], each in [0, 1]; no empty items, no two values equal to
+    6 significant digits."""
     items = [v.strip() for v in text.split(",")]
     if any(not v for v in items):
         raise argparse.ArgumentTypeError(
@@ -46,7 +51,8 @@ def _probabilities(text: str) -> list[float]:
     for i, a in enumerate(shown):
         if a in shown[:i] and values[shown.index(a)] != values[i]:
             raise argparse.ArgumentTypeError(
-                f"values {items[shown.index(a)]} and {items[i]} differ below the printed "
+                f"values {items[shown.index(a)]} and {items[i]} differ "
+                "below the printed "
                 f"precision (both print as {a}); give distinct values"
             )
     return list(dict.fromkeys(values))
@@ -153,14 +159,17 @@ def cmd_train(args) -> int:
     )
     kernel = result.learnt_kernel()
     print(
-        f"{chain.name}, {'tied' if args.tied else 'untied'} {args.preset}, {train_kwargs['steps']} steps, seed {args.seed}"
+        f"{chain.name}, {'tied' if args.tied else 'untied'} {args.preset}, "
+        f"{train_kwargs['steps']} steps, seed {args.seed}"
     )
     print(
-        f"final test loss {final:.4f}   H_rate {h_rate:.4f} (gap {final - h_rate:+.4f})   "
+        f"final test loss {final:.4f}   H_rate {h_rate:.4f} (gap "
+        f"{final - h_rate:+.4f})   "
         f"H(pi) {h_pi:.4f} (gap {final - h_pi:+.4f})"
     )
     print(
-        f"learnt P(1|0) {kernel[0, 1]:.4f} (p = {args.p:g})   P(0|1) {kernel[1, 0]:.4f} (q = {args.q:g})   "
+        f"learnt P(1|0) {kernel[0, 1]:.4f} (p = {args.p:g})   P(0|1) "
+        f"{kernel[1, 0]:.4f} (q = {args.q:g})   "
         f"escape step {result.escape_step()}"
     )
     return 0
@@ -221,8 +230,8 @@ def cmd_sweep(args) -> int:
         )
     except ClusterUnreachable as e:
         print(
-            f"markovlib sweep: error: argument --address: cannot reach a Ray cluster at {e.address}"
-            + (f"; {e.hint}" if e.hint else ""),
+            "markovlib sweep: error: argument --address: cannot reach a Ray "
+            f"cluster at {e.address}" + (f"; {e.hint}" if e.hint else ""),
             file=sys.stderr,
         )
         return 2
@@ -230,13 +239,15 @@ def cmd_sweep(args) -> int:
         if e.name != "ray":
             raise
         print(
-            "markovlib sweep: error: argument --executor: ray is not installed (pip install 'markovlib[ray]')",
+            "markovlib sweep: error: argument --executor: ray is not installed (pip "
+            "install 'markovlib[ray]')",
             file=sys.stderr,
         )
         return 2
     except KeyboardInterrupt:
         print(
-            f"interrupted: {len(store)} runs stored in {store.path} ({len(store) - before} new); "
+            f"interrupted: {len(store)} runs stored in {store.path} "
+            f"({len(store) - before} new); "
             "re-run the same command to finish the rest",
             file=sys.stderr,
         )
@@ -259,14 +270,16 @@ def cmd_book(args) -> int:
     root = find_repository(args.source)
     if root is None:
         print(
-            f"markovlib book: error: argument --source: no clone of the book at or above {args.source} "
+            "markovlib book: error: argument --source: no clone of the book at or "
+            f"above {args.source} "
             "(a folder with _toc.yml and book/)",
             file=sys.stderr,
         )
         return 2
     if out.exists() and not out.is_dir():
         print(
-            f"markovlib book: error: argument --out: {out} is an existing file; give a new folder",
+            f"markovlib book: error: argument --out: {out} is an existing file; "
+            "give a new folder",
             file=sys.stderr,
         )
         return 2
@@ -276,13 +289,15 @@ def cmd_book(args) -> int:
         or any(out.is_relative_to(root / d) for d in ("book", "_static", "tools"))
     ):
         print(
-            f"markovlib book: error: argument --out: {out} would overwrite the book's own sources in {root}; "
+            f"markovlib book: error: argument --out: {out} would overwrite the book's "
+            f"own sources in {root}; "
             "give a folder outside them (default: editions/p<p>-q<q>)",
             file=sys.stderr,
         )
         return 2
     sources = sorted((root / "book").glob("*.ipynb"))
-    # everything the build reads besides the notebooks: toc, pages, bibliography, favicon, CSS, local extension
+    # everything the build reads besides the notebooks: toc, pages, bibliography,
+    # favicon, CSS, local extension
     support = [
         root / "_toc.yml",
         root / "tools" / "sphinx_fixes.py",
@@ -312,7 +327,8 @@ def cmd_book(args) -> int:
         ):  # binary chapters; the k-state and CCMC ones keep their own parameters
             params.update(p=args.p, q=args.q)
         print(
-            f"executing {source.name} with {', '.join(f'{k}={v}' for k, v in params.items())}",
+            f"executing {source.name} with "
+            f"{', '.join(f'{k}={v}' for k, v in params.items())}",
             flush=True,
         )
         pm.execute_notebook(
@@ -394,7 +410,8 @@ def cmd_edition(args) -> int:
             )
         except KeyboardInterrupt:
             print(
-                f"interrupted: {len(store)} runs stored in {store.path}; re-run to go on",
+                f"interrupted: {len(store)} runs stored in "
+                f"{store.path}; re-run to go on",
                 file=sys.stderr,
             )
             return 130
@@ -405,7 +422,8 @@ def cmd_edition(args) -> int:
     rows = status(groups, store, shipped)
     for row in rows:
         print(
-            f"{row['group']:28s} {row['stored']:3d} / {row['runs']:3d} runs  {row['seconds']:9.0f} s"
+            f"{row['group']:28s} {row['stored']:3d} / {row['runs']:3d} runs  "
+            f"{row['seconds']:9.0f} s"
         )
     done, total = sum(r["stored"] for r in rows), sum(r["runs"] for r in rows)
     print(
@@ -456,7 +474,8 @@ def build_parser() -> Parser:
         "--executor",
         choices=["local", "ray"],
         default="local",
-        help="local: here, one ensemble after the other; ray: one Ray task per ensemble",
+        help="local: here, one ensemble after the other; ray: one Ray "
+        "task per ensemble",
     )
     sweep.add_argument(
         "--address",
@@ -474,7 +493,8 @@ def build_parser() -> Parser:
         "--gpus-per-task",
         type=_nonnegative_number,
         default=None,
-        help="GPUs per Ray task, fractions allowed: 0.125 puts 8 ensembles on one GPU (default 0)",
+        help="GPUs per Ray task, fractions allowed: 0.125 puts 8 ensembles on "
+        "one GPU (default 0)",
     )
     _add_training(sweep)
     sweep.set_defaults(run=cmd_sweep)
@@ -521,7 +541,8 @@ def build_parser() -> Parser:
     verify.add_argument(
         "--quick",
         action="store_true",
-        help="re-train each run only to its checkpoint (step 50) and compare up to there",
+        help="re-train each run only to its checkpoint (step 50) and "
+        "compare up to there",
     )
     verify.add_argument(
         "--max-seconds",

@@ -1,37 +1,55 @@
-"""Learning dynamics on the canonical low-rank manifold of the single-layer model (Makkuva et al. 2024,
-arXiv 2406.03072, "Local to Global").
+"""Learning dynamics on the canonical low-rank manifold of the single-layer model
+(Makkuva et al. 2024, arXiv 2406.03072, "Local to Global").
 
-The paper (NeurIPS 2024) reduces the single-layer transformer on a binary chain (p = P(1|0), q = P(0|1)) to two
-scalars, an embedding scale e and a feed-forward scale w, plus the bias b. This module derives that reduction for THIS
-library's model, ``TransformerConfig.theory(tied=True)`` (no layer norm, ReLU, tied head with a biased 2-logit head).
+The paper (NeurIPS 2024) reduces the single-layer transformer on a binary chain
+(p = P(1|0), q = P(0|1)) to two scalars, an embedding scale e and a feed-forward scale
+w, plus the bias b. This module derives that reduction for THIS library's model,
+``TransformerConfig.theory(tied=True)`` (no layer norm, ReLU, tied head with a biased
+2-logit head).
 
-The manifold (``lowrank_model``), with α the first basis vector of R^d, β the first of the hidden space R^{ff_mult d}
-and s = sign(e) (+1 at e = 0):
-  token embeddings   E_1 = (e/2) α,  E_0 = -(e/2) α      (centred: the head's difference vector E_1 - E_0 = e α)
+The manifold (``lowrank_model``), with α the first basis vector of R^d, β the first of
+the hidden space R^{ff_mult d} and s = sign(e) (+1 at e = 0):
+  token embeddings   E_1 = (e/2) α,  E_0 = -(e/2) α
+                     (centred: the head's difference vector E_1 - E_0 = e α)
   positions          p_n = 0
-  attention          W_V = W_O = 0 (W_Q = W_K = 0): the attention output is 0, and so are ∂L/∂W_V and ∂L/∂W_O
-  feed-forward       W_1 = 2|w| s β α^T,  W_2 = 2 w s α β^T  (one balanced ReLU neuron, reading the direction of E_1)
+  attention          W_V = W_O = 0 (W_Q = W_K = 0): the attention output is 0,
+                     and so are ∂L/∂W_V and ∂L/∂W_O
+  feed-forward       W_1 = 2|w| s β α^T,  W_2 = 2 w s α β^T
+                     (one balanced ReLU neuron, reading the direction of E_1)
   head               tied (A = E), bias (b_0, b_1) = (0, b)
-With the input x_n = E_{x_n}, the neuron fires only on state 1 (pre-activation |w||e|), so z = x + 2 w|w| e α·1{x_n = 1}
-and the logit difference f = <E_1 - E_0, z> + b_1 - b_0 = logit of P(x_{n+1} = 1 | x_n) is
-  f1 = (1/2 + 2 w|w|) e² + b,    f0 = b - e²/2                                  (paper, Sec. 3, canonical model),
-the paper's formulas exactly. The population loss is then (``reduced_loss``; paper's loss with π = (q, p)/(p+q))
-  L = -π_1 [q log σ(-f1) + (1-q) log σ(f1)] - π_0 [p log σ(f0) + (1-p) log σ(-f0)].
+With the input x_n = E_{x_n}, the neuron fires only on state 1 (pre-activation |w||e|),
+so z = x + 2 w|w| e α·1{x_n = 1} and the logit difference
+f = <E_1 - E_0, z> + b_1 - b_0 = logit of P(x_{n+1} = 1 | x_n) is
+  f1 = (1/2 + 2 w|w|) e² + b,    f0 = b - e²/2
+  (paper, Sec. 3, canonical model),
+the paper's formulas exactly. The population loss is then (``reduced_loss``; paper's
+loss with π = (q, p)/(p+q))
+  L = -π_1 [q log σ(-f1) + (1-q) log σ(f1)]
+      - π_0 [p log σ(f0) + (1-p) log σ(-f0)].
 Where this differs from the paper's formulas / conventions:
-  * The library's head has two logits; only f = logit_1 - logit_0 matters (softmax = sigmoid(f)), so the paper's
-    single logit is the difference, b = b_1 - b_0, and e = ‖E_1 - E_0‖ (the embeddings are centred, E_0 = -E_1,
-    which is what produces the paper's -e²/2 at state 0; an uncentred E_0 = 0 would give f0 = b instead).
-  * The factor 2 of the paper's 2 w|w| lives in the feed-forward weights (2|w| in, 2w out, one neuron); the sign s
-    makes the neuron read E_1 for e < 0 too, so that L is even in e as in the paper (with s = +1 it would be e|e|).
-  * The gradient flow here is the paper's: Euclidean in (e, w), b held at its optimum (``flow``). The full model's
-    Euclidean metric restricted to this manifold is diag(1/2, 8) in (e, w) (‖∂θ/∂e‖² = 2 (1/2)², ‖∂θ/∂w‖² = 2·2²),
-    so the full-model flow, were it to stay on the manifold, would be ė = -2 ∂_e L, ẇ = -∂_w L / 8, with the conserved
-    quantity e² - 16 (w² + sign(w) log|w|) instead of the paper's ``energy``. It does not stay exactly: at a generic
-    point the full gradient is zero on W_Q, W_K, W_V, W_O and tangent on (W_1, W_2), but it has a common-mode
-    component on E_0 + E_1 and on the positions p_n (the directions the paper's canonical form sets aside).
-    Its projection on the manifold, (∂θ/∂e, ∂θ/∂w)·∇_θ L, is exactly ``reduced_gradient`` (tested).
-On the line e = 0 (Thm 2's unigram point θ_π, every w) the gradient vanishes; ∂²L/∂e² = 2c (1 + 2 w|w|) with
-c = pq (p+q-1)/(p+q)² (``markovlib.theory.unigram_curvature``), hence the saddle at w = -1/√2 and the swap at p + q = 1.
+  * The library's head has two logits; only f = logit_1 - logit_0 matters
+    (softmax = sigmoid(f)), so the paper's single logit is the difference,
+    b = b_1 - b_0, and e = ‖E_1 - E_0‖ (the embeddings are centred, E_0 = -E_1,
+    which is what produces the paper's -e²/2 at state 0; an uncentred E_0 = 0 would
+    give f0 = b instead).
+  * The factor 2 of the paper's 2 w|w| lives in the feed-forward weights (2|w| in, 2w
+    out, one neuron); the sign s makes the neuron read E_1 for e < 0 too, so that L is
+    even in e as in the paper (with s = +1 it would be e|e|).
+  * The gradient flow here is the paper's: Euclidean in (e, w), b held at its optimum
+    (``flow``). The full model's Euclidean metric restricted to this manifold is
+    diag(1/2, 8) in (e, w) (‖∂θ/∂e‖² = 2 (1/2)²,
+    ‖∂θ/∂w‖² = 2·2²), so the full-model flow, were it to stay on the
+    manifold, would be ė = -2 ∂_e L, ẇ = -∂_w L / 8, with the conserved quantity
+    e² - 16 (w² + sign(w) log|w|) instead of the paper's ``energy``. It does not stay
+    exactly: at a generic point the full gradient is zero on W_Q, W_K, W_V, W_O and
+    tangent on (W_1, W_2), but it has a common-mode component on E_0 + E_1 and on the
+    positions p_n (the directions the paper's canonical form sets aside). Its projection
+    on the manifold, (∂θ/∂e, ∂θ/∂w)·∇_θ L, is exactly ``reduced_gradient``
+    (tested).
+On the line e = 0 (Thm 2's unigram point θ_π, every w) the gradient vanishes;
+∂²L/∂e² = 2c (1 + 2 w|w|) with c = pq (p+q-1)/(p+q)²
+(``markovlib.theory.unigram_curvature``), hence the saddle at w = -1/√2 and the swap
+at p + q = 1.
 """
 
 from __future__ import annotations
@@ -80,8 +98,9 @@ __all__ = [
 
 
 PAPER_METRIC = (1.0, 1.0)
-# the full model's Euclidean metric pulled back to the manifold: ‖∂θ/∂e‖² = 1/2, ‖∂θ/∂w‖² = 8, so its gradient
-# flow, restricted to the manifold, is ė = -2 ∂_e L, ẇ = -∂_w L / 8 (module docstring)
+# the full model's Euclidean metric pulled back to the manifold:
+# ‖∂θ/∂e‖² = 1/2, ‖∂θ/∂w‖² = 8, so its gradient flow, restricted to
+# the manifold, is ė = -2 ∂_e L, ẇ = -∂_w L / 8 (module docstring)
 FULL_MODEL_METRIC = (2.0, 0.125)
 
 
@@ -98,13 +117,15 @@ def _pi(p: float, q: float) -> tuple[float, float]:
 
 
 def logits(e, w, b):
-    """(f1, f0): logit of P(next = 1) after state 1 and after state 0 on the manifold (paper Sec. 3)."""
+    """(f1, f0): logit of P(next = 1) after state 1 and after state 0 on the manifold
+    (paper Sec. 3)."""
     e, w = np.asarray(e, dtype=float), np.asarray(w, dtype=float)
     return (0.5 + 2 * w * np.abs(w)) * e**2 + b, b - e**2 / 2
 
 
 def optimal_bias(e, w, p: float, q: float):
-    """argmin_b L(e, w, b) in closed form: the positive root u = e^b of q e^{f1+f0-2b} u² + (q-p) e^{f0-b} u - p = 0."""
+    """argmin_b L(e, w, b) in closed form: the positive root u = e^b of q e^{f1+f0-2b}
+    u² + (q-p) e^{f0-b} u - p = 0."""
     e, w = np.asarray(e, dtype=float), np.asarray(w, dtype=float)
     c1, c0 = logits(e, w, 0.0)
     gap = c1 - c0  # (1 + 2 w|w|) e² = f1 - f0
@@ -133,24 +154,29 @@ def _loss_at(e, w, b, p: float, q: float):
 
 
 def reduced_loss(e, w, p: float, q: float, b=None):
-    """Population loss L(e, w, b) of the canonical model, b at its optimum unless given (paper Sec. 3, loss L(θ))."""
+    """Population loss L(e, w, b) of the canonical model, b at its optimum unless given
+    (paper Sec. 3, loss L(θ))."""
     return _loss_at(e, w, optimal_bias(e, w, p, q) if b is None else b, p, q)
 
 
 def reduced_gradient(e, w, p: float, q: float):
-    """(∂L/∂e, ∂L/∂w) with b at its optimum (envelope theorem): A = π_1 (σ(f1) - 1 + q) times (2e(1+2w|w|), 4|w|e²)."""
+    """(∂L/∂e, ∂L/∂w) with b at its optimum (envelope theorem): A = π_1
+    (σ(f1) - 1 + q) times (2e(1+2w|w|), 4|w|e²)."""
     e, w = np.asarray(e, dtype=float), np.asarray(w, dtype=float)
     f1, _ = logits(e, w, optimal_bias(e, w, p, q))
-    A = _pi(p, q)[1] * (_sigmoid(f1) - 1 + q)  # ∂L/∂f1 = -∂L/∂f0 at the optimal b
+    # ∂L/∂f1 = -∂L/∂f0 at the optimal b
+    A = _pi(p, q)[1] * (_sigmoid(f1) - 1 + q)
     return 2 * A * e * (1 + 2 * w * np.abs(w)), 4 * A * np.abs(w) * e**2
 
 
 def energy(e, w, metric=PAPER_METRIC):
-    """E(e, w) = e² - w² - sign(w) log|w|, constant along the (e, w) gradient flow (paper Sec. 4, energy).
+    """E(e, w) = e² - w² - sign(w) log|w|, constant along the (e, w) gradient flow
+    (paper Sec. 4, energy).
 
-    With ``metric`` = (m_e, m_w), the flow ė = -m_e ∂_e L, ẇ = -m_w ∂_w L (``flow``) conserves
-    e²/m_e - (w² + sign(w) log|w|)/m_w instead (d/dt = -4Ae²(1 + 2w|w|) + (2w + 1/|w|) 4A|w|e² = 0); the
-    paper's metric (1, 1) gives the paper's E, ``FULL_MODEL_METRIC`` = (2, 1/8) the full model's.
+    With ``metric`` = (m_e, m_w), the flow ė = -m_e ∂_e L, ẇ = -m_w ∂_w
+    L (``flow``) conserves e²/m_e - (w² + sign(w) log|w|)/m_w instead
+    (d/dt = -4Ae²(1 + 2w|w|) + (2w + 1/|w|) 4A|w|e² = 0); the paper's metric (1, 1)
+    gives the paper's E, ``FULL_MODEL_METRIC`` = (2, 1/8) the full model's.
     """
     e, w = np.asarray(e, dtype=float), np.asarray(w, dtype=float)
     m_e, m_w = metric
@@ -159,24 +185,28 @@ def energy(e, w, metric=PAPER_METRIC):
 
 
 def saddle_energy(metric=PAPER_METRIC) -> float:
-    """E at the saddle (0, -1/√2): -(1 + log 2)/2, the level of the basin boundary (paper Sec. 4)."""
+    """E at the saddle (0, -1/√2): -(1 + log 2)/2, the level of the basin boundary
+    (paper Sec. 4)."""
     return float(energy(0.0, -1 / math.sqrt(2), metric))
 
 
 def _curvature_e(w: float, p: float, q: float, h: float = 1e-3) -> float:
-    """∂²L/∂e² at e = 0 by a central difference (L is even in e): 2 (L(h) - L(0)) / h²."""
+    """∂²L/∂e² at e = 0 by a central difference (L is even in e):
+    2 (L(h) - L(0)) / h²."""
     return 2 * float(reduced_loss(h, w, p, q) - reduced_loss(0.0, w, p, q)) / h**2
 
 
 def saddle_w(p: float, q: float, bracket: tuple[float, float] = (-3.0, 3.0)) -> float:
-    """The w on e = 0 where ∂²L/∂e² changes sign (minima ↔ maxima), by Brent's method (paper Sec. 4: -1/√2)."""
+    """The w on e = 0 where ∂²L/∂e² changes sign (minima ↔ maxima), by Brent's
+    method (paper Sec. 4: -1/√2)."""
     if p + q == 1:
         raise ValueError("p + q = 1: the loss is flat in e on e = 0 (no saddle)")
     return float(brentq(_curvature_e, *bracket, args=(p, q), xtol=1e-12))
 
 
 def global_minimum_curve(p: float, q: float, ws):
-    """e ≥ 0 on the global-minimum curve (1 + 2 w|w|) e² = log((1-p)(1-q)/(pq)); NaN where no e solves it (Sec. 4)."""
+    """e ≥ 0 on the global-minimum curve (1 + 2 w|w|) e² = log((1-p)(1-q)/(pq)); NaN
+    where no e solves it (Sec. 4)."""
     ws = np.asarray(ws, dtype=float)
     target = math.log((1 - p) * (1 - q) / (p * q))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -205,7 +235,8 @@ def lowrank_model(
     config: TransformerConfig | None = None,
     dtype=torch.float64,
 ) -> Transformer:
-    """The full ``Transformer`` at the manifold point (e, w, b) (module docstring); b = None: the optimal bias."""
+    """The full ``Transformer`` at the manifold point (e, w, b) (module docstring);
+    b = None: the optimal bias."""
     config = config or TransformerConfig.theory(tied=True)
     if (
         config.vocab_size != 2
@@ -234,7 +265,8 @@ def lowrank_model(
 
 
 class Trajectory:
-    """A gradient-flow solution: times ``t``, states ``e``, ``w``, the ``endpoint`` and the energy ``drift``."""
+    """A gradient-flow solution: times ``t``, states ``e``, ``w``, the ``endpoint`` and
+    the energy ``drift``."""
 
     def __init__(self, sol, metric=PAPER_METRIC):
         self.t, (self.e, self.w) = sol.t, sol.y
@@ -244,7 +276,10 @@ class Trajectory:
         self.drift = float(np.max(np.abs(E - E[0])))  # max_t |E(t) - E(0)|
 
     def __repr__(self) -> str:
-        return f"Trajectory(endpoint={self.endpoint}, drift={self.drift:.2e}, n={len(self.t)})"
+        return (
+            f"Trajectory(endpoint={self.endpoint}, drift={self.drift:.2e}, "
+            f"n={len(self.t)})"
+        )
 
 
 def flow(
@@ -259,10 +294,12 @@ def flow(
     n_points: int = 200,
     metric=PAPER_METRIC,
 ) -> Trajectory:
-    """Integrate (ė, ẇ) = -∇L(e, w), b at its optimum, with ``solve_ivp`` (DOP853) on [0, t_max] (paper Sec. 4).
+    """Integrate (ė, ẇ) = -∇L(e, w), b at its optimum, with ``solve_ivp`` (DOP853)
+    on [0, t_max] (paper Sec. 4).
 
-    ``metric`` = (m_e, m_w) scales the two components: ė = -m_e ∂_e L, ẇ = -m_w ∂_w L (``FULL_MODEL_METRIC``: the
-    full model's gradient flow on the manifold); the drift is that of the matching ``energy``."""
+    ``metric`` = (m_e, m_w) scales the two components: ė = -m_e ∂_e L, ẇ = -m_w
+    ∂_w L (``FULL_MODEL_METRIC``: the full model's gradient flow on the manifold); the
+    drift is that of the matching ``energy``."""
     m_e, m_w = metric
 
     def rhs(_, y):
@@ -293,8 +330,9 @@ def flow_many(
     metric=PAPER_METRIC,
     n_points: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``flow`` for many starts at once (one vectorised ODE): endpoints (N, 2) and energy drifts (N,), the largest
-    |E(t) - E(0)| over ``n_points`` times from 0 to t_max (the end included) along each trajectory."""
+    """``flow`` for many starts at once (one vectorised ODE): endpoints (N, 2) and
+    energy drifts (N,), the largest |E(t) - E(0)| over ``n_points`` times from 0 to
+    t_max (the end included) along each trajectory."""
     e0, w0 = np.broadcast_arrays(
         np.asarray(e0, dtype=float).ravel(), np.asarray(w0, dtype=float).ravel()
     )
@@ -321,7 +359,8 @@ def flow_many(
 
 
 def classify(endpoint, p: float, q: float, tol: float = 1e-2) -> str:
-    """'local' (on e = 0, the unigram line), 'global' (on the global-minimum curve), else 'saddle' (undecided)."""
+    """'local' (on e = 0, the unigram line), 'global' (on the global-minimum curve),
+    else 'saddle' (undecided)."""
     e, w = endpoint
     if abs(e) < tol:
         return "saddle" if abs(w + 1 / math.sqrt(2)) < tol else "local"
@@ -334,13 +373,16 @@ def classify(endpoint, p: float, q: float, tol: float = 1e-2) -> str:
 def predicted_basin(
     e0: float, w0: float, p: float, q: float, metric=PAPER_METRIC
 ) -> str:
-    """Basin of (e0, w0) from the energy level through the saddle, E_s = -(1 + log 2)/2 (paper Sec. 4).
+    """Basin of (e0, w0) from the energy level through the saddle, E_s = -(1 + log 2)/2
+    (paper Sec. 4).
 
-    For w < 0, E < E_s: the level set splits into a branch w < -1/√2 and a branch -1/√2 < w < 0, each reaching
-    e = 0; the branch whose end on e = 0 is a minimum (w < -1/√2 for p + q < 1, else -1/√2 < w) goes 'local'.
-    For w > 0 the level set reaches e = 0 (a minimum only for p + q > 1); w = 0 is invariant. Else 'global'.
-    With another ``metric`` the energy is that metric's (``energy``): the same picture, e rescaled by
-    sqrt(m_e / m_w) (the full model's metric puts the boundary 4 times further out in e).
+    For w < 0, E < E_s: the level set splits into a branch w < -1/√2 and a branch
+    -1/√2 < w < 0, each reaching e = 0; the branch whose end on e = 0 is a minimum
+    (w < -1/√2 for p + q < 1, else -1/√2 < w) goes 'local'. For w > 0 the level set
+    reaches e = 0 (a minimum only for p + q > 1); w = 0 is invariant. Else 'global'.
+    With another ``metric`` the energy is that metric's (``energy``): the same picture,
+    e rescaled by sqrt(m_e / m_w) (the full model's metric puts the boundary 4 times
+    further out in e).
     """
     if e0 == 0:
         return "local"
@@ -353,11 +395,12 @@ def predicted_basin(
     return "local"  # p + q = 1: e = 0 is the global minimum (the chain is i.i.d.)
 
 
-# ----------------------------------------------------------------------------- grids of flows
+# ----------------------------------------------------------------------- grids of flows
 @dataclass(frozen=True)
 class FlowGrid:
-    """Gradient flows from a grid of starts: each start's endpoint, class (``classify``), predicted basin
-    (``predicted_basin``) and energy drift (largest |E(t) - E(0)| along its trajectory)."""
+    """Gradient flows from a grid of starts: each start's endpoint, class
+    (``classify``), predicted basin (``predicted_basin``) and energy drift (largest
+    |E(t) - E(0)| along its trajectory)."""
 
     p: float
     q: float
@@ -393,7 +436,8 @@ def flow_grid(
     rtol: float = 1e-9,
     atol: float = 1e-12,
 ) -> FlowGrid:
-    """The flow from every (e0, w0) of the grid ``es`` × ``ws`` (one vectorised ODE), classified at t_max."""
+    """The flow from every (e0, w0) of the grid ``es`` × ``ws`` (one vectorised ODE),
+    classified at t_max."""
     E0, W0 = np.meshgrid(np.asarray(es, dtype=float), np.asarray(ws, dtype=float))
     starts = np.stack([E0.ravel(), W0.ravel()], axis=1)
     ends, drift = flow_many(
@@ -404,14 +448,17 @@ def flow_grid(
     return FlowGrid(p, q, starts, ends, drift, found, predicted, tuple(metric))
 
 
-# ----------------------------------------------------------------------------- the full model from the manifold
+# ----------------------------------------------------- the full model from the manifold
 def manifold_coordinates(model: Transformer) -> dict[str, np.ndarray]:
-    """Read (e, w, b) off a theory model (one, or an ensemble: arrays over members), and how far it is off the manifold.
+    """Read (e, w, b) off a theory model (one, or an ensemble: arrays over members), and
+    how far it is off the manifold.
 
-    e = ‖E_1 - E_0‖; w is the manifold's w with the same logit gap: with FF(x) = W_2 ReLU(W_1 x) on the
-    position-free inputs, g = <E_1 - E_0, FF(E_1) - FF(E_0)> / e² and w = sign(g) sqrt(|g|/2) (on the manifold
-    g = 2 w|w|); b = b_1 - b_0. Off the manifold: ``common`` = ‖E_0 + E_1‖ / 2 (the common mode) and
-    ``positions`` = max_n ‖p_n‖ (first ``max_len`` positions). Exact on the manifold; a projection elsewhere.
+    e = ‖E_1 - E_0‖; w is the manifold's w with the same logit gap: with FF(x) = W_2
+    ReLU(W_1 x) on the position-free inputs, g = <E_1 - E_0, FF(E_1) - FF(E_0)> / e²
+    and w = sign(g) sqrt(|g|/2) (on the manifold g = 2 w|w|); b = b_1 - b_0. Off the
+    manifold: ``common`` = ‖E_0 + E_1‖ / 2 (the common mode) and
+    ``positions`` = max_n ‖p_n‖ (first ``max_len`` positions). Exact on the
+    manifold; a projection elsewhere.
     """
     with torch.no_grad():
         E = model.wte.weight.double()
@@ -454,14 +501,16 @@ def _attention_off(model: Transformer) -> bool:
 def attention_off_loss(
     model: Transformer, p: float, q: float, length: int
 ) -> torch.Tensor:
-    """The exact population loss over paths of ``length`` states (as ``theory.expected_loss``, stationary start)
-    of a model whose attention is off (W_V = W_O = 0 in every layer); differentiable.
+    """The exact population loss over paths of ``length`` states (as
+    ``theory.expected_loss``, stationary start) of a model whose attention is off
+    (W_V = W_O = 0 in every layer); differentiable.
 
-    Then the logits at position n depend only on (x_n, n), so two constant paths give them all, and with
-    x_n ~ π at every n: L = (1/(L-1)) Σ_n Σ_x π_x Σ_y P(y|x) (-log f_y(x, n)). The gradients equal those of
-    the enumeration (W_V = W_O = 0: every attention gradient is zero either way), so gradient descent, which
-    keeps W_V = W_O = 0, is the same with either. For an ensemble,
-    the per-member losses (N,). ``length`` is free: no 2**length paths."""
+    Then the logits at position n depend only on (x_n, n), so two constant paths give
+    them all, and with x_n ~ π at every n: L = (1/(L-1)) Σ_n Σ_x π_x Σ_y P(y|x)
+    (-log f_y(x, n)). The gradients equal those of the enumeration (W_V = W_O = 0: every
+    attention gradient is zero either way), so gradient descent, which keeps
+    W_V = W_O = 0, is the same with either. For an ensemble, the per-member losses (N,).
+    ``length`` is free: no 2**length paths."""
     if not _attention_off(model):
         raise ValueError(
             "attention_off_loss needs W_V = W_O = 0 in every layer (attention off)"
@@ -482,7 +531,8 @@ def attention_off_loss(
 def _stack_on_manifold(
     starts, p: float, q: float, config: TransformerConfig, dtype
 ) -> Transformer:
-    """An ensemble whose member i is ``lowrank_model(*starts[i], None, (p, q), config)``."""
+    """An ensemble whose member i is
+    ``lowrank_model(*starts[i], None, (p, q), config)``."""
     starts = np.asarray(starts, dtype=float).reshape(-1, 2)
     model = Transformer(config, n_models=len(starts)).to(dtype)
     with torch.no_grad():
@@ -494,8 +544,8 @@ def _stack_on_manifold(
 
 
 def loss_class(loss, p: float, q: float, frac: float = 0.05) -> np.ndarray:
-    """'global' within ``frac`` of the gap H(π) - H_rate above H_rate, 'local' within it below H(π), else
-    'undecided' (a run that has not settled)."""
+    """'global' within ``frac`` of the gap H(π) - H_rate above H_rate, 'local' within
+    it below H(π), else 'undecided' (a run that has not settled)."""
     chain = binary(p, q)
     lo, hi = chain.entropy_rate(), chain.unigram_entropy()
     loss = np.asarray(loss, dtype=float)
@@ -509,7 +559,8 @@ def loss_class(loss, p: float, q: float, frac: float = 0.05) -> np.ndarray:
 
 @dataclass
 class ManifoldRuns:
-    """Full-model runs started on the manifold: per run its start, loss curve, (e, w) path and final class."""
+    """Full-model runs started on the manifold: per run its start, loss curve, (e, w)
+    path and final class."""
 
     p: float
     q: float
@@ -529,7 +580,8 @@ class ManifoldRuns:
 
 @contextmanager
 def _one_thread():
-    """Tiny tensors: one torch thread (on a busy 2-core machine two threads made these loops 12 times slower)."""
+    """Tiny tensors: one torch thread (on a busy 2-core machine two threads made these
+    loops 12 times slower)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -553,11 +605,13 @@ def manifold_descent(
     config: TransformerConfig | None = None,
     n_records: int = 100,
 ) -> ManifoldRuns:
-    """Plain gradient descent θ ← θ - lr ∇L(θ) on the exact population loss (paths of ``length`` states) of the
-    full tied theory model, every parameter free, from each manifold point ``starts[i]`` = (e0, w0), b optimal.
+    """Plain gradient descent θ ← θ - lr ∇L(θ) on the exact population loss
+    (paths of ``length`` states) of the full tied theory model, every parameter free,
+    from each manifold point ``starts[i]`` = (e0, w0), b optimal.
 
-    All runs are one ensemble in float64 (member i's gradient is that of its own loss). Time t = lr × steps
-    corresponds to the manifold flow with ``FULL_MODEL_METRIC`` as long as the run stays on the manifold."""
+    All runs are one ensemble in float64 (member i's gradient is that of its own loss).
+    Time t = lr × steps corresponds to the manifold flow with ``FULL_MODEL_METRIC`` as
+    long as the run stays on the manifold."""
     config = _theory_config(config, length)
     model = _stack_on_manifold(starts, p, q, config, torch.float64)
     params = list(model.parameters())
@@ -578,7 +632,8 @@ def manifold_descent(
         final,
         loss_class(losses[-1], p, q),
         _attention_off(model),
-        f"gradient descent on the exact loss, lr {lr:g}, {steps} steps, length {length}",
+        f"gradient descent on the exact loss, lr {lr:g}, {steps} "
+        f"steps, length {length}",
     )
 
 
@@ -608,10 +663,11 @@ def manifold_adamw(
     config: TransformerConfig | None = None,
     n_records: int = 50,
 ) -> ManifoldRuns:
-    """The authors' optimiser from each manifold point: AdamW (0.9, 0.95) with weight decay on the linear layers'
-    weights and the one-cycle schedule of ``markovlib.train`` (``settings``: a ``TrainConfig``), on batches
-    sampled from the chain (stream seeded by ``seed``), float32 as in training; the class is read from the
-    exact loss at the training length."""
+    """The authors' optimiser from each manifold point: AdamW (0.9, 0.95) with weight
+    decay on the linear layers' weights and the one-cycle schedule of
+    ``markovlib.train`` (``settings``: a ``TrainConfig``), on batches sampled from the
+    chain (stream seeded by ``seed``), float32 as in training; the class is read from
+    the exact loss at the training length."""
     from .train import cross_entropy, make_optimizer, make_schedule
 
     s = settings
@@ -656,18 +712,21 @@ def manifold_adamw(
         manifold_coordinates(model),
         loss_class(losses[-1], p, q),
         _attention_off(model),
-        f"AdamW (the authors' settings), lr {s.lr:g}, {s.steps} steps, batch {s.batch_size} x {s.seq_len}",
+        f"AdamW (the authors' settings), lr {s.lr:g}, {s.steps} steps, batch "
+        f"{s.batch_size} x {s.seq_len}",
     )
 
 
 def init_coordinates(
     config: TransformerConfig, seeds, init_std: float | None = None
 ) -> np.ndarray:
-    """(e, w) of the initial weights of training runs with ``seeds`` (drawn as ``markovlib.train`` draws them:
-    the initialisation stream of ``seed_streams``), read off by ``manifold_coordinates``; shape (len(seeds), 2).
+    """(e, w) of the initial weights of training runs with ``seeds`` (drawn as
+    ``markovlib.train`` draws them: the initialisation stream of ``seed_streams``), read
+    off by ``manifold_coordinates``; shape (len(seeds), 2).
 
-    A projection: at initialisation attention, positions and the other neurons are not zero. ``init_std``
-    replaces the config's initialisation scale (the same draws, scaled).
+    A projection: at initialisation attention, positions and the other neurons are not
+    zero. ``init_std`` replaces the config's initialisation scale (the same draws,
+    scaled).
     """
     from dataclasses import replace
 
@@ -686,14 +745,16 @@ def init_coordinates(
 
 
 def predicted_basins(starts, p: float, q: float, metric=PAPER_METRIC) -> np.ndarray:
-    """``predicted_basin`` of every (e0, w0) row of ``starts``: an array of 'global' / 'local'."""
+    """``predicted_basin`` of every (e0, w0) row of ``starts``: an array of
+    'global' / 'local'."""
     starts = np.asarray(starts, dtype=float).reshape(-1, 2)
     return np.array([predicted_basin(e, w, p, q, metric) for e, w in starts])
 
 
 def attention_off_gap(model: Transformer, p: float, q: float, length: int) -> float:
     """Largest difference between ``attention_off_loss`` and the enumerated exact loss
-    (``theory.expected_loss``) of ``model``, over the value and every entry of the gradient."""
+    (``theory.expected_loss``) of ``model``, over the value and every entry of the
+    gradient."""
     from .theory import expected_loss
 
     params = list(model.parameters())

@@ -1,10 +1,12 @@
-"""Producing the paper edition: train every run of :func:`~markovlib.experiments.paper_edition` into a result
-store, resumably and from several processes at once, then export finished groups as shipped data.
+"""Producing the paper edition: train every run of
+:func:`~markovlib.experiments.paper_edition` into a result store, resumably and from
+several processes at once, then export finished groups as shipped data.
 
-Each process trains one run at a time (``train``, not an ensemble, so that ``markovlib verify`` can re-train
-any single run bit for bit) with a fixed thread count, and claims a run with an exclusive lock on a file
-named after its key before training it: a second process skips a claimed run, a killed process releases its
-claims, and every finished run is committed to the store at once.
+Each process trains one run at a time (``train``, not an ensemble, so that
+``markovlib verify`` can re-train any single run bit for bit) with a fixed thread count,
+and claims a run with an exclusive lock on a file named after its key before training
+it: a second process skips a claimed run, a killed process releases its claims, and
+every finished run is committed to the store at once.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ __all__ = ["produce", "status"]
 
 @contextmanager
 def _claim(directory: Path, key: str):
-    """Yield True if this process holds the lock of ``key`` (released on exit or when the process dies)."""
+    """Yield True if this process holds the lock of ``key`` (released on exit or when
+    the process dies)."""
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o644)
     try:
@@ -70,8 +73,9 @@ def produce(
     shipped=None,
     log=print,
 ) -> int:
-    """Train every run of ``groups`` that neither ``store`` nor the ``shipped`` data (a ShippedData) holds and no
-    other process has claimed; returns the number of runs trained."""
+    """Train every run of ``groups`` that neither ``store`` nor the ``shipped`` data
+    (a ShippedData) holds and no other process has claimed; returns the number of runs
+    trained."""
     store = store if isinstance(store, ResultStore) else ResultStore(store)
     skip = set(shipped.index()) if shipped is not None else set()
     torch.set_num_threads(threads)
@@ -91,15 +95,18 @@ def produce(
                 store.put([(spec, result)])
                 trained += 1
                 log(
-                    f"{time.strftime('%H:%M:%S')} {name} seed {spec.seed}: final test loss "
-                    f"{result.final_test_loss:.4f} in {time.perf_counter() - t0:.0f} s ({spec.key})",
+                    f"{time.strftime('%H:%M:%S')} {name} seed {spec.seed}: "
+                    "final test loss "
+                    f"{result.final_test_loss:.4f} in "
+                    f"{time.perf_counter() - t0:.0f} s ({spec.key})",
                     flush=True,
                 )
     return trained
 
 
 def settings_table():
-    """Per chapter, the paper-scale settings (:data:`~markovlib.presets.CHAPTERS`) and where they come from."""
+    """Per chapter, the paper-scale settings (:data:`~markovlib.presets.CHAPTERS`) and
+    where they come from."""
     import pandas as pd
 
     from .presets import CHAPTERS, resolve
@@ -122,7 +129,8 @@ def settings_table():
 
 
 def progress(data=None):
-    """Per group of :func:`~markovlib.experiments.paper_edition`: runs wanted, runs shipped, training hours."""
+    """Per group of :func:`~markovlib.experiments.paper_edition`: runs wanted, runs
+    shipped, training hours."""
     import json
 
     import pandas as pd

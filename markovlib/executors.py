@@ -1,16 +1,20 @@
-"""Executors of a sweep: where its ensembles are trained; the driver (the process that calls
-:func:`~markovlib.sweep.sweep`) alone writes the result store.
+"""Executors of a sweep: where its ensembles are trained; the driver (the process that
+calls :func:`~markovlib.sweep.sweep`) alone writes the result store.
 
 - ``"local"``: one ensemble after the other, in this process, with its torch threads.
-- ``"ray"``: one Ray task per ensemble on a Ray cluster (``address``; None: ``$RAY_ADDRESS``, else a new
-  single-machine cluster), ``cpus_per_task`` CPUs and ``gpus_per_task`` GPUs each (0.125: 8 ensembles share a
-  GPU; ``device='auto'``: CUDA when ``gpus_per_task > 0``, else the CPU). A task whose worker died is retried
-  (up to :data:`RAY_MAX_RETRIES` times); a task sends its results back as plain data (CPU tensors, the history
-  frame, the provenance) and the driver rebuilds them. Each task trains with ``torch.set_num_threads(
-  cpus_per_task)``: on the CPU its runs are bit for bit those of the local executor in a process with
-  ``cpus_per_task`` torch threads. Every node needs this markovlib installed (and ray).
+- ``"ray"``: one Ray task per ensemble on a Ray cluster (``address``; None:
+  ``$RAY_ADDRESS``, else a new single-machine cluster), ``cpus_per_task`` CPUs and
+  ``gpus_per_task`` GPUs each (0.125: 8 ensembles share a GPU; ``device='auto'``: CUDA
+  when ``gpus_per_task > 0``, else the CPU). A task whose worker died is retried (up to
+  :data:`RAY_MAX_RETRIES` times); a task sends its results back as plain data (CPU
+  tensors, the history frame, the provenance) and the driver rebuilds them. Each task
+  trains with ``torch.set_num_threads(
+  cpus_per_task)``: on the CPU its runs are bit for bit those of the local executor in a
+  process with ``cpus_per_task`` torch threads. Every node needs this markovlib
+  installed (and ray).
 
-Ray is imported here, lazily, only when the Ray executor runs: ``import markovlib`` never loads it.
+Ray is imported here, lazily, only when the Ray executor runs: ``import markovlib``
+never loads it.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ Chunk = Sequence[RunSpec]
 
 
 class ClusterUnreachable(ConnectionError):
-    """No Ray cluster answers at :attr:`address` (:attr:`reason`: why; :attr:`hint`: what to try, or '')."""
+    """No Ray cluster answers at :attr:`address` (:attr:`reason`: why; :attr:`hint`:
+    what to try, or '')."""
 
     def __init__(self, address: str, reason: str = "", hint: str = ""):
         self.address, self.reason, self.hint = address, reason, hint
@@ -67,14 +72,16 @@ def train_chunks(
     cpus_per_task: int = 1,
     gpus_per_task: float = 0.0,
 ) -> Iterator[tuple[Chunk, list[TrainResult]]]:
-    """Train each chunk (specs of one group) as one ensemble; yields (chunk, results) as each one finishes."""
+    """Train each chunk (specs of one group) as one ensemble; yields (chunk, results) as
+    each one finishes."""
     check_choice("executor", executor, EXECUTORS)
     cpus = check_int("cpus_per_task", cpus_per_task, 1)
     gpus = check_number("gpus_per_task", gpus_per_task, low=0.0)
     if executor == "local":
         if address is not None:
             raise ValueError(
-                f"address is for executor='ray'; got address={address!r} with executor='local'"
+                f"address is for executor='ray'; got address={address!r} with "
+                "executor='local'"
             )
         return (
             (chunk, train_specs(chunk, device=device, compile=compile))
@@ -86,14 +93,16 @@ def train_chunks(
     ray, started = connect(
         address
     )  # here, not at the first result: an unreachable address fails first
-    # 'auto': the GPU Ray assigns (it sets CUDA_VISIBLE_DEVICES), else the CPU, whatever GPUs the node has
+    # 'auto': the GPU Ray assigns (it sets CUDA_VISIBLE_DEVICES), else the CPU, whatever
+    # GPUs the node has
     device = ("cuda" if gpus > 0 else "cpu") if str(device) == "auto" else str(device)
     return _ray_chunks(ray, started, chunks, device, compile, cpus, gpus)
 
 
 def _probe(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """Raise :class:`ClusterUnreachable` unless a TCP connection to host:port opens within ``timeout`` seconds
-    (``ray.init`` itself retries an unreachable address for minutes)."""
+    """Raise :class:`ClusterUnreachable` unless a TCP connection to host:port opens
+    within ``timeout`` seconds (``ray.init`` itself retries an unreachable address for
+    minutes)."""
     host, _, port = address.split("://")[-1].rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
@@ -104,15 +113,17 @@ def _probe(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 
 
 def connect(address: str | None = None):
-    """(ray, started): ray connected to the cluster at ``address``; ``started`` if this call connected it (the
-    caller then shuts it down). An existing connection (``ray.init`` done by the caller) is used as it is."""
+    """(ray, started): ray connected to the cluster at ``address``; ``started`` if this
+    call connected it (the caller then shuts it down). An existing connection
+    (``ray.init`` done by the caller) is used as it is."""
     import ray
 
     if ray.is_initialized():
         current = ray.get_runtime_context().gcs_address
         if address not in (None, "auto", current):
             raise ValueError(
-                f"ray is connected to the cluster at {current}, not {address}: call ray.shutdown() "
+                f"ray is connected to the cluster at {current}, not {address}: "
+                "call ray.shutdown() "
                 "first, or give address=None to use that cluster"
             )
         return ray, False
@@ -125,7 +136,8 @@ def connect(address: str | None = None):
         hint = (
             ""
             if os.environ.get("RAY_AUTH_MODE") == "token"
-            else "if it uses token authentication, set RAY_AUTH_MODE=token (and RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+            else "if it uses token authentication, set RAY_AUTH_MODE=token (and "
+            "RAY_AUTH_TOKEN or ~/.ray/auth_token)"
         )
         raise ClusterUnreachable(
             address or "auto", str(e).split("\n")[0], hint
@@ -146,7 +158,8 @@ def _cpu(state: dict) -> dict:
 
 
 def _train_chunk(chunk: Chunk, device: str, compile: bool, threads: int) -> list[dict]:
-    """The Ray task: train one ensemble with ``threads`` torch threads; its results as plain data."""
+    """The Ray task: train one ensemble with ``threads`` torch threads; its results as
+    plain data."""
     torch.set_num_threads(threads)
     return [
         {
@@ -170,9 +183,10 @@ def _ray_chunks(
     cpus: int,
     gpus: float,
 ) -> Iterator[tuple[Chunk, list[TrainResult]]]:
-    """Every chunk submitted at once as a task; (chunk, results) as tasks finish (``ray.wait``). Stopped early
-    (Ctrl-C, SIGTERM, an error), ray is shut down if ``started`` (the cluster then ends the tasks in flight),
-    otherwise the tasks in flight are cancelled."""
+    """Every chunk submitted at once as a task; (chunk, results) as tasks finish
+    (``ray.wait``). Stopped early (Ctrl-C, SIGTERM, an error), ray is shut down if
+    ``started`` (the cluster then ends the tasks in flight), otherwise the tasks in
+    flight are cancelled."""
     pending = {}
     try:
         task = ray.remote(_train_chunk).options(
@@ -193,8 +207,11 @@ def _ray_chunks(
                     ],
                 )
     finally:
-        if started:  # the cluster ends a disconnected driver's tasks itself; cancelling them here as well
-            ray.shutdown()  # races with task replies in ray's core worker and can crash it (ray PR 54798)
+        # the cluster ends a disconnected driver's tasks itself; cancelling them here
+        # as well races with task replies in ray's core worker and can crash it
+        # (ray PR 54798)
+        if started:
+            ray.shutdown()
         else:
             for ref in pending:
                 try:

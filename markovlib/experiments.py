@@ -1,8 +1,10 @@
-"""The training runs of each chapter, as named groups of :class:`~markovlib.sweep.RunSpec`.
+"""The training runs of each chapter, as named groups of
+:class:`~markovlib.sweep.RunSpec`.
 
-A chapter asks for its runs here and gets them through :func:`~markovlib.sweep.sweep_results`; the paper
-edition (:func:`paper_edition`) is the same calls at the chapters' default parameters and the ``paper``
-scale. One definition for both, so the shipped runs are found by the chapters' spec hashes.
+A chapter asks for its runs here and gets them through
+:func:`~markovlib.sweep.sweep_results`; the paper edition (:func:`paper_edition`) is the
+same calls at the chapters' default parameters and the ``paper`` scale. One definition
+for both, so the shipped runs are found by the chapters' spec hashes.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ __all__ = [
 
 FIG4_GRID = (0.2, 0.4, 0.5, 0.6, 0.8)  # Fig 4's p and q values
 FIG5_PS = (0.1, 0.3, 0.6, 0.9)  # Fig 5's switching probabilities (k = 5)
-# bad_local_minima: the tied models whose plateaus are counted, (preset, architecture changes)
+# bad_local_minima: the tied models whose plateaus are counted, (preset, architecture
+# changes)
 TRAP_VARIANTS = {
     "gpt2": ("gpt2", {}),
     "theory": ("theory", {}),
@@ -43,7 +46,8 @@ MAIN_VARIANTS = (
 
 
 def _arch(S: Scale, **changes) -> dict:
-    """Architecture keywords of every chapter: d from the scale, a positional table of at least 1024."""
+    """Architecture keywords of every chapter: d from the scale, a positional table of
+    at least 1024."""
     return dict(d_model=S.d_model, max_len=max(1024, S.seq_len), **changes)
 
 
@@ -86,7 +90,8 @@ def trap_variants(
 def saddle_sides(
     p: float, q: float, S: Scale, seed: int = 0
 ) -> dict[tuple[str, str], list[RunSpec]]:
-    """Thm 3 in training: GPT-2 and theory models, tied and untied, ``S.trap_seeds`` runs each."""
+    """Thm 3 in training: GPT-2 and theory models, tied and untied, ``S.trap_seeds``
+    runs each."""
     return {
         (preset, "tied" if tied else "untied"): grid(
             [p],
@@ -103,7 +108,8 @@ def saddle_sides(
 
 
 def fig4_grid(S: Scale, seed: int = 0) -> dict[str, list[RunSpec]]:
-    """Fig 4: the GPT-2 model on every (p, q) of :data:`FIG4_GRID`, tied and untied, ``S.seeds`` runs per cell."""
+    """Fig 4: the GPT-2 model on every (p, q) of :data:`FIG4_GRID`, tied and untied,
+    ``S.seeds`` runs per cell."""
     return {
         tie: grid(
             FIG4_GRID,
@@ -118,7 +124,8 @@ def fig4_grid(S: Scale, seed: int = 0) -> dict[str, list[RunSpec]]:
 
 
 def fig5(k: int, S: Scale, seed: int = 0, ps=FIG5_PS) -> dict[str, list[RunSpec]]:
-    """Fig 5: symmetric k-state chains at each p, the GPT-2 model tied and untied, ``S.seeds`` runs each."""
+    """Fig 5: symmetric k-state chains at each p, the GPT-2 model tied and untied,
+    ``S.seeds`` runs each."""
     chains = [{"kind": "symmetric", "k": k, "p": float(p)} for p in ps]
     return {
         tie: chain_grid(
@@ -133,7 +140,8 @@ def fig5(k: int, S: Scale, seed: int = 0, ps=FIG5_PS) -> dict[str, list[RunSpec]
 
 
 def threshold_ps(star: float) -> list[float]:
-    """Switching probabilities around a k-state threshold ``star``: three below it, two above."""
+    """Switching probabilities around a k-state threshold ``star``: three below it, two
+    above."""
     return sorted(
         {
             round(x, 3)
@@ -152,7 +160,8 @@ def threshold_ps(star: float) -> list[float]:
 def threshold_runs(
     k: int, star: float, S: Scale, seed: int = 0
 ) -> dict[str, list[RunSpec]]:
-    """Tied theory and GPT-2 models on symmetric chains around the threshold ``star``, ``S.seeds`` runs each."""
+    """Tied theory and GPT-2 models on symmetric chains around the threshold ``star``,
+    ``S.seeds`` runs each."""
     chains = [{"kind": "symmetric", "k": k, "p": p} for p in threshold_ps(star)]
     return {
         preset: chain_grid(
@@ -173,7 +182,8 @@ def depths(S: Scale) -> list[int]:
 
 
 def depth_fig1(p: float, q: float, S: Scale, seed: int = 0) -> dict[int, list[RunSpec]]:
-    """Fig 1: tied GPT-2 models of each depth on the binary chain, ``S.seeds`` runs each."""
+    """Fig 1: tied GPT-2 models of each depth on the binary chain, ``S.seeds`` runs
+    each."""
     base = {"kind": "binary", "p": float(p), "q": float(q)}
     return {
         L: chain_grid(
@@ -188,14 +198,16 @@ def depth_fig1(p: float, q: float, S: Scale, seed: int = 0) -> dict[int, list[Ru
 
 
 def lag_windows(order: int) -> list[int]:
-    """Attention windows tried on a lag-``order`` chain: none, the matched one (order - 1) and wider ones."""
+    """Attention windows tried on a lag-``order`` chain: none, the matched one
+    (order - 1) and wider ones."""
     return sorted({0, order - 1, order, 2 * order, 4 * order})
 
 
 def lag_runs(
     order: int, p: float, q: float, S: Scale, seed: int = 0
 ) -> dict[str, dict[int, list[RunSpec]]]:
-    """Poster: a lag-``order`` chain, full attention at each depth, and one layer with each window."""
+    """Poster: a lag-``order`` chain, full attention at each depth, and one layer with
+    each window."""
     lag = {"kind": "lag", "order": order, "p": float(p), "q": float(q)}
     seeds = range(seed, seed + S.seeds)
     return {
@@ -223,7 +235,8 @@ def lag_runs(
 
 
 def paper_edition() -> list[tuple[str, list[RunSpec]]]:
-    """Every run the chapters need at the paper scale with their default parameters, in groups, most wanted first.
+    """Every run the chapters need at the paper scale with their default parameters, in
+    groups, most wanted first.
 
     A group's name is the shipped file it goes to (``data/paper/<name>.parquet``).
     """

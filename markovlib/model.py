@@ -1,12 +1,14 @@
 """The single-layer (or depth-L) transformer of the paper, Sec. 2 and App. A.
 
-Per position n: x_n = e_{x_n} + p_n (embedding), y_n = x_n + W_O Σ_{i≤n} att_{n,i} W_V x_i (attention),
-z_n = y_n + W_2 act(W_1 y_n) (feed-forward), logits_n = A z_n + b (linear head, A = E when tied).
-Two presets: ``TransformerConfig.theory`` (no layer norm, ReLU: the model of the theorems) and
-``TransformerConfig.gpt2`` (pre-LN blocks, final LN, GELU: the authors' experimental model).
+Per position n: x_n = e_{x_n} + p_n (embedding), y_n = x_n + W_O Σ_{i≤n} att_{n,i}
+W_V x_i (attention), z_n = y_n + W_2 act(W_1 y_n) (feed-forward), logits_n = A
+z_n + b (linear head, A = E when tied). Two presets: ``TransformerConfig.theory`` (no
+layer norm, ReLU: the model of the theorems) and ``TransformerConfig.gpt2`` (pre-LN
+blocks, final LN, GELU: the authors' experimental model).
 
-For k = 2 the head returns two logits; softmax over them is sigmoid(<a_1 - a_0, z> + b_1 - b_0), the paper's
-single-logit output with a = a_1 - a_0, so every binary statement of the paper holds for this model too.
+For k = 2 the head returns two logits; softmax over them is
+sigmoid(<a_1 - a_0, z> + b_1 - b_0), the paper's single-logit output with a = a_1 - a_0,
+so every binary statement of the paper holds for this model too.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ class TransformerConfig:
             check_int(name, getattr(self, name), 2 if name == "vocab_size" else 1)
         if self.d_model % self.n_heads:
             raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+                f"d_model ({self.d_model}) must be divisible by n_heads "
+                f"({self.n_heads})"
             )
         if self.activation not in ("relu", "gelu"):
             raise ValueError(
@@ -77,7 +80,8 @@ class TransformerConfig:
 
     @classmethod
     def gpt2(cls, vocab_size: int = 2, d_model: int = 8, **kw) -> TransformerConfig:
-        """The authors' experimental model: pre-LN GPT-2 blocks, final LN, GELU, biased tied head."""
+        """The authors' experimental model: pre-LN GPT-2 blocks, final LN, GELU, biased
+        tied head."""
         return cls(
             vocab_size=vocab_size,
             d_model=d_model,
@@ -88,13 +92,15 @@ class TransformerConfig:
         return asdict(self)
 
 
-# Ensembles: an ensemble of N models is one Transformer whose parameters carry a leading model axis
-# (shape (N, *shape)) and whose inputs are (N, batch, length). The three layers below fall back to the
-# plain torch layers for a single model and broadcast over the model axis otherwise, so that the whole
-# ensemble runs as batched matmuls and one merged attention call (torch.func.vmap has no batching rule
-# for the fused CPU attention kernel).
+# Ensembles: an ensemble of N models is one Transformer whose parameters carry a leading
+# model axis (shape (N, *shape)) and whose inputs are (N, batch, length). The three
+# layers below fall back to the plain torch layers for a single model and broadcast over
+# the model axis otherwise, so that the whole ensemble runs as batched matmuls and one
+# merged attention call (torch.func.vmap has no batching rule for the fused CPU
+# attention kernel).
 class Linear(nn.Linear):
-    """nn.Linear that also takes stacked weights (N, out, in) and inputs (N, ..., in)."""
+    """nn.Linear that also takes stacked weights (N, out, in) and inputs
+    (N, ..., in)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight.dim() == 2:
@@ -126,7 +132,8 @@ class Embedding(nn.Embedding):
 
 
 class LayerNorm(nn.LayerNorm):
-    """nn.LayerNorm (gain only) that also takes stacked gains (N, d) and inputs (N, ..., d)."""
+    """nn.LayerNorm (gain only) that also takes stacked gains (N, d) and inputs
+    (N, ..., d)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight.dim() == 1:
@@ -140,7 +147,8 @@ def _norm(cfg: TransformerConfig) -> nn.Module:
 
 
 class CausalSelfAttention(nn.Module):
-    """Σ_{i≤n} att_{n,i} W_V x_i with att = softmax(<W_Q x_n, W_K x_i>/sqrt(d_head)), then W_O (paper eq. 2)."""
+    """Σ_{i≤n} att_{n,i} W_V x_i with att = softmax(<W_Q x_n, W_K x_i>/sqrt(d_head)),
+    then W_O (paper eq. 2)."""
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
@@ -150,7 +158,8 @@ class CausalSelfAttention(nn.Module):
         self.W_O = Linear(d, d, bias=False)
 
     def mask(self, length: int, device) -> torch.Tensor:
-        """Boolean (L, L) mask: True where position n may attend to position i (i ≤ n, n - i ≤ window)."""
+        """Boolean (L, L) mask: True where position n may attend to position
+        i (i ≤ n, n - i ≤ window)."""
         n = torch.arange(length, device=device)
         gap = n[:, None] - n[None, :]
         allowed = gap >= 0
@@ -191,7 +200,8 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    """y = x + attn(ln_1 x); z = y + ff(ln_2 y) (LN is the identity in the theory preset)."""
+    """y = x + attn(ln_1 x); z = y + ff(ln_2 y) (LN is the identity in the theory
+    preset)."""
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
@@ -214,9 +224,10 @@ class Block(nn.Module):
 class Transformer(nn.Module):
     """Next-state predictor: (batch, length) int64 states → (batch, length, k) logits.
 
-    With ``n_models=N`` it is an ensemble of N independent models of one architecture: every parameter
-    has a leading model axis, inputs are (N, batch, length) and logits (N, batch, length, k); member i
-    is initialised exactly as a single model with ``generators[i]`` (see :meth:`member`).
+    With ``n_models=N`` it is an ensemble of N independent models of one architecture:
+    every parameter has a leading model axis, inputs are (N, batch, length) and logits
+    (N, batch, length, k); member i is initialised exactly as a single model with
+    ``generators[i]`` (see :meth:`member`).
     """
 
     def __init__(
@@ -254,7 +265,8 @@ class Transformer(nn.Module):
             )
             if len(generators) != n_models:
                 raise ValueError(
-                    f"generators must have n_models={n_models} entries; got {len(generators)}"
+                    f"generators must have n_models={n_models} entries; got "
+                    f"{len(generators)}"
                 )
             for i, g in enumerate(generators):
                 self.reset_parameters(g, member=i)
@@ -263,7 +275,8 @@ class Transformer(nn.Module):
     def reset_parameters(
         self, generator: torch.Generator | None = None, member: int | None = None
     ) -> None:
-        """N(0, init_std) weights, N(0, init_std/sqrt(2L)) for W_O and W_2, zero biases, unit LN gains."""
+        """N(0, init_std) weights, N(0, init_std/sqrt(2L)) for W_O and W_2, zero biases,
+        unit LN gains."""
         std = self.config.init_std
         for name, p in self.named_parameters():
             p = p if member is None else p[member]
@@ -293,8 +306,9 @@ class Transformer(nn.Module):
         return [p for p in self.parameters() if p.dim() - lead >= 2]
 
     def decayed_parameters(self, embeddings: bool = False) -> list[nn.Parameter]:
-        """Parameters under weight decay: the weights of the linear layers (W_Q, W_K, W_V, W_O, W_1, W_2 and an
-        untied head), as in the authors' optimiser groups; ``embeddings=True``: every matrix (markovlib 0.1)."""
+        """Parameters under weight decay: the weights of the linear layers (W_Q, W_K,
+        W_V, W_O, W_1, W_2 and an untied head), as in the authors' optimiser groups;
+        ``embeddings=True``: every matrix (markovlib 0.1)."""
         if embeddings:
             return self.matrix_parameters()
         tables = {
@@ -326,7 +340,8 @@ class Transformer(nn.Module):
 
     @torch.no_grad()
     def trace(self, idx: torch.Tensor) -> dict:
-        """Intermediate tensors: per layer the block input, attention output, weights and FF output; logits."""
+        """Intermediate tensors: per layer the block input, attention output, weights
+        and FF output; logits."""
         x = embedding = self.embed(idx)
         layers = []
         for block in self.blocks:

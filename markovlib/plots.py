@@ -1,14 +1,17 @@
-"""Figure helpers shared by the chapters: one seaborn style, the same colours everywhere.
+"""Figure helpers shared by the chapters: one seaborn style, the same colours
+everywhere.
 
-The palette is Okabe and Ito's colour-blind-safe one (also seaborn's ``colorblind``): tied runs blue,
-untied orange, theory constructions bluish green; the entropy rate H_rate (global minimum) is a black
-dashed line and the unigram entropy H(π) (bad local minimum) a vermillion dotted one. Figures have an
-opaque white background so that they read on dark themes too.
+The palette is Okabe and Ito's colour-blind-safe one (also seaborn's ``colorblind``):
+tied runs blue, untied orange, theory constructions bluish green; the entropy rate
+H_rate (global minimum) is a black dashed line and the unigram entropy H(π)
+(bad local minimum) a vermillion dotted one. Figures have an opaque white background so
+that they read on dark themes too.
 
-Figures are read at page width: a figure in the text column is at most :data:`TEXT_WIDTH_IN` inches
-wide (two panels side by side at most); a wider one goes full width (cell tag ``full-width``). No text
-is smaller than :data:`MIN_FONT_PT` points at :data:`DPI`, so that it is at least 9 pt as displayed
-(the browser check measures it).
+Figures are read at page width: a figure in the text column is at most
+:data:`TEXT_WIDTH_IN` inches wide (two panels side by side at most); a wider one goes
+full width (cell tag ``full-width``). No text is smaller than :data:`MIN_FONT_PT` points
+at :data:`DPI`, so that it is at least 9 pt as displayed (the browser check measures
+it).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ __all__ = [
     "heatmap",
 ]
 
-# Okabe & Ito (2008), "Color universal design": distinguishable with every common colour-vision deficiency
+# Okabe & Ito (2008), "Color universal design": distinguishable with every common
+# colour-vision deficiency
 OKABE_ITO = (
     "#0072B2",  # blue
     "#E69F00",  # orange
@@ -61,7 +65,8 @@ TEXT_WIDTH_IN = 7.0  # widest figure in the text column (wider: cell tag full-wi
 
 
 def set_style() -> None:
-    """The book's style: seaborn whitegrid, Okabe-Ito colours, text >= MIN_FONT_PT, white backgrounds."""
+    """The book's style: seaborn whitegrid, Okabe-Ito colours, text >= MIN_FONT_PT,
+    white backgrounds."""
     sns.set_theme(style="whitegrid", context="notebook", palette=list(OKABE_ITO))
     small = float(MIN_FONT_PT)
     plt.rcParams.update(
@@ -106,15 +111,17 @@ def reference_lines(
     unigram: bool = True,
     bigram: bool = False,
 ) -> None:
-    """Horizontal lines at H_rate (global minimum) and H(π) (unigram loss), labelled with their values; with
-    ``bigram``, also H(x_{n+1} | x_n), the best loss that sees only the last symbol (higher-order chains)."""
+    """Horizontal lines at H_rate (global minimum) and H(π) (unigram loss), labelled
+    with their values; with ``bigram``, also H(x_{n+1} | x_n), the best loss that sees
+    only the last symbol (higher-order chains)."""
     if bigram:
         ax.axhline(
             chain.bigram_entropy(),
             color=COLORS["theory"],
             ls="-.",
             lw=1.5,
-            label=rf"$H(x_{{n+1}} \mid x_n)$ = {chain.bigram_entropy():.4f} (best first-order)",
+            label=rf"$H(x_{{n+1}} \mid x_n)$ = {chain.bigram_entropy():.4f} "
+            r"(best first-order)",
         )
     if unigram:
         ax.axhline(
@@ -147,7 +154,8 @@ def loss_curves(
     ylim: tuple[float, float] | None = None,
     title: str | None = None,
 ):
-    """Loss vs iteration for each label; a value may be a TrainResult/history or a list of them (mean ± std band)."""
+    """Loss vs iteration for each label; a value may be a TrainResult/history or a list
+    of them (mean ± std band)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4))
     for label, run in runs.items():
@@ -188,7 +196,8 @@ def probability_along(
     ylabel: str = r"$P(x_{n+1}=1 \mid x_n=0)$",
     title: str | None = None,
 ):
-    """Predicted probabilities at the positions of one test path (Fig 3c-d), with labelled reference values."""
+    """Predicted probabilities at the positions of one test path (Fig 3c-d), with
+    labelled reference values."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 3.6))
     ax.plot(positions, probs, ".", ms=3, color=_color(label), label=label)
@@ -219,10 +228,11 @@ def heatmap(
     switching_line: bool = False,
     **kw,
 ):
-    """A (p, q) grid as a heatmap: rows q (increasing upwards), columns p; ``values[i, j]`` is at (qs[i], ps[j]).
+    """A (p, q) grid as a heatmap: rows q (increasing upwards), columns p;
+    ``values[i, j]`` is at (qs[i], ps[j]).
 
-    ``switching_line`` draws p + q = 1 as a white dashed line (sorted ``ps`` and ``qs``), the boundary of Thm 2;
-    say so in the caption or the title.
+    ``switching_line`` draws p + q = 1 as a white dashed line (sorted ``ps`` and
+    ``qs``), the boundary of Thm 2; say so in the caption or the title.
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4.2))
@@ -238,7 +248,9 @@ def heatmap(
         fmt=fmt or "",
         **kw,
     )
-    if switching_line:  # p + q = 1 through the cell centres (cell j of p at x = j + 0.5, q_i at y = n - i - 0.5)
+    # p + q = 1 through the cell centres (cell j of p at x = j + 0.5, q_i at
+    # y = n - i - 0.5)
+    if switching_line:
         p_line = np.linspace(min(ps), max(ps), 200)
         keep = (1 - p_line >= min(qs)) & (1 - p_line <= max(qs))
         x = np.interp(p_line[keep], ps, np.arange(len(ps))) + 0.5
@@ -252,7 +264,7 @@ def heatmap(
     return ax
 
 
-# ----------------------------------------------------------------------------- the initialisation chapter
+# ----------------------------------------------------------- the initialisation chapter
 def phase_portrait(
     p: float,
     q: float,
@@ -264,14 +276,16 @@ def phase_portrait(
     full_model_boundary: bool = True,
     title: str | None = None,
 ):
-    """The gradient flow of the reduced model (Makkuva et al. 2024) on the (w, e) half-plane, e >= 0.
+    """The gradient flow of the reduced model (Makkuva et al. 2024) on the (w, e)
+    half-plane, e >= 0.
 
-    Shaded: the basin predicted by the energy level through the saddle (``dynamics.predicted_basin``); grey
-    lines: levels of the energy E; solid black: the level through the saddle (the basin boundary); dashed
-    black: the same boundary for the full model's metric (``dynamics.FULL_MODEL_METRIC``); arrows: the
-    direction of -∇L; green: the global-minimum curve; vermillion on e = 0: the local minima; star: the
-    saddle. ``points`` maps a legend label to an (n, 2) array of (e, w) to mark (e.g. initialisations).
-    Returns the axes.
+    Shaded: the basin predicted by the energy level through the saddle
+    (``dynamics.predicted_basin``); grey lines: levels of the energy E; solid black: the
+    level through the saddle (the basin boundary); dashed black: the same boundary for
+    the full model's metric (``dynamics.FULL_MODEL_METRIC``); arrows: the direction of
+    -∇L; green: the global-minimum curve; vermillion on e = 0: the local minima; star:
+    the saddle. ``points`` maps a legend label to an (n, 2) array of (e, w) to mark
+    (e.g. initialisations). Returns the axes.
     """
     import math
 
@@ -308,7 +322,8 @@ def phase_portrait(
         linewidths=0.5,
         linestyles="solid",
     )
-    # the basin boundary: the saddle's level on w < 0 (on w > 0 that level separates nothing)
+    # the basin boundary: the saddle's level on w < 0 (on w > 0 that level separates
+    # nothing)
     left = finite & (ww < 0)
     ax.contour(
         ww,

@@ -1,10 +1,12 @@
-"""The one place where the book's run sizes live: ``smoke`` / ``cpu`` / ``paper``, and per chapter at ``paper``.
+"""The one place where the book's run sizes live: ``smoke`` / ``cpu`` / ``paper``, and
+per chapter at ``paper``.
 
-``resolve("auto")`` picks ``paper`` when CUDA is available and ``cpu`` otherwise. The environment
-variable ``MARKOVLIB_SCALE`` overrides whatever a notebook asks for (CI forces ``smoke`` with it).
-``resolve(scale, chapter="depth")`` applies that chapter's settings at the ``paper`` scale: the authors'
-sizes for the figure the chapter reproduces (paper Sec. 4 and App. A), and where this book asks a
-question of its own (trap statistics, the k-state threshold), the sizes it uses, said as such.
+``resolve("auto")`` picks ``paper`` when CUDA is available and ``cpu`` otherwise. The
+environment variable ``MARKOVLIB_SCALE`` overrides whatever a notebook asks for (CI
+forces ``smoke`` with it). ``resolve(scale, chapter="depth")`` applies that chapter's
+settings at the ``paper`` scale: the authors' sizes for the figure the chapter
+reproduces (paper Sec. 4 and App. A), and where this book asks a question of its own
+(trap statistics, the k-state threshold), the sizes it uses, said as such.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ ENV_VAR = "MARKOVLIB_SCALE"
 
 @dataclass(frozen=True)
 class Scale:
-    """Sizes of one scale. ``converges`` says whether runs at this scale are long enough to claim convergence."""
+    """Sizes of one scale. ``converges`` says whether runs at this scale are long enough
+    to claim convergence."""
 
     name: str
     steps: int  # optimisation steps per run
     batch_size: int
     seq_len: int
     seeds: int  # independent runs where a chapter reports seed statistics
-    trap_seeds: int  # runs where a chapter reports the fraction of runs on a plateau (needs many)
+    # runs where a chapter reports the fraction of runs on a plateau (needs many)
+    trap_seeds: int
     d_model: int
     eval_every: int  # steps between two test-loss evaluations
     eval_batches: int  # fresh batches per test-loss evaluation
@@ -43,7 +47,8 @@ class Scale:
 
     @property
     def train(self):
-        """The :class:`~markovlib.train.TrainConfig` of this scale (AdamW, one-cycle, weight decay 1e-3)."""
+        """The :class:`~markovlib.train.TrainConfig` of this scale (AdamW, one-cycle,
+        weight decay 1e-3)."""
         from .train import TrainConfig
 
         return TrainConfig(
@@ -65,7 +70,8 @@ class Scale:
         return self.variant_seeds or self.trap_seeds
 
     def train_kwargs(self) -> dict:
-        """Keyword arguments for :func:`markovlib.train.train` (the fields of :attr:`train`)."""
+        """Keyword arguments for :func:`markovlib.train.train` (the fields of
+        :attr:`train`)."""
         return self.train.to_dict()
 
 
@@ -97,7 +103,8 @@ PRESETS: dict[str, Scale] = {
         eval_batches=4,
         source="the paper's model and optimiser at a quarter of its length",
     ),
-    # the authors' settings (App. A): batch 16, length 1024, d = 8, AdamW lr 2e-3, 1000 iterations
+    # the authors' settings (App. A): batch 16, length 1024, d = 8, AdamW lr 2e-3, 1000
+    # iterations
     "paper": Scale(
         "paper",
         steps=1000,
@@ -108,7 +115,8 @@ PRESETS: dict[str, Scale] = {
         d_model=8,
         eval_every=10,
         eval_batches=4,
-        source="App. A: batch 16, length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, one-cycle, 1000 iterations",
+        source="App. A: batch 16, length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, "
+        "one-cycle, 1000 iterations",
     ),
 }
 
@@ -119,30 +127,36 @@ CHAPTERS: dict[str, dict] = {
     ),
     "bad_local_minima": dict(
         variant_seeds=8,
-        source="Fig 3(a): length 1024, 1000 iterations. Trap statistics are this book's question: 32 runs each for "
-        "the GPT-2 and the theory model (the paper shows single runs); 8 runs for each side variant "
+        source="Fig 3(a): length 1024, 1000 iterations. Trap statistics are this "
+        "book's question: 32 runs each for "
+        "the GPT-2 and the theory model (the paper shows single runs); 8 runs for "
+        "each side variant "
         "(theory + LN, init 0.2)",
     ),
     "saddles": dict(
         seeds=1,
-        source="Fig 4: length 1024, 1000 iterations, one run per (p, q) cell and tying, as the paper's heatmap; "
+        source="Fig 4: length 1024, 1000 iterations, one run per (p, q) cell and "
+        "tying, as the paper's heatmap; "
         "trap statistics: 32 runs each, GPT-2 and theory model, tied and untied",
     ),
     "multi_state": dict(
         steps=5000,
         seeds=1,
         trap_steps=1000,
-        source="Fig 5: k = 5, length 1024, 5000 iterations, one run per p and tying; the threshold runs (this "
+        source="Fig 5: k = 5, length 1024, 5000 iterations, one run per p and tying; "
+        "the threshold runs (this "
         "book's question) 1000 iterations, one run per p and model",
     ),
     "depth": dict(
         steps=500,
         seq_len=512,
-        source="Fig 1: depths 1, 2, 4, 8, length 512, 500 iterations, 3 runs; the lag chain (poster) the same",
+        source="Fig 1: depths 1, 2, 4, 8, length 512, 500 iterations, 3 runs; the lag "
+        "chain (poster) the same",
     ),
     "initialisation": dict(
         variant_seeds=8,
-        source="Local to Global (Makkuva et al. 2024): flows and exact gradient descent, sized by INIT_SIZES; the "
+        source="Local to Global (Makkuva et al. 2024): flows and exact gradient "
+        "descent, sized by INIT_SIZES; the "
         "trap runs it reads are those of bad_local_minima at that chapter's settings",
     ),
 }
@@ -206,7 +220,8 @@ def ccmc_sizes(scale) -> CCMCSizes:
     return _sizes(CCMC_SIZES, scale)
 
 
-# The initialisation chapter (Local to Global): gradient flows on (e, w) and full-model runs from the manifold.
+# The initialisation chapter (Local to Global): gradient flows on (e, w) and full-model
+# runs from the manifold.
 @dataclass(frozen=True)
 class InitSizes:
     """Sizes of the initialisation chapter at one scale."""
@@ -251,9 +266,11 @@ def init_sizes(scale) -> InitSizes:
 
 
 def resolve(scale: str | Scale = "auto", chapter: str | None = None) -> Scale:
-    """The :class:`Scale` for ``scale`` ('auto', 'smoke', 'cpu', 'paper'); ``$MARKOVLIB_SCALE`` wins.
+    """The :class:`Scale` for ``scale`` ('auto', 'smoke', 'cpu', 'paper');
+    ``$MARKOVLIB_SCALE`` wins.
 
-    With ``chapter``, the ``paper`` scale takes that chapter's settings from :data:`CHAPTERS`.
+    With ``chapter``, the ``paper`` scale takes that chapter's settings from
+    :data:`CHAPTERS`.
     """
     forced = os.environ.get(ENV_VAR, "").strip()
     if forced:
@@ -264,11 +281,13 @@ def resolve(scale: str | Scale = "auto", chapter: str | None = None) -> Scale:
         scale = "paper" if torch.cuda.is_available() else "cpu"
     if scale not in PRESETS:
         raise ValueError(
-            f"scale must be one of 'auto', {', '.join(map(repr, PRESETS))}; got {scale!r}"
+            "scale must be one of 'auto', "
+            f"{', '.join(map(repr, PRESETS))}; got {scale!r}"
         )
     if chapter is not None and chapter not in CHAPTERS:
         raise ValueError(
-            f"chapter must be one of {', '.join(map(repr, CHAPTERS))} or None; got {chapter!r}"
+            f"chapter must be one of {', '.join(map(repr, CHAPTERS))} or "
+            f"None; got {chapter!r}"
         )
     if scale == "paper" and chapter is not None:
         return replace(PRESETS[scale], chapter=chapter, **CHAPTERS[chapter])

@@ -1,20 +1,23 @@
-"""The reproduction scorecard: one row per claim of the paper (and of this book), its verdict by one rule.
+"""The reproduction scorecard: one row per claim of the paper (and of this book), its
+verdict by one rule.
 
-A chapter checks each of its claims at the scale it ran and calls :func:`record` with the number it
-measured (already formatted, as the chapter prints it) and whether the claim's check held. ``record``
-glues ``sc_<id>_value`` and ``sc_<id>_verdict``; the scorecard page (``book/scorecard.md``, written by
-:func:`page` and kept in sync by a test) pastes both from the chapter, so the page never types a number
-and building the book at another scale changes numbers and verdicts by itself.
+A chapter checks each of its claims at the scale it ran and calls :func:`record` with
+the number it measured (already formatted, as the chapter prints it) and whether the
+claim's check held. ``record`` glues ``sc_<id>_value`` and ``sc_<id>_verdict``; the
+scorecard page (``book/scorecard.md``, written by :func:`page` and kept in sync by a
+test) pastes both from the chapter, so the page never types a number and building the
+book at another scale changes numbers and verdicts by itself.
 
 The rule (:func:`verdict`, stated on the page):
 
 * **reproduced** — the chapter's check of the claim holds;
-* **differs** — it fails, for an exact (untrained) claim at any scale, or for a trained claim at a scale
-  whose runs are long enough to claim convergence (``cpu``, ``paper``);
-* **not tested at this scale** — a trained claim at a scale that claims nothing about convergence
-  (``smoke``), whatever its check says;
-* **not applicable to this chain** — the reader's chain is outside the claim's setting (e.g. a claim about
-  p + q > 1 on a chain with p + q < 1).
+* **differs** — it fails, for an exact (untrained) claim at any scale, or for a
+  trained claim at a scale whose runs are long enough to claim convergence
+  (``cpu``, ``paper``);
+* **not tested at this scale** — a trained claim at a scale that claims nothing about
+  convergence (``smoke``), whatever its check says;
+* **not applicable to this chain** — the reader's chain is outside the claim's setting
+  (e.g. a claim about p + q > 1 on a chain with p + q < 1).
 """
 
 from __future__ import annotations
@@ -291,7 +294,8 @@ def claim(claim_id: str) -> Claim:
 def verdict(
     ok: bool, scale=None, *, exact: bool = False, applicable: bool = True
 ) -> str:
-    """The page's rule: see the module docstring. ``scale`` is a :class:`~markovlib.presets.Scale`."""
+    """The page's rule: see the module docstring. ``scale`` is a
+    :class:`~markovlib.presets.Scale`."""
     if not isinstance(ok, bool):
         ok = bool(ok)
     if not applicable:
@@ -304,7 +308,8 @@ def verdict(
 def record(
     claim_id: str, value: str, ok: bool, scale, *, applicable: bool = True
 ) -> str:
-    """Glue ``sc_<id>_value`` (the measured number, as text) and ``sc_<id>_verdict``; return the verdict."""
+    """Glue ``sc_<id>_value`` (the measured number, as text) and ``sc_<id>_verdict``;
+    return the verdict."""
     from .book import glue
 
     c = claim(claim_id)
@@ -321,31 +326,43 @@ def record(
 PAGE_INTRO = """\
 # Scorecard
 
-Which of the paper's claims does this book reproduce? One row per claim: the paper's theorems and
-figures, the poster's second-order claims, the follow-up paper's initialisation story, and this
-book's own findings. The number in each row is pasted from the chapter that measures it, at the scale
-this edition was built ({glue:text}`global_minimum.ipynb::scale_text:s`: sequences of length
-{glue:text}`global_minimum.ipynb::seq_len:d`, {glue:text}`global_minimum.ipynb::steps:d` training
-steps in the binary chapters); building the book at another scale, or with another chain, changes
+Which of the paper's claims does this book reproduce? One row per claim: the paper's \
+theorems and
+figures, the poster's second-order claims, the follow-up paper's initialisation story, \
+and this
+book's own findings. The number in each row is pasted from the chapter that measures \
+it, at the scale
+this edition was built ({glue:text}`global_minimum.ipynb::scale_text:s`: sequences of \
+length
+{glue:text}`global_minimum.ipynb::seq_len:d`, \
+{glue:text}`global_minimum.ipynb::steps:d` training
+steps in the binary chapters); building the book at another scale, or with another \
+chain, changes
 the numbers and the verdicts by itself.
 
-**The rule.** Each chapter checks each claim in its last cell, at the scale it ran, and the verdict
+**The rule.** Each chapter checks each claim in its last cell, at the scale it ran, \
+and the verdict
 follows from that check alone:
 
 - *reproduced*: the chapter's check of the claim holds;
-- *differs*: it fails, for an exact claim (a construction, a Hessian, an identity: no training) at any
-  scale, or for a trained claim at a scale whose runs are long enough to claim convergence
+- *differs*: it fails, for an exact claim (a construction, a Hessian, an identity: no \
+training) at any
+  scale, or for a trained claim at a scale whose runs are long enough to claim \
+convergence
   (`cpu`, `paper`);
-- *not tested at this scale*: a trained claim at the `smoke` scale, which claims nothing about
+- *not tested at this scale*: a trained claim at the `smoke` scale, which claims \
+nothing about
   convergence;
-- *not applicable to this chain*: the chain is outside the claim's setting (e.g. a claim about
+- *not applicable to this chain*: the chain is outside the claim's setting (e.g. a \
+claim about
   p + q > 1 on a chain with p + q < 1).
 
 """
 
 
 def page() -> str:
-    """The scorecard page (MyST): the rule, then every claim with its number and verdict pasted."""
+    """The scorecard page (MyST): the rule, then every claim with its number and verdict
+    pasted."""
     rows = []
     for c in CLAIMS:
         paste = f"{c.chapter}.ipynb::sc_{c.id}"
@@ -374,7 +391,8 @@ def page() -> str:
 
 
 def write_page(path="book/scorecard.md") -> None:
-    """Write :func:`page` to ``path`` (``python -m markovlib.scorecard`` from the repository root)."""
+    """Write :func:`page` to ``path`` (``python -m markovlib.scorecard`` from the
+    repository root)."""
     from pathlib import Path
 
     Path(path).write_text(page(), encoding="utf-8")

@@ -1,14 +1,17 @@
-"""Shipped run data (``data/paper/``): immutable Parquet files of finished runs, a manifest, and verification.
+"""Shipped run data (``data/paper/``): immutable Parquet files of finished runs, a
+manifest, and verification.
 
-One file per group of runs, written once and never rewritten; ``manifest.json`` lists every file with its
-SHA-256, number of runs and size. A row holds a run's full spec and its key, the provenance (library and
-torch versions, device, CPU capability, thread count, wall time), the metrics, the history (every test
-evaluation; the training loss at every step up to the checkpoint, then at every evaluation) and the final
-and checkpoint weights as raw little-endian float32 with a JSON index. Nothing is ever unpickled.
+One file per group of runs, written once and never rewritten; ``manifest.json`` lists
+every file with its SHA-256, number of runs and size. A row holds a run's full spec and
+its key, the provenance (library and torch versions, device, CPU capability, thread
+count, wall time), the metrics, the history (every test evaluation; the training loss at
+every step up to the checkpoint, then at every evaluation) and the final and checkpoint
+weights as raw little-endian float32 with a JSON index. Nothing is ever unpickled.
 
-:func:`verify` checks the manifest, re-hashes every spec with the current library and re-trains a random
-sample of runs: bit-identical histories and weights where the run was produced on the same kind of CPU
-(capability and thread count), within a stated tolerance otherwise.
+:func:`verify` checks the manifest, re-hashes every spec with the current library and
+re-trains a random sample of runs: bit-identical histories and weights where the run was
+produced on the same kind of CPU (capability and thread count), within a stated
+tolerance otherwise.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ __all__ = [
 ENV_VAR = "MARKOVLIB_DATA"
 MANIFEST = "manifest.json"
 FORMAT = 1
-TOLERANCE = 0.02  # nats: |Δ test loss| allowed where bit identity cannot be expected (other CPU kind, GPU)
+# nats: |Δ test loss| allowed where bit identity cannot be expected
+# (other CPU kind, GPU)
+TOLERANCE = 0.02
 
 
 class ShippedDataError(RuntimeError):
@@ -51,7 +56,8 @@ class ShippedDataError(RuntimeError):
 
 
 def default_data_dir() -> Path | None:
-    """``$MARKOVLIB_DATA``, else the first ``data/paper`` with a manifest in the working directory or above it."""
+    """``$MARKOVLIB_DATA``, else the first ``data/paper`` with a manifest in the working
+    directory or above it."""
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR])
     here = Path.cwd().resolve()
@@ -70,7 +76,8 @@ def _sha256(path: Path) -> str:
 
 
 def _pack(state: dict) -> tuple[bytes, str]:
-    """Tensors → (raw little-endian float32 bytes, JSON index of name, shape, offset)."""
+    """Tensors → (raw little-endian float32 bytes, JSON index of name, shape,
+    offset)."""
     parts, index, offset = [], [], 0
     for name, tensor in state.items():
         a = np.ascontiguousarray(tensor.detach().cpu().numpy(), dtype="<f4")
@@ -92,7 +99,8 @@ def _unpack(blob: bytes, index: str) -> dict:
 def thin_history(
     history: pd.DataFrame, eval_every: int, keep_until: int = CHECKPOINT_STEP
 ) -> pd.DataFrame:
-    """Rows kept in shipped data: every step up to ``keep_until``, every evaluated step, and the last step."""
+    """Rows kept in shipped data: every step up to ``keep_until``, every evaluated step,
+    and the last step."""
     steps = history["step"]
     keep = (
         (steps <= keep_until)
@@ -136,7 +144,8 @@ def _row(spec: RunSpec, record: dict) -> dict:
 
 
 def _history_of(row: dict) -> pd.DataFrame:
-    """The full-length history (one row per step); steps that were thinned out have NaN lr and train loss."""
+    """The full-length history (one row per step); steps that were thinned out have NaN
+    lr and train loss."""
     steps = int(row["steps"])
     out = pd.DataFrame(
         {
@@ -161,7 +170,8 @@ class _File:
 
 
 class ShippedData:
-    """Read access to a shipped data folder: manifest checked, files hashed before they are read."""
+    """Read access to a shipped data folder: manifest checked, files hashed before they
+    are read."""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
@@ -184,7 +194,8 @@ class ShippedData:
         self._rows: dict[str, pd.DataFrame] = {}
 
     def check(self, name: str) -> Path:
-        """The path of file ``name`` after checking its size and SHA-256 against the manifest."""
+        """The path of file ``name`` after checking its size and SHA-256 against the
+        manifest."""
         entry = next((f for f in self.files if f.name == name), None)
         path = self.directory / name
         if entry is None:
@@ -196,7 +207,8 @@ class ShippedData:
                 raise ShippedDataError(f"{path} is listed in the manifest but missing")
             if path.stat().st_size != entry.bytes or _sha256(path) != entry.sha256:
                 raise ShippedDataError(
-                    f"{path} is damaged: its SHA-256 differs from the manifest's; restore it with "
+                    f"{path} is damaged: its SHA-256 differs from the manifest's; "
+                    "restore it with "
                     f"`git checkout -- {path}`"
                 )
             self._checked.add(name)
@@ -206,9 +218,11 @@ class ShippedData:
         path = self.check(name)
         try:
             frame = pd.read_parquet(path, columns=columns)
-        except Exception as e:  # noqa: BLE001 - any reader error means the file is not ours
+        except Exception as e:  # noqa: BLE001
+            # any reader error means the file is not ours
             raise ShippedDataError(
-                f"{path} is not a readable markovlib data file ({type(e).__name__}: {e})"
+                f"{path} is not a readable markovlib data file "
+                f"({type(e).__name__}: {e})"
             ) from None
         return frame
 
@@ -220,7 +234,8 @@ class ShippedData:
                 keys = self._read(f.name, ["key"])["key"].tolist()
                 if len(keys) != f.runs:
                     raise ShippedDataError(
-                        f"{self.directory / f.name} holds {len(keys)} runs; the manifest says {f.runs}"
+                        f"{self.directory / f.name} holds {len(keys)} runs; the "
+                        f"manifest says {f.runs}"
                     )
                 index.update(dict.fromkeys(keys, f.name))
             self._index = index
@@ -241,7 +256,8 @@ class ShippedData:
         return self.rows(self.index()[key]).loc[key].to_dict()
 
     def record(self, key: str) -> dict:
-        """A run in the form of :meth:`ResultStore.record` (history at full length, thinned steps NaN)."""
+        """A run in the form of :meth:`ResultStore.record` (history at full length,
+        thinned steps NaN)."""
         row = self.row(key)
         return {
             "key": key,
@@ -275,9 +291,10 @@ def export(
     *,
     log=print,
 ) -> list[str]:
-    """Ship every finished run of ``groups`` that is not shipped yet: per group, one new file
-    ``<group>-<n>.parquet`` with those runs; the manifest is updated. Files are never rewritten, so a group
-    finished over several sessions is several files, and commits only add."""
+    """Ship every finished run of ``groups`` that is not shipped yet: per group, one new
+    file ``<group>-<n>.parquet`` with those runs; the manifest is updated. Files are
+    never rewritten, so a group finished over several sessions is several files, and
+    commits only add."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     manifest_path = directory / MANIFEST
@@ -313,7 +330,8 @@ def export(
         shipped.update(dict.fromkeys(frame["key"], path.name))
         written.append(path.name)
         log(
-            f"wrote {path} ({len(frame)} of the group's {len(specs)} runs, {path.stat().st_size / 1e6:.2f} MB)"
+            f"wrote {path} ({len(frame)} of the group's {len(specs)} runs, "
+            f"{path.stat().st_size / 1e6:.2f} MB)"
         )
     manifest["runs"] = sum(f["runs"] for f in manifest["files"])
     manifest["bytes"] = sum(f["bytes"] for f in manifest["files"])
@@ -323,18 +341,21 @@ def export(
 
 # ---------------------------------------------------------------- verification
 class VerificationError(AssertionError):
-    """A shipped run that the current library does not reproduce (the message names run and step or file)."""
+    """A shipped run that the current library does not reproduce (the message names run
+    and step or file)."""
 
 
 def _environment(prov: dict) -> tuple[bool, str]:
-    """Whether bit identity is expected here for a run with provenance ``prov``, and why (not)."""
+    """Whether bit identity is expected here for a run with provenance ``prov``, and why
+    (not)."""
     if not str(prov.get("device", "cpu")).startswith("cpu"):
         return False, f"produced on {prov.get('device_name') or prov['device']}"
     here = torch.backends.cpu.get_cpu_capability()
     if prov.get("cpu_capability") != here:
         return (
             False,
-            f"produced with CPU capability {prov.get('cpu_capability')}, this CPU has {here}",
+            f"produced with CPU capability {prov.get('cpu_capability')}, "
+            f"this CPU has {here}",
         )
     if (
         "cpu_model" in prov and prov["cpu_model"] != cpu_model()
@@ -365,7 +386,8 @@ def _compare(
                 )
             if not exact and column == "test_loss" and abs(a - b) > TOLERANCE:
                 raise VerificationError(
-                    f"run {key}: test loss at step {step} differs by {abs(a - b):.4f} > "
+                    f"run {key}: test loss at step {step} differs by "
+                    f"{abs(a - b):.4f} > "
                     f"{TOLERANCE} nats"
                 )
 
@@ -395,14 +417,17 @@ def verify(
     exact_only: bool = False,
     log=print,
 ) -> int:
-    """Check the manifest and every spec hash, then re-train ``sample`` random runs and compare.
+    """Check the manifest and every spec hash, then re-train ``sample`` random runs and
+    compare.
 
-    ``quick``: re-train each run only to its checkpoint step and compare the history up to there and the
-    checkpoint weights. ``max_seconds``: draw only among runs whose recorded training time is below it.
-    ``exact_only``: draw only among runs this machine can reproduce bit for bit (same CPU capability and
-    model, one run at a time); a run that sits at a saddle can escape a few steps apart on another CPU, so
-    a full re-train there may differ by more than the tolerance although nothing is wrong.
-    Returns the number of runs re-trained; raises :class:`ShippedDataError` or :class:`VerificationError`.
+    ``quick``: re-train each run only to its checkpoint step and compare the history up
+    to there and the checkpoint weights. ``max_seconds``: draw only among runs whose
+    recorded training time is below it. ``exact_only``: draw only among runs this
+    machine can reproduce bit for bit (same CPU capability and model, one run at a
+    time); a run that sits at a saddle can escape a few steps apart on another CPU, so a
+    full re-train there may differ by more than the tolerance although nothing is wrong.
+    Returns the number of runs re-trained; raises :class:`ShippedDataError` or
+    :class:`VerificationError`.
     """
     data = ShippedData(directory)
     index = data.index()  # checks every file's hash and run count
@@ -412,7 +437,8 @@ def verify(
             d = json.loads(spec)
             if spec_key(d) != key or RunSpec.from_dict(d).key != key:
                 raise VerificationError(
-                    f"run {key} in {f.name}: the current library computes another key for its "
+                    f"run {key} in {f.name}: the current library computes "
+                    "another key for its "
                     f"spec ({RunSpec.from_dict(d).key})"
                 )
     unlisted = sorted(
@@ -424,7 +450,8 @@ def verify(
             f"{data.directory / unlisted[0]} is not listed in the manifest"
         )
     log(
-        f"manifest: {len(data.files)} files, {len(index)} runs, every SHA-256 and spec key checked"
+        f"manifest: {len(data.files)} files, {len(index)} runs, every SHA-256 and "
+        "spec key checked"
     )
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     candidates = sorted(index)
@@ -443,12 +470,16 @@ def verify(
         ]
         if not candidates:
             log(
-                f"no shipped run was produced on a CPU like this one ({torch.backends.cpu.get_cpu_capability()}, "
-                f"{cpu_model()}){' within the time limit' if max_seconds is not None else ''}: none re-trained"
+                "no shipped run was produced on a CPU like this one "
+                f"({torch.backends.cpu.get_cpu_capability()}, "
+                f"{cpu_model()})"
+                f"{' within the time limit' if max_seconds is not None else ''}"
+                ": none re-trained"
             )
     chosen = random.Random(seed).sample(candidates, min(sample, len(candidates)))
     log(
-        f"re-training {len(chosen)} of {len(candidates)} runs{' to their checkpoint' if quick else ''} "
+        f"re-training {len(chosen)} of {len(candidates)} "
+        f"runs{' to their checkpoint' if quick else ''} "
         f"(sample seed {seed}; repeat with --seed {seed})"
     )
     threads = torch.get_num_threads()
@@ -490,7 +521,8 @@ def verify(
                 else f"within {TOLERANCE} nats (max weight |Δ| {worst:.2g}; {why})"
             )
             log(
-                f"  {key} {spec.chain} seed {spec.seed}: reproduced {how} in {time.perf_counter() - t0:.0f} s"
+                f"  {key} {spec.chain} seed {spec.seed}: reproduced {how} in "
+                f"{time.perf_counter() - t0:.0f} s"
             )
     finally:
         torch.set_num_threads(threads)

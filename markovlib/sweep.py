@@ -1,10 +1,12 @@
-"""Sweeps: grids of training runs, trained as ensembles and written to an on-disk store as they finish.
+"""Sweeps: grids of training runs, trained as ensembles and written to an on-disk store
+as they finish.
 
-The store is one SQLite file (standard library) with one row per run: the hash of the run's full
-specification (chain, architecture, training settings, seed), the specification itself, the library
-version, the metrics and the per-step history. Each ensemble's rows are committed in one transaction as
-soon as it finishes, so an interrupted sweep (Ctrl-C, SIGTERM) loses at most the ensemble in flight, and
-re-running the same sweep trains only what the store does not hold.
+The store is one SQLite file (standard library) with one row per run: the hash of the
+run's full specification (chain, architecture, training settings, seed), the
+specification itself, the library version, the metrics and the per-step history. Each
+ensemble's rows are committed in one transaction as soon as it finishes, so an
+interrupted sweep (Ctrl-C, SIGTERM) loses at most the ensemble in flight, and re-running
+the same sweep trains only what the store does not hold.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ __all__ = [
 
 
 def default_results_dir() -> Path:
-    """``$MARKOVLIB_RESULTS`` if set, else the user's cache (``$XDG_CACHE_HOME/markovlib/results``, by default
-    ``~/.cache/markovlib/results``): never inside the installed package. ``make`` sets it to ``results/``."""
+    """``$MARKOVLIB_RESULTS`` if set, else the user's cache
+    (``$XDG_CACHE_HOME/markovlib/results``, by default ``~/.cache/markovlib/results``):
+    never inside the installed package. ``make`` sets it to ``results/``."""
     if os.environ.get("MARKOVLIB_RESULTS"):
         return Path(os.environ["MARKOVLIB_RESULTS"])
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
@@ -61,9 +64,11 @@ CHECKPOINT_STEP = (
 
 
 def make_chain(spec: dict) -> Chain:
-    """A chain from its description: {'kind': 'binary', 'p', 'q'}, {'kind': 'symmetric', 'k', 'p'},
-    {'kind': 'lag', 'order', 'p', 'q'} (:func:`~markovlib.chains.lag_switching`) or
-    {'kind': 'random', 'order', 'k', 'alpha', 'seed'} (:func:`~markovlib.chains.random_kth_order`)."""
+    """A chain from its description: {'kind': 'binary', 'p', 'q'},
+    {'kind': 'symmetric', 'k', 'p'}, {'kind': 'lag', 'order', 'p', 'q'}
+    (:func:`~markovlib.chains.lag_switching`) or
+    {'kind': 'random', 'order', 'k', 'alpha', 'seed'}
+    (:func:`~markovlib.chains.random_kth_order`)."""
     kind = spec.get("kind")
     if kind == "binary":
         return binary(spec["p"], spec["q"])
@@ -99,7 +104,8 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, d: dict) -> RunSpec:
-        """The spec of a stored run (specs stored by older versions are read with their old meaning)."""
+        """The spec of a stored run (specs stored by older versions are read with their
+        old meaning)."""
         return cls(
             dict(d["chain"]),
             TransformerConfig(**d["config"]),
@@ -109,18 +115,21 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        """SHA-256 of the canonical JSON of the specification (the library version is stored, not hashed)."""
+        """SHA-256 of the canonical JSON of the specification (the library version is
+        stored, not hashed)."""
         return spec_key(self.as_dict())
 
     @property
     def group(self) -> str:
-        """Runs with the same group share an architecture and settings, so they can form one ensemble."""
+        """Runs with the same group share an architecture and settings, so they can form
+        one ensemble."""
         d = self.as_dict()
         return json.dumps({"config": d["config"], "train": d["train"]}, sort_keys=True)
 
 
 def spec_key(spec: dict) -> str:
-    """The key of a spec given as a dict (:meth:`RunSpec.as_dict`): first 20 hex digits of its SHA-256."""
+    """The key of a spec given as a dict (:meth:`RunSpec.as_dict`): first 20 hex digits
+    of its SHA-256."""
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -135,7 +144,8 @@ def grid(
     train: TrainConfig | None = None,
     **train_kwargs,
 ) -> list[RunSpec]:
-    """Specs for binary chains over ps × qs × tying × seeds (``train`` and/or its fields: steps, batch_size, ...)."""
+    """Specs for binary chains over ps × qs × tying × seeds (``train`` and/or its
+    fields: steps, batch_size, ...)."""
     for p in ps:
         for q in qs:
             binary(p, q)  # validates p, q (ValueError naming the parameter)
@@ -160,7 +170,8 @@ def chain_grid(
     train: TrainConfig | None = None,
     **train_kwargs,
 ) -> list[RunSpec]:
-    """Specs for any chains (dicts as in :func:`make_chain`) × tying × seeds; the vocabulary is each chain's k."""
+    """Specs for any chains (dicts as in :func:`make_chain`) × tying × seeds; the
+    vocabulary is each chain's k."""
     if preset not in ("gpt2", "theory"):
         raise ValueError(f"preset must be 'gpt2' or 'theory'; got {preset!r}")
     settings = TrainConfig.build(train, **train_kwargs)
@@ -193,14 +204,16 @@ def _metrics(result: TrainResult) -> dict:
 
 
 def history_json(history: pd.DataFrame) -> str:
-    """A history as JSON that reads back bit for bit (Python's float repr; pandas' to_json rounds to 10 digits)."""
+    """A history as JSON that reads back bit for bit (Python's float repr; pandas'
+    to_json rounds to 10 digits)."""
     return json.dumps(
         {"format": 2, "columns": {c: history[c].tolist() for c in history.columns}}
     )
 
 
 def history_frame(text: str) -> pd.DataFrame:
-    """Inverse of :func:`history_json`; also reads the rounded pandas 'split' JSON of markovlib 0.1 stores."""
+    """Inverse of :func:`history_json`; also reads the rounded pandas 'split' JSON of
+    markovlib 0.1 stores."""
     data = json.loads(text)
     if data.get("format") == 2:
         return pd.DataFrame(data["columns"])
@@ -208,7 +221,8 @@ def history_frame(text: str) -> pd.DataFrame:
 
 
 def _digest(*parts: str | bytes | None) -> str:
-    """SHA-256 over a run's stored fields (SQLite checks its pages, not the bytes of a blob)."""
+    """SHA-256 over a run's stored fields (SQLite checks its pages, not the bytes of a
+    blob)."""
     h = hashlib.sha256()
     for part in parts:
         data = (
@@ -235,13 +249,17 @@ def _weights_of(blob: bytes) -> dict:
 
 
 class StoreError(RuntimeError):
-    """A result store that cannot be used as it is (damaged, foreign, not writable); the message names the file."""
+    """A result store that cannot be used as it is (damaged, foreign, not writable); the
+    message names the file."""
 
 
 class ResultStore:
-    """One SQLite file of finished runs, keyed by :attr:`RunSpec.key`; checked when opened (integrity, schema)."""
+    """One SQLite file of finished runs, keyed by :attr:`RunSpec.key`; checked when
+    opened (integrity, schema)."""
 
-    VERSION = 2  # PRAGMA user_version; 0/1: the 8 columns of markovlib 0.1 (no provenance, no checkpoint)
+    # PRAGMA user_version; 0/1: the 8 columns of markovlib 0.1 (no provenance, no
+    # checkpoint)
+    VERSION = 2
     COLUMNS = (
         "key",
         "created",
@@ -256,9 +274,12 @@ class ResultStore:
         "checkpoint",
     )
     SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
-        key TEXT PRIMARY KEY, created REAL NOT NULL, version TEXT NOT NULL, seed INTEGER NOT NULL,
-        spec TEXT NOT NULL, metrics TEXT NOT NULL, history TEXT NOT NULL, weights BLOB NOT NULL,
-        provenance TEXT NOT NULL DEFAULT '{}', checkpoint_step INTEGER, checkpoint BLOB)"""
+        key TEXT PRIMARY KEY, created REAL NOT NULL, version TEXT NOT NULL, \
+seed INTEGER NOT NULL,
+        spec TEXT NOT NULL, metrics TEXT NOT NULL, history TEXT NOT NULL, \
+weights BLOB NOT NULL,
+        provenance TEXT NOT NULL DEFAULT '{}', checkpoint_step INTEGER, \
+checkpoint BLOB)"""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
@@ -271,7 +292,8 @@ class ResultStore:
             ) from None
         if not os.access(self.directory, os.W_OK):
             raise StoreError(
-                f"the result store folder {self.directory} is not writable; give another one "
+                f"the result store folder {self.directory} is not writable; "
+                "give another one "
                 "(--results DIR or $MARKOVLIB_RESULTS)"
             )
         try:
@@ -283,7 +305,8 @@ class ResultStore:
                     )
                     raise StoreError(
                         f"{self.path} is damaged (SQLite integrity_check: {what}); "
-                        f"{self._readable(con)}move it aside (mv {self.path} {self.path}.damaged) and "
+                        f"{self._readable(con)}move it aside (mv {self.path} "
+                        f"{self.path}.damaged) and "
                         "re-run to train its runs again"
                     )
                 version = con.execute("PRAGMA user_version").fetchone()[0]
@@ -294,20 +317,24 @@ class ResultStore:
                     self.COLUMNS[:8]
                 ):  # markovlib 0.1: migrate
                     con.execute(
-                        "ALTER TABLE runs ADD COLUMN provenance TEXT NOT NULL DEFAULT '{}'"
+                        "ALTER TABLE runs ADD COLUMN provenance TEXT NOT "
+                        "NULL DEFAULT '{}'"
                     )
                     con.execute("ALTER TABLE runs ADD COLUMN checkpoint_step INTEGER")
                     con.execute("ALTER TABLE runs ADD COLUMN checkpoint BLOB")
                 elif columns != list(self.COLUMNS) or version > self.VERSION:
                     raise StoreError(
-                        f"{self.path} is not a result store of this markovlib (schema version {version}, "
-                        f"table runs with columns {columns}); move it aside or give another folder"
+                        f"{self.path} is not a result store of this markovlib (schema "
+                        f"version {version}, "
+                        f"table runs with columns {columns}); move it aside or "
+                        "give another folder"
                     )
                 con.execute(f"PRAGMA user_version = {self.VERSION}")
         except sqlite3.DatabaseError as e:
             raise StoreError(
                 f"{self.path} is damaged or not an SQLite file ({e}); move it aside "
-                f"(mv {self.path} {self.path}.damaged) and re-run to train its runs again"
+                f"(mv {self.path} {self.path}.damaged) and re-run to "
+                "train its runs again"
             ) from None
 
     def _readable(self, con) -> str:
@@ -369,15 +396,18 @@ class ResultStore:
             )
         with self._connect() as con:
             con.executemany(
-                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' * len(self.COLUMNS))})",
+                "INSERT OR REPLACE INTO runs VALUES "
+                f"({', '.join('?' * len(self.COLUMNS))})",
                 rows,
             )
 
     def frame(self) -> pd.DataFrame:
-        """One row per run: key, created, version, seed, flattened chain / config / train fields, metrics."""
+        """One row per run: key, created, version, seed, flattened
+        chain / config / train fields, metrics."""
         with self._connect() as con:
             rows = con.execute(
-                "SELECT key, created, version, seed, spec, metrics FROM runs ORDER BY created"
+                "SELECT key, created, version, seed, spec, metrics FROM runs "
+                "ORDER BY created"
             ).fetchall()
         records = []
         for key, created, version, seed, spec, metrics in rows:
@@ -397,8 +427,10 @@ class ResultStore:
                 )
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 raise StoreError(
-                    f"{self.path}: run {key} is unreadable ({type(e).__name__}: {e}); delete that row "
-                    f"(sqlite3 {self.path} \"DELETE FROM runs WHERE key = '{key}'\") to re-train it"
+                    f"{self.path}: run {key} is unreadable ({type(e).__name__}: {e}); "
+                    "delete that row "
+                    f'(sqlite3 {self.path} "DELETE FROM runs WHERE key = '
+                    f"'{key}'\") to re-train it"
                 ) from None
         return pd.DataFrame.from_records(records)
 
@@ -412,7 +444,8 @@ class ResultStore:
         return history_frame(row[0])
 
     def record(self, key: str) -> dict:
-        """Everything stored of one run: spec (dict), metrics, provenance, history, weights, checkpoint."""
+        """Everything stored of one run: spec (dict), metrics, provenance, history,
+        weights, checkpoint."""
         with self._connect() as con:
             row = con.execute(
                 f"SELECT {', '.join(self.COLUMNS)} FROM runs WHERE key = ?", (key,)
@@ -428,8 +461,10 @@ class ResultStore:
             r["spec"], r["metrics"], r["history"], r["weights"], r["checkpoint"]
         ):
             raise StoreError(
-                f"{self.path}: run {key} is damaged (its contents differ from their digest); delete that "
-                f"row (sqlite3 {self.path} \"DELETE FROM runs WHERE key = '{key}'\") to re-train it"
+                f"{self.path}: run {key} is damaged (its contents differ from their "
+                "digest); delete that "
+                f'row (sqlite3 {self.path} "DELETE FROM runs WHERE key = '
+                f"'{key}'\") to re-train it"
             )
         return {
             "key": key,
@@ -447,7 +482,8 @@ class ResultStore:
         }
 
     def load(self, spec: RunSpec, device: str | torch.device = "cpu") -> TrainResult:
-        """The stored run of ``spec`` as a :class:`TrainResult` (trained model included)."""
+        """The stored run of ``spec`` as a :class:`TrainResult` (trained model
+        included)."""
         return result_from_record(spec, self.record(spec.key), device)
 
 
@@ -479,15 +515,18 @@ def train_specs(
     compile: bool = False,
     progress: bool = False,
 ) -> list[TrainResult]:
-    """Train specs of one group: a single spec with :func:`~markovlib.train.train`, several as one ensemble.
+    """Train specs of one group: a single spec with :func:`~markovlib.train.train`,
+    several as one ensemble.
 
-    Both keep the weights after :data:`CHECKPOINT_STEP`; an ensemble's members record each other's keys, since
-    a member is reproduced bit for bit only by re-training the same ensemble.
+    Both keep the weights after :data:`CHECKPOINT_STEP`; an ensemble's members record
+    each other's keys, since a member is reproduced bit for bit only by re-training the
+    same ensemble.
     """
     first = specs[0]
     if any(s.group != first.group for s in specs):
         raise ValueError(
-            "train_specs needs specs of one group (same architecture and training settings)"
+            "train_specs needs specs of one group (same architecture and "
+            "training settings)"
         )
     if len(specs) == 1:
         return [
@@ -519,7 +558,8 @@ def train_specs(
 
 @contextmanager
 def _sigterm_as_interrupt():
-    """Turn SIGTERM into KeyboardInterrupt, so that a terminated sweep unwinds like Ctrl-C."""
+    """Turn SIGTERM into KeyboardInterrupt, so that a terminated sweep unwinds like
+    Ctrl-C."""
 
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -548,12 +588,14 @@ def sweep(
     cpus_per_task: int = 1,
     gpus_per_task: float = 0.0,
 ) -> pd.DataFrame:
-    """Train every spec the store does not hold yet, ``ensemble_size`` models per batched step.
+    """Train every spec the store does not hold yet, ``ensemble_size`` models per
+    batched step.
 
-    Each finished ensemble is written at once, by this process alone. ``executor``: 'local' (here, one ensemble
-    after the other) or 'ray' (one Ray task per ensemble on the cluster at ``address``, ``cpus_per_task`` CPUs
-    and torch threads, ``gpus_per_task`` GPUs each; see :mod:`markovlib.executors`). Returns the store's frame
-    restricted to ``specs``.
+    Each finished ensemble is written at once, by this process alone. ``executor``:
+    'local' (here, one ensemble after the other) or 'ray' (one Ray task per ensemble on
+    the cluster at ``address``, ``cpus_per_task`` CPUs and torch threads,
+    ``gpus_per_task`` GPUs each; see :mod:`markovlib.executors`). Returns the store's
+    frame restricted to ``specs``.
     """
     from contextlib import closing
 
@@ -601,7 +643,8 @@ _SHIPPED: dict = {}
 
 
 def _shipped_data(data):
-    """The :class:`~markovlib.shipped.ShippedData` for ``data`` ('auto': the default folder, None: none)."""
+    """The :class:`~markovlib.shipped.ShippedData` for ``data`` ('auto': the default
+    folder, None: none)."""
     from .shipped import ShippedData, default_data_dir
 
     if isinstance(data, ShippedData) or data is None:
@@ -627,8 +670,9 @@ def sweep_results(
     data="auto",
     **sweep_kwargs,
 ) -> list[TrainResult]:
-    """Every spec's result, in order: from shipped data (``data``: a folder, 'auto' or None) by spec key, else
-    from the local store, training there what it lacks (see :func:`sweep`)."""
+    """Every spec's result, in order: from shipped data (``data``: a folder, 'auto' or
+    None) by spec key, else from the local store, training there what it lacks
+    (see :func:`sweep`)."""
     from .presets import resolve_device
 
     shipped = _shipped_data(data)

@@ -1,8 +1,10 @@
-"""Exact maths of the paper: the Thm 1 / Thm 2 constructions, the population loss, App. D diagnostics.
+"""Exact maths of the paper: the Thm 1 / Thm 2 constructions, the population loss,
+App. D diagnostics.
 
-Nothing here trains. Constructions return a :class:`~markovlib.model.Transformer` of the theory preset
-(no layer norm) whose weights are set by the theorem; ``expected_loss`` computes the population loss
-exactly by enumerating every sequence, so gradients and Hessians at these points are exact too.
+Nothing here trains. Constructions return a :class:`~markovlib.model.Transformer` of the
+theory preset (no layer norm) whose weights are set by the theorem; ``expected_loss``
+computes the population loss exactly by enumerating every sequence, so gradients and
+Hessians at these points are exact too.
 """
 
 from __future__ import annotations
@@ -66,14 +68,17 @@ def _zero_model(config: TransformerConfig) -> Transformer:
 def global_minimum(
     chain: MarkovChain, config: TransformerConfig, route: str = "auto"
 ) -> Transformer:
-    """Thm 1: weights θ* whose predictions equal the kernel, P(x_{n+1}=j | x_1^n) = P[x_n, j].
+    """Thm 1: weights θ* whose predictions equal the kernel,
+    P(x_{n+1}=j | x_1^n) = P[x_n, j].
 
-    Attention and positional embeddings contribute nothing (W_V = W_O = 0, p_n = 0). Routes:
-    ``direct`` — the paper's canonical construction, FF off: for k = 2, e_0 = 0, logit = x_n <a, e> + b with
-    sigmoid(b) = p and <a, e> = logit(1-q) - logit(p); tied (a = e) this needs p + q <= 1, untied any p, q
+    Attention and positional embeddings contribute nothing (W_V = W_O = 0, p_n = 0).
+    Routes: ``direct`` — the paper's canonical construction, FF off: for k = 2,
+    e_0 = 0, logit = x_n <a, e> + b with sigmoid(b) = p and
+    <a, e> = logit(1-q) - logit(p); tied (a = e) this needs p + q <= 1, untied any p, q
     and, for k > 2, one-hot embeddings with head rows log P (untied only).
-    ``feedforward`` — any k, tied or not (App. B.2's idea): one-hot e_i, and the ReLU layer maps e_i to
-    Σ_j log P_ij e_j, so the tied head reads log P_ij. Needs d >= k. ``auto`` picks direct when it applies.
+    ``feedforward`` — any k, tied or not (App. B.2's idea): one-hot e_i, and the ReLU
+    layer maps e_i to Σ_j log P_ij e_j, so the tied head reads log P_ij. Needs d >= k.
+    ``auto`` picks direct when it applies.
     """
     if config.layer_norm:
         raise ValueError(
@@ -82,7 +87,8 @@ def global_minimum(
     check_vocab(config, chain)
     if np.any(chain.P <= 0):
         raise ValueError(
-            "Thm 1's construction needs every transition probability in (0, 1) (finite logits)"
+            "Thm 1's construction needs every transition probability in (0, "
+            "1) (finite logits)"
         )
     k, d, P = chain.k, config.d_model, chain.P
     gain = _logit(1 - P[1, 0]) - _logit(P[0, 1]) if k == 2 else None
@@ -105,7 +111,8 @@ def global_minimum(
         if config.tied:
             if gain < 0:
                 raise ValueError(
-                    "the direct tied route needs p + q <= 1 (||e||^2 = logit(1-q) - logit(p) >= 0); "
+                    "the direct tied route needs p + q <= 1 (||e||^2 = logit(1-q) - "
+                    "logit(p) >= 0); "
                     "use route='feedforward'"
                 )
             E[1, 0] = math.sqrt(gain)
@@ -141,9 +148,11 @@ def global_minimum(
 
 @torch.no_grad()
 def unigram_point(chain: MarkovChain, config: TransformerConfig) -> Transformer:
-    """Thm 2's θ_π: a = e = 0 (the output ignores the input), b = log π, so every prediction is π.
+    """Thm 2's θ_π: a = e = 0 (the output ignores the input), b = log π, so every
+    prediction is π.
 
-    Every other weight is 0 too, except layer-norm gains (GPT-2 preset), which keep their initial value 1.
+    Every other weight is 0 too, except layer-norm gains (GPT-2 preset), which keep
+    their initial value 1.
     """
     check_vocab(config, chain)
     pi = chain.stationary()
@@ -162,7 +171,8 @@ def _all_paths(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     if not isinstance(chain, MarkovChain):
         raise ValueError(
-            f"exact enumeration needs a first-order MarkovChain; got {chain!r} (use Monte Carlo)"
+            f"exact enumeration needs a first-order MarkovChain; got {chain!r} "
+            "(use Monte Carlo)"
         )
     k = chain.k
     if k**length > _MAX_ENUMERATED:
@@ -185,10 +195,12 @@ def expected_loss(
     start: str = "stationary",
     params: dict[str, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Population loss E[(1/(L-1)) Σ_n -log f(x_{n+1} | x_1^n)] over paths of ``length`` states, exactly.
+    """Population loss E[(1/(L-1)) Σ_n -log f(x_{n+1} | x_1^n)] over paths of
+    ``length`` states, exactly.
 
-    Enumerates all k**length paths with their probabilities; differentiable (for gradients, Hessians).
-    ``params`` (name → tensor) evaluates the model at other weights via ``torch.func.functional_call``.
+    Enumerates all k**length paths with their probabilities; differentiable (for
+    gradients, Hessians). ``params`` (name → tensor) evaluates the model at other
+    weights via ``torch.func.functional_call``.
     """
     return exact_loss_function(model, chain, length, start)(params)
 
@@ -196,8 +208,9 @@ def expected_loss(
 def exact_loss_function(
     model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary"
 ):
-    """``params ↦`` the exact population loss of ``model`` (its own weights for ``params=None``), with the
-    enumerated paths built once: for loops over many evaluations and for torch.func transforms."""
+    """``params ↦`` the exact population loss of ``model`` (its own weights for
+    ``params=None``), with the enumerated paths built once: for loops over many
+    evaluations and for torch.func transforms."""
     if not isinstance(length, int) or length < 2:
         raise ValueError(f"length must be an integer >= 2; got {length!r}")
     param = next(model.parameters())
@@ -222,9 +235,10 @@ def exact_loss_function(
 class PopulationLoss:
     """A population-loss estimate: ``mean`` ± ``stderr`` (0 when exact).
 
-    ``excess`` ± ``excess_stderr`` is the paired estimate of E[loss(model) - loss(Bayes predictor P[x_n])]
-    on the same paths: the KL gap to the global minimum. Near the optimum it is much less noisy than
-    ``mean - H_rate``, because the path-to-path variation of the loss cancels in the difference.
+    ``excess`` ± ``excess_stderr`` is the paired estimate of
+    E[loss(model) - loss(Bayes predictor P[x_n])] on the same paths: the KL gap to the
+    global minimum. Near the optimum it is much less noisy than ``mean - H_rate``,
+    because the path-to-path variation of the loss cancels in the difference.
     """
 
     mean: float
@@ -255,10 +269,11 @@ def population_loss(
     seed: int = 0,
     start: str = "stationary",
 ) -> PopulationLoss:
-    """Population loss of ``model``: exact by enumeration (short lengths) or Monte Carlo with a standard error.
+    """Population loss of ``model``: exact by enumeration (short lengths) or Monte Carlo
+    with a standard error.
 
-    Monte Carlo averages the per-sequence mean loss over ``n_sequences`` independent paths; the standard
-    error is their standard deviation / sqrt(n_sequences).
+    Monte Carlo averages the per-sequence mean loss over ``n_sequences`` independent
+    paths; the standard error is their standard deviation / sqrt(n_sequences).
     """
     if exact:
         value = float(expected_loss(model, chain, length, start))
@@ -304,7 +319,8 @@ def population_loss(
 def loss_slice(
     model: Transformer, chain: MarkovChain, ts, *, seed: int = 0, length: int = 10
 ) -> np.ndarray:
-    """Exact loss L(θ + t v) for each t, along a random unit direction v over all parameters (seeded)."""
+    """Exact loss L(θ + t v) for each t, along a random unit direction v over all
+    parameters (seeded)."""
     g = seeded(seed)
     theta = dict(
         model.named_parameters()
@@ -321,7 +337,8 @@ def loss_slice(
 
 
 def gradient_norm(model: Transformer, chain: MarkovChain, length: int = 10) -> float:
-    """‖∇_θ L(θ)‖ of the exact population loss over paths of ``length`` states."""
+    """‖∇_θ L(θ)‖ of the exact population loss over paths of ``length``
+    states."""
     params = [p for p in model.parameters() if p.requires_grad]
     grads = torch.autograd.grad(
         expected_loss(model, chain, length), params, allow_unused=True
@@ -333,9 +350,11 @@ def gradient_norm(model: Transformer, chain: MarkovChain, length: int = 10) -> f
 
 @torch.no_grad()
 def attention_ratio(model: Transformer, x: torch.Tensor, layer: int = 0) -> np.ndarray:
-    """App. D: ‖attn_n‖ / ‖x_n + attn_n‖ per position (batch mean) — how much attention adds to the residual."""
+    """App. D: ‖attn_n‖ / ‖x_n + attn_n‖ per position (batch mean) — how much
+    attention adds to the residual."""
     t = model.trace(x)["layers"][layer]
-    # clamp: where x_n + attn_n = 0 (e.g. e_0 = p_n = 0 in Thm 1's construction) attention adds nothing
+    # clamp: where x_n + attn_n = 0 (e.g. e_0 = p_n = 0 in Thm 1's construction)
+    # attention adds nothing
     ratio = t["attention"].norm(dim=-1) / (t["input"] + t["attention"]).norm(
         dim=-1
     ).clamp_min(1e-30)
@@ -344,7 +363,8 @@ def attention_ratio(model: Transformer, x: torch.Tensor, layer: int = 0) -> np.n
 
 @torch.no_grad()
 def ablate_attention(model: Transformer) -> Transformer:
-    """A copy of ``model`` with every attention output removed (W_O = 0): App. D's 'formula' predictor."""
+    """A copy of ``model`` with every attention output removed (W_O = 0): App. D's
+    'formula' predictor."""
     out = copy.deepcopy(model)
     for block in out.blocks:
         block.attn.W_O.weight.zero_()
@@ -363,20 +383,23 @@ def singular_values(model: Transformer) -> dict[str, np.ndarray]:
 
 @torch.no_grad()
 def positional_spread(model: Transformer, length: int) -> float:
-    """App. D: ‖p_n - mean_n p_n‖ averaged over n ≤ length, relative to ‖e_1 - e_0‖ (0: constant in n)."""
+    """App. D: ‖p_n - mean_n p_n‖ averaged over n ≤ length, relative to
+    ‖e_1 - e_0‖ (0: constant in n)."""
     p = model.wpe.weight[:length].double()
     e = model.wte.weight.double()
     return float((p - p.mean(0)).norm(dim=-1).mean() / (e[1] - e[0]).norm())
 
 
-# ---------------------------------------------------------------- second order: Thm 2 and Thm 3
+# -------------------------------------------------------- second order: Thm 2 and Thm 3
 def _exact_math():
-    """Exact second derivatives need an attention that autograd can differentiate twice: the math backend."""
+    """Exact second derivatives need an attention that autograd can differentiate twice:
+    the math backend."""
     return torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH)
 
 
 def _hessian_of(f, x: torch.Tensor, chunk_size: int = 64) -> torch.Tensor:
-    """Hessian of the scalar function f at the vector x: Hessian-vector products (forward over reverse), vmapped."""
+    """Hessian of the scalar function f at the vector x: Hessian-vector products
+    (forward over reverse), vmapped."""
 
     def hvp(v):
         return jvp(grad(f), (x,), (v,))[1]
@@ -391,9 +414,11 @@ def _hessian_of(f, x: torch.Tensor, chunk_size: int = 64) -> torch.Tensor:
 def hessian(
     model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary"
 ) -> tuple[np.ndarray, list[str]]:
-    """Exact Hessian of the population loss over all parameters of ``model`` (flattened), and a label per coordinate.
+    """Exact Hessian of the population loss over all parameters of ``model``
+    (flattened), and a label per coordinate.
 
-    The positional table counts in full: build the model with ``max_len = length`` to keep the matrix small.
+    The positional table counts in full: build the model with ``max_len = length`` to
+    keep the matrix small.
     """
     named = [
         (n, p.detach()) for n, p in model.named_parameters()
@@ -417,15 +442,18 @@ def hessian(
 
 @dataclass
 class UnigramHessian:
-    """Exact Hessian of the population loss at θ_π (Thm 2 tied, Thm 3 untied) in the paper's coordinates.
+    """Exact Hessian of the population loss at θ_π (Thm 2 tied, Thm 3 untied) in the
+    paper's coordinates.
 
-    Coordinates: the embeddings e_i = E[i] and (untied) head rows a_i = A[i], and the biases b_i, for the
-    states i = 1..k-1; state 0 is held at its value at θ_π (E[0] = A[0] = 0, b_0 = log π_0). This removes
-    the directions along which the softmax does not change (adding one vector to every row, one number to
-    every bias); for k = 2 it is exactly the paper's single-logit model, logit = <a, x_n e + ...> + b.
-    Every other parameter (attention, feed-forward, positions) stays at θ_π: at θ_π the Hessian has no
-    entries between those and these coordinates (see the book's chapter), so this block carries the
-    curvature. ``matrix`` is ordered e, [a], b.
+    Coordinates: the embeddings e_i = E[i] and (untied) head rows a_i = A[i], and the
+    biases b_i, for the states i = 1..k-1; state 0 is held at its value at θ_π
+    (E[0] = A[0] = 0, b_0 = log π_0). This removes the directions along which the
+    softmax does not change (adding one vector to every row, one number to every bias);
+    for k = 2 it is exactly the paper's single-logit model,
+    logit = <a, x_n e + ...> + b. Every other parameter (attention, feed-forward,
+    positions) stays at θ_π: at θ_π the Hessian has no entries between those and
+    these coordinates (see the book's chapter), so this block carries the curvature.
+    ``matrix`` is ordered e, [a], b.
     """
 
     matrix: np.ndarray
@@ -442,11 +470,13 @@ class UnigramHessian:
         return float(self.eigenvalues[0])
 
     def eigenvector(self, i: int = 0) -> np.ndarray:
-        """Unit eigenvector of the i-th smallest eigenvalue (0: the direction of most negative curvature)."""
+        """Unit eigenvector of the i-th smallest eigenvalue (0: the direction of most
+        negative curvature)."""
         return np.linalg.eigh(self.matrix)[1][:, i]
 
     def params(self, v: np.ndarray) -> dict[str, torch.Tensor]:
-        """Parameters θ_π + v (v in these coordinates), for ``expected_loss(model, chain, params=...)``."""
+        """Parameters θ_π + v (v in these coordinates), for
+        ``expected_loss(model, chain, params=...)``."""
         return _unigram_params(
             self.model, torch.as_tensor(np.asarray(v), dtype=torch.float64)
         )
@@ -475,7 +505,8 @@ def unigram_hessian(
     length: int = 10,
     start: str = "stationary",
 ) -> UnigramHessian:
-    """The exact Hessian at Thm 2's θ_π in the coordinates of :class:`UnigramHessian` (float64)."""
+    """The exact Hessian at Thm 2's θ_π in the coordinates of :class:`UnigramHessian`
+    (float64)."""
     model = unigram_point(chain, config).double()
     with torch.no_grad():
         model.head.bias.copy_(
@@ -504,13 +535,16 @@ def unigram_hessian(
 
 
 def unigram_curvature(chain: MarkovChain, tied: bool = True) -> float:
-    """Closed form of the smallest Hessian eigenvalue at θ_π in :class:`UnigramHessian` coordinates (any k).
+    """Closed form of the smallest Hessian eigenvalue at θ_π in
+    :class:`UnigramHessian` coordinates (any k).
 
-    To second order at θ_π the loss changes by Σ_ij M_ij <a_j, e_i> + the bias term, with
-    M = diag(π)(1 π^T - P) (M_ij = E[1{x_n=i}(π_j - 1{x_{n+1}=j})]). Tied (a = e) the embedding block is
-    (M + M^T) ⊗ I; untied it is [[0, M ⊗ I], [M^T ⊗ I, 0]], eigenvalues ±(singular values of M); the bias block
-    is diag(π) - π π^T. All restricted to states 1..k-1 (state 0 is the reference). For k = 2, M_11 =
-    c = pq(p+q-1)/(p+q)^2: tied min(2c, π_0 π_1), positive exactly when p + q > 1; untied -|c|.
+    To second order at θ_π the loss changes by Σ_ij M_ij <a_j, e_i> + the bias term,
+    with M = diag(π)(1 π^T - P) (M_ij = E[1{x_n=i}(π_j - 1{x_{n+1}=j})]). Tied
+    (a = e) the embedding block is (M + M^T) ⊗ I; untied it is
+    [[0, M ⊗ I], [M^T ⊗ I, 0]], eigenvalues ±(singular values of M); the bias block
+    is diag(π) - π π^T. All restricted to states 1..k-1 (state 0 is the reference).
+    For k = 2, M_11 = c = pq(p+q-1)/(p+q)^2: tied min(2c, π_0 π_1), positive exactly
+    when p + q > 1; untied -|c|.
     """
     pi = chain.stationary()
     M = (np.diag(pi) @ (np.outer(np.ones(chain.k), pi) - chain.P))[1:, 1:]
@@ -525,7 +559,8 @@ def unigram_curvature(chain: MarkovChain, tied: bool = True) -> float:
 
 @torch.no_grad()
 def perturbed(model: Transformer, std: float, *, seed: int = 0) -> Transformer:
-    """A copy of ``model`` with independent N(0, std^2) noise added to every parameter (seeded)."""
+    """A copy of ``model`` with independent N(0, std^2) noise added to every parameter
+    (seeded)."""
     if not std >= 0:
         raise ValueError(f"std must be >= 0; got {std!r}")
     out = copy.deepcopy(model)
@@ -544,10 +579,12 @@ def population_descent(
     length: int = 10,
     start: str = "stationary",
 ) -> tuple[Transformer, np.ndarray]:
-    """Plain gradient descent θ ← θ - lr ∇L(θ) on the exact population loss over paths of ``length`` states.
+    """Plain gradient descent θ ← θ - lr ∇L(θ) on the exact population loss over
+    paths of ``length`` states.
 
-    No sampling noise, no optimiser state: the deterministic dynamics near a stationary point (Thm 2, 3).
-    Returns a trained copy of ``model`` and the exact loss before every step and after the last.
+    No sampling noise, no optimiser state: the deterministic dynamics near a stationary
+    point (Thm 2, 3). Returns a trained copy of ``model`` and the exact loss before
+    every step and after the last.
     """
     steps = check_int("steps", steps, 1)
     lr = check_number("lr", lr, low=0.0, open_low=True, what="a positive number")
@@ -573,12 +610,14 @@ def population_descent(
 def construction_checks(
     chain: MarkovChain, *, d_model: int = 8, seed: int = 0, length: int = 10
 ) -> tuple[dict[str, dict], dict[str, str]]:
-    """Thm 1 checked for every construction: tied and untied theory models, ``route`` direct and feedforward.
+    """Thm 1 checked for every construction: tied and untied theory models, ``route``
+    direct and feedforward.
 
-    Returns ``(available, unavailable)``: ``available[name]`` holds the float64 ``model``, its
-    ``kernel_error`` (largest |f - P[x_n]| on 64 sampled paths of 200 states, seeded), its exact ``loss``
-    over paths of ``length`` states and the ``grad`` norm there; ``unavailable[name]`` says why a
-    construction does not exist for this chain (the tied direct route needs p + q <= 1).
+    Returns ``(available, unavailable)``: ``available[name]`` holds the float64
+    ``model``, its ``kernel_error`` (largest |f - P[x_n]| on 64 sampled paths of 200
+    states, seeded), its exact ``loss`` over paths of ``length`` states and the ``grad``
+    norm there; ``unavailable[name]`` says why a construction does not exist for this
+    chain (the tied direct route needs p + q <= 1).
     """
     available, unavailable = {}, {}
     x = chain.sample(64, 200, seed=seed)
@@ -603,13 +642,15 @@ def construction_checks(
 
 
 def appendix_d(model: Transformer, x: torch.Tensor, length: int) -> dict:
-    """App. D's diagnostics of one trained model on test paths ``x`` (positions up to ``length``).
+    """App. D's diagnostics of one trained model on test paths ``x`` (positions up to
+    ``length``).
 
-    ``ratio`` (per position) and ``ratio_mean``: attention's share ‖attn_n‖ / ‖x_n + attn_n‖;
-    ``ablation``: the largest change of a predicted probability on ``x`` when attention is removed;
-    ``spread``: :func:`positional_spread`; ``rank_ratio``: s_2 / s_1 of each weight matrix (0 for a
-    zero matrix) and
-    ``largest_rank_ratio`` their maximum; ``svals``: the singular values.
+    ``ratio`` (per position) and ``ratio_mean``: attention's share
+    ‖attn_n‖ / ‖x_n + attn_n‖; ``ablation``: the largest change of a predicted
+    probability on ``x`` when attention is removed; ``spread``:
+    :func:`positional_spread`; ``rank_ratio``: s_2 / s_1 of each weight matrix
+    (0 for a zero matrix) and ``largest_rank_ratio`` their maximum; ``svals``: the
+    singular values.
     """
     ratio = attention_ratio(model, x)
     with torch.no_grad():
@@ -629,10 +670,11 @@ def appendix_d(model: Transformer, x: torch.Tensor, length: int) -> dict:
 
 
 def unigram_min_eigenvalue(k: int, p: float) -> float:
-    """Smallest eigenvalue of the exact Hessian at the tied θ_π of the symmetric k-state chain (autodiff).
+    """Smallest eigenvalue of the exact Hessian at the tied θ_π of the symmetric
+    k-state chain (autodiff).
 
-    Exact enumeration of all k^3 paths of length 3 (the Hessian at θ_π does not depend on the length
-    under the stationary start), float64.
+    Exact enumeration of all k^3 paths of length 3 (the Hessian at θ_π does not depend
+    on the length under the stationary start), float64.
     """
     from .chains import symmetric
 
@@ -643,11 +685,13 @@ def unigram_min_eigenvalue(k: int, p: float) -> float:
 def unigram_threshold(
     k: int, tol: float = 1e-6, *, lo: float = 0.3, hi: float = 1.0, min_eig=None
 ) -> float:
-    """The switching probability p* where θ_π of the symmetric k-state chain turns into a local minimum.
+    """The switching probability p* where θ_π of the symmetric k-state chain turns
+    into a local minimum.
 
-    Bisection in p on the sign of :func:`unigram_min_eigenvalue` (or ``min_eig(k, p)``) until the bracket
-    is shorter than ``tol``; returns its midpoint. The bracket [lo, hi] must have a negative smallest
-    eigenvalue at ``lo`` and a positive one at ``hi`` (``ValueError`` otherwise).
+    Bisection in p on the sign of :func:`unigram_min_eigenvalue` (or ``min_eig(k, p)``)
+    until the bracket is shorter than ``tol``; returns its midpoint. The bracket
+    [lo, hi] must have a negative smallest eigenvalue at ``lo`` and a positive one at
+    ``hi`` (``ValueError`` otherwise).
     """
     check_number("tol", tol, low=0, high=1, open_low=True)
     min_eig = min_eig or unigram_min_eigenvalue
@@ -663,8 +707,10 @@ def unigram_threshold(
 
 
 def n_params(config: TransformerConfig) -> int:
-    """The number of parameters of ``Transformer(config)`` in closed form (framework chapter):
-    k d (E) + T d (positions) + L (4 d² + 2 m d²) (attention, feed-forward of width m d) + k (b)
+    """The number of parameters of ``Transformer(config)`` in closed form
+    (framework chapter):
+    k d (E) + T d (positions) + L (4 d² + 2 m d²) (attention,
+    feed-forward of width m d) + k (b)
     + k d (A, untied only) + (2 L + 1) d (layer-norm gains, GPT-2 only)."""
     k, d, T, L = config.vocab_size, config.d_model, config.max_len, config.n_layers
     return (

@@ -1,9 +1,11 @@
-"""Training one model on fresh Markov samples (the authors' optimiser and schedule, paper App. A).
+"""Training one model on fresh Markov samples (the authors' optimiser and schedule,
+paper App. A).
 
-AdamW (0.9, 0.95), weight decay on the linear layers' weights only, one-cycle schedule: 2 % linear warm-up from lr/100,
-cosine down to lr/5. Every batch is a fresh draw from the chain; the test loss is measured on fresh
-batches from a separate random stream. All randomness (initialisation, training data, test data) is
-derived from ``seed`` through ``numpy.random.SeedSequence``: same seed, same history, bit for bit, on CPU.
+AdamW (0.9, 0.95), weight decay on the linear layers' weights only, one-cycle schedule:
+2 % linear warm-up from lr/100, cosine down to lr/5. Every batch is a fresh draw from
+the chain; the test loss is measured on fresh batches from a separate random stream. All
+randomness (initialisation, training data, test data) is derived from ``seed`` through
+``numpy.random.SeedSequence``: same seed, same history, bit for bit, on CPU.
 """
 
 from __future__ import annotations
@@ -57,11 +59,13 @@ def _check_lr(lr) -> float:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that determines the optimisation of one run, besides the seed (paper App. A settings).
+    """Everything that determines the optimisation of one run, besides the seed
+    (paper App. A settings).
 
-    AdamW (0.9, 0.95) with ``weight_decay`` on the weights of the linear layers (W_Q, W_K, W_V, W_O, W_1,
-    W_2 and an untied head), as the authors' optimiser groups do; ``decay_embeddings=True`` also decays the
-    token and positional embeddings (markovlib 0.1). The hash of a run's spec is computed from these fields.
+    AdamW (0.9, 0.95) with ``weight_decay`` on the weights of the linear layers (W_Q,
+    W_K, W_V, W_O, W_1, W_2 and an untied head), as the authors' optimiser groups do;
+    ``decay_embeddings=True`` also decays the token and positional embeddings
+    (markovlib 0.1). The hash of a run's spec is computed from these fields.
     """
 
     steps: int
@@ -70,7 +74,8 @@ class TrainConfig:
     lr: float = 2e-3
     eval_every: int = 10  # steps between two test-loss evaluations
     eval_batches: int = 4  # fresh batches per test-loss evaluation
-    schedule: str = "one-cycle"  # 'one-cycle' (2 % warm-up from lr/100, cosine to lr/5) or 'constant'
+    # 'one-cycle' (2 % warm-up from lr/100, cosine to lr/5) or 'constant'
+    schedule: str = "one-cycle"
     weight_decay: float = 1e-3
     decay_embeddings: bool = False
     start: str = "stationary"  # law of the first state: 'stationary' or 'uniform'
@@ -101,7 +106,8 @@ class TrainConfig:
     def build(
         cls, settings: TrainConfig | dict | None = None, **changes
     ) -> TrainConfig:
-        """``settings`` (a TrainConfig or a dict of its fields) with ``changes`` applied; unknown names raise."""
+        """``settings`` (a TrainConfig or a dict of its fields) with ``changes``
+        applied; unknown names raise."""
         base = (
             settings.to_dict()
             if isinstance(settings, TrainConfig)
@@ -126,7 +132,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
-        """Read a stored spec; specs written before ``decay_embeddings`` existed decayed the embeddings."""
+        """Read a stored spec; specs written before ``decay_embeddings`` existed decayed
+        the embeddings."""
         return cls.build({"decay_embeddings": True, **d})
 
     def to_dict(self) -> dict:
@@ -137,7 +144,8 @@ class TrainConfig:
 
 
 def seed_streams(seed: int) -> tuple[int, int, int]:
-    """The (initialisation, training data, test data) seeds of a run, derived from ``seed`` (numpy SeedSequence)."""
+    """The (initialisation, training data, test data) seeds of a run, derived from
+    ``seed`` (numpy SeedSequence)."""
     init, data, test = (int(s) for s in np.random.SeedSequence(seed).generate_state(3))
     return init, data, test
 
@@ -156,7 +164,8 @@ def cpu_model() -> str:
 def provenance(
     device: torch.device, *, ensemble_size: int = 1, compile: bool = False
 ) -> dict:
-    """Where and how a run was computed: library and torch versions, device, CPU model and capability, threads."""
+    """Where and how a run was computed: library and torch versions, device, CPU model
+    and capability, threads."""
     from . import __version__
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
@@ -174,10 +183,11 @@ def provenance(
 
 
 def cross_entropy(model, x: torch.Tensor) -> torch.Tensor:
-    """Next-state cross entropy averaged over positions: inputs x[..., :-1], targets x[..., 1:] (nats).
+    """Next-state cross entropy averaged over positions: inputs x[..., :-1], targets
+    x[..., 1:] (nats).
 
-    For a single model x is (batch, length + 1) and the result a scalar; for an ensemble x is
-    (N, batch, length + 1) and the result the N per-model losses.
+    For a single model x is (batch, length + 1) and the result a scalar; for an ensemble
+    x is (N, batch, length + 1) and the result the N per-model losses.
     """
     logits = model(x[..., :-1])
     if x.dim() == 2:
@@ -197,9 +207,11 @@ def make_optimizer(
     *,
     decay_embeddings: bool = False,
 ) -> torch.optim.AdamW:
-    """AdamW(0.9, 0.95); weight decay on :meth:`Transformer.decayed_parameters` only (paper App. A).
+    """AdamW(0.9, 0.95); weight decay on :meth:`Transformer.decayed_parameters` only
+    (paper App. A).
 
-    AdamW is elementwise, so on an ensemble's stacked parameters it is N independent optimisers.
+    AdamW is elementwise, so on an ensemble's stacked parameters it is N independent
+    optimisers.
     """
     decayed = {id(p) for p in model.decayed_parameters(embeddings=decay_embeddings)}
     params = list(model.parameters())  # a tied weight appears once
@@ -216,7 +228,8 @@ def make_optimizer(
 def one_cycle_factor(
     step: int, steps: int, warmup: float = 0.02, start: float = 0.01, end: float = 0.2
 ) -> float:
-    """lr multiplier at ``step``: linear warm-up from ``start`` to 1 over 2 % of the steps, cosine from 1 to ``end``."""
+    """lr multiplier at ``step``: linear warm-up from ``start`` to 1 over 2 % of the
+    steps, cosine from 1 to ``end``."""
     w = max(1, math.ceil(warmup * steps))
     if step < w:
         return start + (1.0 - start) * step / w
@@ -225,7 +238,8 @@ def one_cycle_factor(
 
 
 def make_schedule(optimizer, schedule: str, steps: int, lr: float):
-    """'one-cycle': 2 % warm-up from lr/100 to lr, cosine to lr/5 at the last step; 'constant': lr throughout."""
+    """'one-cycle': 2 % warm-up from lr/100 to lr, cosine to lr/5 at the last step;
+    'constant': lr throughout."""
     if schedule == "one-cycle":
         return torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: one_cycle_factor(step, steps)
@@ -237,12 +251,15 @@ def make_schedule(optimizer, schedule: str, steps: int, lr: float):
 
 @dataclass
 class TrainResult:
-    """What a run returns: the trained model, its per-step history and where it was computed."""
+    """What a run returns: the trained model, its per-step history and where it was
+    computed."""
 
     chain: Chain
     config: TransformerConfig
     model: Transformer
-    history: pd.DataFrame  # one row per step (0 = before training): lr, train_loss, test_loss (NaN between evals)
+    # one row per step (0 = before training): lr, train_loss, test_loss
+    # (NaN between evals)
+    history: pd.DataFrame
     seed: int
     train_config: TrainConfig
     seconds: float = float("nan")
@@ -276,7 +293,8 @@ class TrainResult:
         return float(self.test_history["test_loss"].iloc[-1])
 
     def escape_step(self, tol: float = 0.005) -> int | None:
-        """First step at which the test loss came within ``tol`` nats of H_rate (None if never)."""
+        """First step at which the test loss came within ``tol`` nats of H_rate
+        (None if never)."""
         close = self.test_history[
             self.test_history["test_loss"] <= self.chain.entropy_rate() + tol
         ]
@@ -285,27 +303,31 @@ class TrainResult:
     def test_sequence(
         self, length: int | None = None, *, seed: int | None = None
     ) -> torch.Tensor:
-        """One fresh test path (1, length) drawn from the chain (reproducible from the run's seed)."""
+        """One fresh test path (1, length) drawn from the chain (reproducible from the
+        run's seed)."""
         length = length or self.train_config.seq_len
         seed = self.test_seed + 1 if seed is None else seed
         return self.chain.sample(1, length, seed=seed, device=self.device)
 
     def probabilities(self, x: torch.Tensor) -> torch.Tensor:
-        """P(x_{n+1} = j | x_1^n) predicted along the paths x: (batch, length, k), on the CPU."""
+        """P(x_{n+1} = j | x_1^n) predicted along the paths x: (batch, length, k), on
+        the CPU."""
         self.model.eval()
         return self.model.probabilities(x.to(self.device)).cpu()
 
     def probability_along(
         self, x: torch.Tensor, i: int = 0, j: int = 1
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Positions n of a single path x where x_n = i, and the predicted P(x_{n+1} = j | x_1^n) there (Fig 3c-d)."""
+        """Positions n of a single path x where x_n = i, and the predicted
+        P(x_{n+1} = j | x_1^n) there (Fig 3c-d)."""
         x = x.reshape(1, -1)
         probs = self.probabilities(x)[0, :, j].numpy()
         positions = np.flatnonzero(x[0].cpu().numpy() == i)
         return positions, probs[positions]
 
     def learnt_kernel(self, x: torch.Tensor | None = None) -> np.ndarray:
-        """k×k average predicted P(x_{n+1} = j | x_n = i) over test paths x (default: 8 fresh paths)."""
+        """k×k average predicted P(x_{n+1} = j | x_n = i) over test paths x (default: 8
+        fresh paths)."""
         if x is None:
             x = self.chain.sample(
                 8,
@@ -334,12 +356,15 @@ def train(
     stop_after: int | None = None,
     **changes,
 ) -> TrainResult:
-    """Train a fresh :class:`Transformer` on samples of ``chain``; returns a :class:`TrainResult`.
+    """Train a fresh :class:`Transformer` on samples of ``chain``; returns a
+    :class:`TrainResult`.
 
-    ``settings`` is a :class:`TrainConfig`; keyword ``changes`` (``steps=400, batch_size=16, ...``) build or
-    amend it. ``device="auto"`` picks CUDA when present (data are sampled on the device); ``compile=True``
-    trains through ``torch.compile``; ``checkpoint=s`` also keeps a copy of the weights after step s;
-    ``stop_after=s`` ends the run after step s (its first s steps, exactly as in the full run: verification).
+    ``settings`` is a :class:`TrainConfig`; keyword ``changes``
+    (``steps=400, batch_size=16, ...``) build or amend it. ``device="auto"`` picks CUDA
+    when present (data are sampled on the device); ``compile=True`` trains through
+    ``torch.compile``; ``checkpoint=s`` also keeps a copy of the weights after step s;
+    ``stop_after=s`` ends the run after step s (its first s steps, exactly as in the
+    full run: verification).
     """
     settings = TrainConfig.build(settings, **changes)
     desc = desc or f"{chain.name} {'tied' if config.tied else 'untied'}"
@@ -371,10 +396,12 @@ def train_many(
     checkpoint: int | None = None,
     **changes,
 ) -> list[TrainResult]:
-    """Train N = len(seeds) independent models of one architecture in one batched step (an ensemble).
+    """Train N = len(seeds) independent models of one architecture in one batched step
+    (an ensemble).
 
-    Member i has its own seed and chain (``chains`` is one chain for all or a list of N) and gives the
-    same history, to float rounding, as ``train(chains[i], config, settings, seed=seeds[i])``.
+    Member i has its own seed and chain (``chains`` is one chain for all or a list of N)
+    and gives the same history, to float rounding, as
+    ``train(chains[i], config, settings, seed=seeds[i])``.
     """
     settings = TrainConfig.build(settings, **changes)
     seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
@@ -385,7 +412,8 @@ def train_many(
     chains = [chains] * len(seeds) if isinstance(chains, Chain) else list(chains)
     if len(chains) != len(seeds):
         raise ValueError(
-            f"chains must be one chain or one per seed ({len(seeds)}); got {len(chains)}"
+            f"chains must be one chain or one per seed ({len(seeds)}); "
+            f"got {len(chains)}"
         )
     desc = desc or f"ensemble of {len(seeds)} {'tied' if config.tied else 'untied'}"
     return _fit(
@@ -416,7 +444,8 @@ def _fit(
     checkpoint: int | None,
     stop_after: int | None = None,
 ) -> list[TrainResult]:
-    """The training loop of :func:`train` (one model) and :func:`train_many` (an ensemble)."""
+    """The training loop of :func:`train` (one model) and :func:`train_many`
+    (an ensemble)."""
     s = settings
     if s.seq_len > config.max_len:
         raise ValueError(
@@ -434,7 +463,8 @@ def _fit(
 
     device = resolve_device(device)
     n = len(seeds)
-    # per member: initialisation, training data and test data streams, all derived from its seed
+    # per member: initialisation, training data and test data streams, all derived from
+    # its seed
     streams = [seed_streams(seed) for seed in seeds]
     cpu = torch.device("cpu")
     if ensemble:
@@ -550,8 +580,9 @@ def _fit(
 
 
 def escape_curve(results: Sequence[TrainResult], tol: float = 0.005) -> pd.DataFrame:
-    """Fraction of ``results`` that have escaped (test loss within ``tol`` of H_rate at least once) by each
-    evaluated step; columns step, escaped, plateau (= 1 - escaped)."""
+    """Fraction of ``results`` that have escaped (test loss within ``tol`` of H_rate at
+    least once) by each evaluated step; columns step, escaped, plateau
+    (= 1 - escaped)."""
     if not results:
         raise ValueError("results must hold at least one run")
     steps = results[0].test_history["step"].to_numpy()

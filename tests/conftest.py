@@ -1,7 +1,8 @@
 """Shared set-up for the markovlib unit tests.
 
-Two CPU threads (the target machine has 2 cores; CPU results are bit-reproducible only with a fixed thread
-count), a non-interactive matplotlib backend, and a few helpers exposed as fixtures.
+Two CPU threads (the target machine has 2 cores; CPU results are bit-reproducible only
+with a fixed thread count), a non-interactive matplotlib backend, and a few helpers
+exposed as fixtures.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ torch.set_num_threads(2)
 
 
 def _random_kernel(k: int, seed: int = 0, alpha: float = 2.0) -> np.ndarray:
-    """A random non-symmetric row-stochastic k×k kernel with rows ~ Dirichlet(alpha), all entries > 0."""
+    """A random non-symmetric row-stochastic k×k kernel with rows ~ Dirichlet(alpha),
+    all entries > 0."""
     rng = np.random.default_rng(seed)
     P = rng.dirichlet(np.full(k, alpha), size=k)
     assert np.all(P > 0) and not np.allclose(P, P.T)
@@ -31,11 +33,13 @@ def _random_kernel(k: int, seed: int = 0, alpha: float = 2.0) -> np.ndarray:
 
 
 def _markov_chi2(counts: np.ndarray, P: np.ndarray) -> tuple[float, int, float]:
-    """Goodness of fit of observed transition counts to a kernel (Anderson–Goodman row-wise chi-square).
+    """Goodness of fit of observed transition counts to a kernel (Anderson–Goodman
+    row-wise chi-square).
 
-    Conditionally on the visits to state i, the successors of i are i.i.d. P[i] (Markov property), so
-    sum_ij (N_ij - N_i P_ij)^2 / (N_i P_ij) is asymptotically chi-square with sum_i (#{j: P_ij > 0} - 1) dof.
-    A transition with P_ij = 0 that is observed makes the statistic infinite (p-value 0).
+    Conditionally on the visits to state i, the successors of i are i.i.d. P[i]
+    (Markov property), so sum_ij (N_ij - N_i P_ij)^2 / (N_i P_ij) is asymptotically
+    chi-square with sum_i (#{j: P_ij > 0} - 1) dof. A transition with P_ij = 0 that is
+    observed makes the statistic infinite (p-value 0).
     """
     counts = np.asarray(counts, dtype=np.float64)
     P = np.asarray(P, dtype=np.float64)
@@ -69,5 +73,6 @@ def markov_chi2():
 
 @pytest.fixture(autouse=True)
 def _no_scale_override(monkeypatch):
-    """Tests never inherit a MARKOVLIB_SCALE from the caller's shell (CI sets it for the notebooks)."""
+    """Tests never inherit a MARKOVLIB_SCALE from the caller's shell (CI sets it for the
+    notebooks)."""
     monkeypatch.delenv("MARKOVLIB_SCALE", raising=False)

@@ -19,7 +19,8 @@ STEPS = [0, 10, 20, 30, 40]
 
 
 class FakeRun:
-    """A run with a given test-loss history; escape_step and final_test_loss are TrainResult's own."""
+    """A run with a given test-loss history; escape_step and final_test_loss are
+    TrainResult's own."""
 
     escape_step = TrainResult.escape_step
     final_test_loss = TrainResult.final_test_loss
@@ -54,10 +55,12 @@ def test_escape_stats_hand_case():
     assert st.near_unigram == 0.5
     assert st.final_mean == pytest.approx((0.619 + 0.621 + 0.666 + 0.645) / 4)
     assert st.curve["plateau"].tolist() == [1.0, 1.0, 0.75, 0.75, 0.5]
-    # at_step defaults to the last evaluation; between evaluations it reads the last one before
+    # at_step defaults to the last evaluation; between evaluations it reads the last one
+    # before
     assert analysis.escape_stats(FOUR).trap_fraction == 0.5
     assert analysis.escape_stats(FOUR, at_step=39).trap_fraction == 0.75
-    # a looser tolerance: the second run (0.63 <= 0.6390) escapes at 30, the fourth at 40 (0.645 <= 0.6490)
+    # a looser tolerance: the second run (0.63 <= 0.6390) escapes at 30, the fourth at
+    # 40 (0.645 <= 0.6490)
     loose = analysis.escape_stats(FOUR, 0.03)
     assert loose.escapes == (20, 30, None, 40)
     assert loose.median_escape == 30.0 and loose.median_text == "30"
@@ -103,7 +106,8 @@ def test_group_by_keeps_first_seen_order():
 
 def test_grid_means_rows_q_columns_p():
     specs, results = [], []
-    # value = 10 p + q + seed / 100; two seeds per cell, listed seed-major and out of order
+    # value = 10 p + q + seed / 100; two seeds per cell, listed seed-major and out of
+    # order
     for s in (1, 0):
         for p in (0.2, 0.8):
             for q in (0.3, 0.6):
@@ -134,7 +138,8 @@ def test_curvature_c_by_hand_and_by_sampling():
 
 @pytest.mark.parametrize("p, q", [(0.5, 0.8), (0.2, 0.3), (0.9, 0.6)])
 def test_curvature_c_is_the_hessian_scale(p, q):
-    """Thm 2 and 3: untied the smallest eigenvalue is -|c|; tied it is min(2c, pi0 pi1)."""
+    """Thm 2 and 3: untied the smallest eigenvalue is -|c|; tied it is
+    min(2c, pi0 pi1)."""
     chain = binary(p, q)
     c = analysis.curvature_c(chain)
     pi = chain.stationary()
@@ -160,7 +165,8 @@ def test_paired_excess_of_the_two_stationary_points():
     assert at_min.mean == pytest.approx(RATE, abs=4 * at_min.stderr + 1e-3)
     assert at_min.excess_stderr < 1e-9 < at_min.stderr  # pairing removes the path noise
     at_pi = analysis.paired_excess(unigram, n_sequences=256, seed=5)
-    # theta_pi predicts pi: its excess is I(x_n; x_{n+1}) = H(pi) - H_rate, in expectation
+    # theta_pi predicts pi: its excess is I(x_n; x_{n+1}) = H(pi) - H_rate, in
+    # expectation
     assert at_pi.excess == pytest.approx(UNI - RATE, abs=4 * at_pi.excess_stderr)
     group = analysis.group_excess([bayes, unigram], n_sequences=64, seed=5)
     assert group.each[0] == at_min.excess  # same seed, same paths
@@ -239,7 +245,8 @@ def test_loss_along_is_quadratic_near_theta_pi():
     ts = [0.0, 1e-2, -1e-2]
     losses = analysis.loss_along(H, CHAIN, v, ts, 4)
     assert losses[0] == pytest.approx(UNI, abs=1e-12)
-    # second order: L(t) = H(pi) + lambda t^2 / 2 with lambda the eigenvalue of v (here -c)
+    # second order: L(t) = H(pi) + lambda t^2 / 2 with lambda the eigenvalue of
+    # v (here -c)
     curv = (losses[1] + losses[2] - 2 * losses[0]) / 1e-4
     assert curv == pytest.approx(-analysis.curvature_c(CHAIN), rel=1e-3)
     assert analysis.ea_cosine(H, v) == pytest.approx(-1.0, abs=1e-9)  # e = -a
@@ -287,7 +294,7 @@ def test_attention_maps_and_lag_mass():
         analysis.lag_attention(w, 4)
 
 
-# --- appended for the chapters global_minimum and multi_state -----------------------------------------
+# --- appended for the chapters global_minimum and multi_state -------------------------
 
 
 def test_unigram_fraction_tells_theta_pi_from_the_global_minimum():

@@ -1,4 +1,5 @@
-"""benchmarks/bench.py: one function per numbered row of its docstring, listed in order by main."""
+"""benchmarks/bench.py: one function per numbered row of its docstring, listed in order
+by main."""
 
 from __future__ import annotations
 

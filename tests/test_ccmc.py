@@ -1,4 +1,5 @@
-"""markovlib.ccmc: attention = context-conditioned Markov chain, the generator, the statistics, the MLE of W."""
+"""markovlib.ccmc: attention = context-conditioned Markov chain, the generator, the
+statistics, the MLE of W."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from scipy import stats
 from markovlib import ccmc
 from markovlib.presets import PRESETS
 
-P_MIN = 1e-4  # a correct sampler with a fixed seed passes a goodness-of-fit test at this level essentially always
+# a correct sampler with a fixed seed passes a goodness-of-fit test at this level
+# essentially always
+P_MIN = 1e-4
 
 
 def _ccmc_by_hand(W, x, pos=None) -> torch.Tensor:
-    """P(next = j | x) ∝ c_j exp(W[x_T, j]), c_j = Σ_{t: x_t = j} exp(b_t) (b = 0: plain counts), by Python loops."""
+    """P(next = j | x) ∝ c_j exp(W[x_T, j]), c_j = Σ_{t: x_t = j} exp(b_t)
+    (b = 0: plain counts), by Python loops."""
     k, T = W.shape[0], x.shape[1]
     b = [0.0] * T if pos is None else [float(v) for v in pos[:T]]
     out = torch.zeros(x.shape[0], k, dtype=torch.float64)
@@ -123,7 +127,8 @@ def test_first_and_second_generated_tokens_follow_the_ccmc():
     p1 = ccmc.ccmc_probs(W, prompt)[0].numpy()
     counts = np.bincount(out[:, 0].numpy(), minlength=k)
     assert stats.chisquare(counts, n * p1).pvalue > P_MIN
-    # the second token given the first: the CCMC of the prompt with the first token appended (its count grew)
+    # the second token given the first: the CCMC of the prompt with the first token
+    # appended (its count grew)
     for j in range(k):
         rows = out[:, 0] == j
         p2 = ccmc.ccmc_probs(W, torch.cat([prompt, torch.tensor([j])]))[0].numpy()
@@ -200,7 +205,7 @@ def test_self_reinforcing_attention_collapses_and_the_markov_chain_does_not():
     assert end["distinct"].mean() < 2 and markov["distinct"].mean() > k - 0.5
 
 
-# ---------------------------------------------------------------- statistics, stability, mean field
+# ---------------------------------------------------- statistics, stability, mean field
 def test_trajectory_stats_by_hand():
     tokens = torch.tensor([[0, 0, 1, 2], [3, 3, 3, 3]])
     s = ccmc.trajectory_stats(tokens, 4, window=2, at=[1, 2, 3, 4])
@@ -407,7 +412,7 @@ def test_bad_parameters_raise():
         ccmc.context_law(W, [0.0, 0.0, 0.0])
 
 
-# ---------------------------------------------------------------- the chapter's measurements
+# ----------------------------------------------------------- the chapter's measurements
 def test_equivalence_measures_the_theorem():
     W = ccmc.random_W(5, seed=3)
     x = ccmc.sample_prompts(40, 6, 5, seed=4)

@@ -1,4 +1,5 @@
-"""markovlib.chains: the parallel sampler (statistically and exactly), the closed forms, and input validation."""
+"""markovlib.chains: the parallel sampler (statistically and exactly), the closed forms,
+and input validation."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from markovlib.chains import (
     symmetric,
 )
 
-P_MIN = 1e-4  # a correct sampler with a fixed seed passes a test at this level essentially always
+# a correct sampler with a fixed seed passes a test at this level essentially always
+P_MIN = 1e-4
 Z_MAX = 5.0
 
 
@@ -40,7 +42,7 @@ def _z(successes: int, n: int, p: float) -> float:
     return (successes - n * p) / math.sqrt(n * p * (1 - p))
 
 
-# ---------------------------------------------------------------- transition frequencies
+# --------------------------------------------------------------- transition frequencies
 @pytest.mark.parametrize("p,q", [(0.2, 0.3), (0.5, 0.8), (0.9, 0.05)])
 def test_binary_transition_frequencies_match_kernel(p, q, markov_chi2):
     chain = binary(p, q)
@@ -95,7 +97,7 @@ def test_transition_counts_is_exact():
     np.testing.assert_array_equal(chain.transition_counts(x), expected)
 
 
-# ---------------------------------------------------------------- exact path law on short paths
+# -------------------------------------------------------- exact path law on short paths
 def _path_probabilities(
     P: np.ndarray, pi0: np.ndarray, length: int
 ) -> dict[tuple, float]:
@@ -112,7 +114,8 @@ def _path_probabilities(
 @pytest.mark.parametrize("start", ["stationary", "uniform"])
 @pytest.mark.parametrize("which,length", [("binary", 6), ("kstate", 4)])
 def test_joint_law_of_short_paths(which, length, start):
-    """Every path of a short length appears with frequency pi0(x_1) prod P(x_n, x_n+1) (i.i.d. over the batch)."""
+    """Every path of a short length appears with frequency pi0(x_1) prod P(x_n, x_n+1)
+    (i.i.d. over the batch)."""
     P = (
         np.array([[0.7, 0.3], [0.6, 0.4]])
         if which == "binary"
@@ -134,7 +137,7 @@ def test_joint_law_of_short_paths(which, length, start):
     assert pval > P_MIN
 
 
-# ---------------------------------------------------------------- white-box: scan and closed form vs sequential
+# ---------------------------------------- white-box: scan and closed form vs sequential
 def _sequential_from_uniforms(
     P: np.ndarray, x0: torch.Tensor, u: torch.Tensor
 ) -> torch.Tensor:
@@ -153,7 +156,8 @@ def _sequential_from_uniforms(
     ids=["symmetric3", "dirichlet6"],
 )
 def test_blocked_paths_equal_sequential(length, P):
-    """Lengths with every block shape: exact squares, a padded last block, a single step."""
+    """Lengths with every block shape: exact squares, a padded last block, a single
+    step."""
     chain = MarkovChain(P)
     g = torch.Generator().manual_seed(length)
     u = torch.rand(32, length, generator=g)
@@ -164,8 +168,9 @@ def test_blocked_paths_equal_sequential(length, P):
 
 
 def test_interval_grid_equals_bucketize():
-    """The grid lookup counts #{breaks <= u} exactly like torch.bucketize(right=True): breaks on cell edges,
-    several in one cell, duplicates, 0 and 1, probed at, just below and just above every break and edge."""
+    """The grid lookup counts #{breaks <= u} exactly like torch.bucketize(right=True):
+    breaks on cell edges, several in one cell, duplicates, 0 and 1, probed at, just
+    below and just above every break and edge."""
     cells = 16
     breaks = np.sort(
         np.array(
@@ -253,7 +258,7 @@ def test_uniform_start_later_position_follows_the_chain():
     assert stats.chisquare(observed, n * law).pvalue > P_MIN
 
 
-# ---------------------------------------------------------------- first-order Markov property
+# ---------------------------------------------------------- first-order Markov property
 def test_binary_sampler_is_first_order():
     """P(x_{n+1}=1 | x_n=b, x_{n-1}=a) does not depend on a: p for b=0, 1-q for b=1."""
     p, q = 0.3, 0.6  # p + q != 1: x_{n-1} is informative about x_n
@@ -273,7 +278,8 @@ def test_binary_sampler_is_first_order():
 
 
 def test_kstate_sampler_is_first_order(random_kernel):
-    """For a random 3-state kernel, the successor law given (x_{n-1}, x_n) = (a, b) is P[b] for every a."""
+    """For a random 3-state kernel, the successor law given (x_{n-1}, x_n) = (a, b) is
+    P[b] for every a."""
     P = random_kernel(3, seed=1)
     chain = MarkovChain(P)
     x = chain.sample(300, 600, seed=22).numpy()
@@ -317,7 +323,7 @@ def test_absorbing_in_one():
     assert counts[1, 0] == 0 and abs(_z(counts[0, 1], counts[0].sum(), 0.35)) < Z_MAX
 
 
-# ---------------------------------------------------------------- seeds, generators, dtype, shape
+# ------------------------------------------------------ seeds, generators, dtype, shape
 @pytest.mark.parametrize(
     "chain", [binary(0.2, 0.3), symmetric(5, 0.3)], ids=lambda c: c.name
 )
@@ -360,7 +366,7 @@ def test_numpy_integer_sizes_are_accepted():
     assert x.shape == (3, 4)
 
 
-# ---------------------------------------------------------------- closed forms vs independent computations
+# --------------------------------------------- closed forms vs independent computations
 def _independent_pi(P: np.ndarray) -> np.ndarray:
     w, v = np.linalg.eig(P.T)
     vec = np.real(v[:, np.argmin(np.abs(w - 1))])
@@ -562,8 +568,9 @@ def test_sample_rejects_bad_start(start):
     ids=["symmetric5", "dirichlet8", "with-zeros"],
 )
 def test_interval_lookup_equals_inverse_cdf_maps(P):
-    """The sampler's step maps (grid lookup of the interval between merged thresholds + a table lookup) equal
-    the inverse-CDF maps computed row by row, also exactly at and just below every threshold."""
+    """The sampler's step maps (grid lookup of the interval between merged
+    thresholds + a table lookup) equal the inverse-CDF maps computed row by row, also
+    exactly at and just below every threshold."""
     chain = MarkovChain(P)
     cdf, _, lo, inner, table = chain._tables(torch.device("cpu"))
     edges = cdf.flatten()
@@ -582,7 +589,8 @@ def test_interval_lookup_equals_inverse_cdf_maps(P):
 
 # ---------------------------------------------------------------- higher-order chains
 def _path_probability(chain: HigherOrderChain, path) -> float:
-    """P(x_1..x_n) of one path (n >= order): first `order` symbols from the context law, then the kernel."""
+    """P(x_1..x_n) of one path (n >= order): first `order` symbols from the context law,
+    then the kernel."""
     context = 0
     for s in path[: chain.order]:
         context = context * chain.k + s
@@ -612,7 +620,8 @@ def _path_entropy(chain: HigherOrderChain, n: int) -> float:
     ids=lambda c: c.name,
 )
 def test_higher_order_entropy_rate_is_the_increment_of_path_entropy(chain):
-    """Stationary: H(x_1..x_{n+1}) - H(x_1..x_n) = H_rate for n >= order (independent computation by enumeration)."""
+    """Stationary: H(x_1..x_{n+1}) - H(x_1..x_n) = H_rate for n >= order (independent
+    computation by enumeration)."""
     n = chain.order + 1
     assert _path_entropy(chain, n + 1) - _path_entropy(chain, n) == pytest.approx(
         chain.entropy_rate(), abs=1e-12
@@ -630,7 +639,8 @@ def test_lag_switching_interleaves_binary_chains():
             base.unigram_entropy(), abs=1e-12
         )
         np.testing.assert_allclose(chain.stationary(), base.stationary(), atol=1e-12)
-    # order 1: the last symbol is the context; order >= 2: it is independent of the next symbol
+    # order 1: the last symbol is the context; order >= 2: it is independent of the next
+    # symbol
     assert one.bigram_entropy() == pytest.approx(base.entropy_rate(), abs=1e-12)
     assert lag_switching(2, 0.5, 0.8).bigram_entropy() == pytest.approx(
         base.unigram_entropy(), abs=1e-12
@@ -643,7 +653,8 @@ def test_lag_switching_interleaves_binary_chains():
     ids=lambda c: c.name,
 )
 def test_higher_order_sampler_matches_the_kernel(chain):
-    """Context → next-symbol frequencies within 4.5 binomial standard errors of P; symbol frequencies vs pi."""
+    """Context → next-symbol frequencies within 4.5 binomial standard errors of P;
+    symbol frequencies vs pi."""
     x = chain.sample(400, 500, seed=3).numpy()
     assert x.shape == (400, 500) and x.min() >= 0 and x.max() < chain.k
     n = chain.k**chain.order
@@ -711,7 +722,8 @@ def test_higher_order_rejects_bad_parameters(call, match):
     ids=lambda c: c.name,
 )
 def test_higher_order_next_nll_sums_to_the_path_log_probability(chain):
-    """Σ_n -log P(x_{n+1} | x_1^n) + (-log P(x_1)) = -log P(x_1..x_L), with P(path) computed independently."""
+    """Σ_n -log P(x_{n+1} | x_1^n) + (-log P(x_1)) = -log P(x_1..x_L), with P(path)
+    computed independently."""
     x = chain.sample(20, 6, seed=0)
     nll = chain.next_nll(x)
     assert nll.shape == (20, 5) and nll.dtype == torch.float64
@@ -729,7 +741,7 @@ def test_next_nll_first_order_and_lag_one_agree():
     )
 
 
-# ---------------------------------------------------------------- facts of the framework chapter
+# ------------------------------------------------------- facts of the framework chapter
 def test_lag_one_correlation_is_one_minus_p_minus_q():
     from markovlib.chains import lag_one_correlation
 
@@ -802,7 +814,8 @@ def test_stationary_law_is_the_fixed_point_used_by_chains_and_ccmc():
     P = rng.dirichlet(np.ones(5), size=5)
     pi = stationary_law(P)
     assert np.allclose(pi @ P, pi, atol=1e-12) and np.isclose(pi.sum(), 1.0)
-    # the CCMC's frozen-shares chain Q_c(i, j) ∝ c_j exp(W[i, j]) goes through the same solver
+    # the CCMC's frozen-shares chain Q_c(i, j) ∝ c_j exp(W[i, j]) goes through the
+    # same solver
     W, c = rng.standard_normal((4, 4)), np.array([0.1, 0.2, 0.3, 0.4])
     Q = c * np.exp(W)
     Q /= Q.sum(1, keepdims=True)

@@ -1,4 +1,5 @@
-"""markovlib.dynamics: the canonical low-rank reduction (e, w, b) of the single-layer model and its gradient flow."""
+"""markovlib.dynamics: the canonical low-rank reduction (e, w, b) of the single-layer
+model and its gradient flow."""
 
 from __future__ import annotations
 
@@ -103,8 +104,9 @@ def test_reduced_gradient_matches_finite_differences_and_full_model(p, q):
         assert float(ge) == pytest.approx(float(fe), abs=1e-7) and float(
             gw
         ) == pytest.approx(float(fw), abs=1e-7)
-        # the full model: the bias gradient vanishes at the optimal b, and the chain rule through the manifold's
-        # parameterisation (E_1 = -E_0 = (e/2) α, W_1 = 2|w| s β α^T, W_2 = 2 w s α β^T) gives reduced_gradient
+        # the full model: the bias gradient vanishes at the optimal b, and the chain
+        # rule through the manifold's parameterisation (E_1 = -E_0 = (e/2) α,
+        # W_1 = 2|w| s β α^T, W_2 = 2 w s α β^T) gives reduced_gradient
         model = lowrank_model(e, w, None, (p, q), CONFIG)
         ff = model.blocks[0].ff
         gE, g1, g2, gb = torch.autograd.grad(
@@ -204,7 +206,7 @@ def test_lowrank_model_rejects_other_architectures():
         lowrank_model(1.0, 1.0, 0.0, (0.2, 0.3), TransformerConfig.theory(tied=False))
 
 
-# ----------------------------------------------------------------------------- metrics, grids, the full model
+# ------------------------------------------------------- metrics, grids, the full model
 @pytest.mark.parametrize("p,q", [(0.2, 0.3), (0.5, 0.8)])
 def test_energy_of_a_metric_is_conserved_by_that_metrics_flow(p, q):
     for e0, w0 in [(1.0, 0.5), (0.8, -0.4), (1.5, -1.5)]:
@@ -291,8 +293,9 @@ def test_manifold_descent_matches_the_metric_flow_away_from_the_boundary(
     runs = manifold_descent([start], p, q, steps=steps, lr=lr, length=LENGTH)
     assert runs.attention_stayed_off and runs.found[0] == expected
     assert np.all(np.diff(runs.loss[0]) <= 1e-12)  # stable step: monotone
-    # early on, e follows the reduced flow in the full model's metric (time lr x steps); w less closely, as the
-    # full model also moves off the manifold (common mode, positions, bias); measured: |Δe| <= 0.023, |Δw| <= 0.134
+    # early on, e follows the reduced flow in the full model's metric (time lr x steps);
+    # w less closely, as the full model also moves off the manifold (common mode,
+    # positions, bias); measured: |Δe| <= 0.023, |Δw| <= 0.134
     k = np.searchsorted(runs.steps, 20)
     t = lr * runs.steps[k]
     ref = flow(*start, p, q, t_max=t, metric=FULL_MODEL_METRIC, n_points=2)
@@ -328,7 +331,8 @@ def test_init_coordinates_scale_with_init_std():
     cfg = TransformerConfig.theory(tied=True, max_len=64)
     narrow = init_coordinates(cfg, [0, 1])
     wide = init_coordinates(cfg, [0, 1], init_std=0.2)
-    # the same draws ten times larger: e scales by 10, the gain g = 2w|w| is scale-free in e, so w by 10
+    # the same draws ten times larger: e scales by 10, the gain g = 2w|w| is scale-free
+    # in e, so w by 10
     np.testing.assert_allclose(wide, 10 * narrow, rtol=1e-5)
 
 

@@ -1,4 +1,5 @@
-"""Ensembles: N models trained in one batched step behave exactly like N separate runs."""
+"""Ensembles: N models trained in one batched step behave exactly like N separate
+runs."""
 
 from __future__ import annotations
 

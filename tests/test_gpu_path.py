@@ -1,4 +1,5 @@
-"""The GPU code paths, exercised on the CPU: device selection, bfloat16 autocast, torch.compile."""
+"""The GPU code paths, exercised on the CPU: device selection, bfloat16 autocast,
+torch.compile."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def test_bf16_autocast_runs_and_stays_close_to_fp32():
 
 
 def test_compile_matches_eager():
-    """torch.compile (inductor on the CPU) trains the same ensemble as eager mode, to float rounding."""
+    """torch.compile (inductor on the CPU) trains the same ensemble as eager mode, to
+    float rounding."""
     chains = [binary(0.2, 0.3), binary(0.6, 0.7)]
     eager = train_many(chains, CONFIG, seeds=[0, 1], device="cpu", **KW)
     compiled = train_many(

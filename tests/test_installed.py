@@ -1,5 +1,6 @@
-"""markovlib installed from a wheel (as on Colab), outside any clone: results go to the user's cache, never into
-site-packages, and the commands that need a clone of the book say so."""
+"""markovlib installed from a wheel (as on Colab), outside any clone: results go to the
+user's cache, never into site-packages, and the commands that need a clone of the book
+say so."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ SCRIPT = """
 import markovlib, pathlib
 from markovlib.sweep import default_results_dir, grid, sweep_results
 from markovlib.shipped import default_data_dir
-specs = grid([0.3], [0.4], tied=[True], seeds=[0], config_kwargs=dict(max_len=16), steps=2, batch_size=2, seq_len=8)
+specs = grid([0.3], [0.4], tied=[True], seeds=[0], config_kwargs=dict(max_len=16), \
+steps=2, batch_size=2, seq_len=8)
 [r] = sweep_results(specs, device="cpu", progress=False)
 print(pathlib.Path(markovlib.__file__).parent)
 print(default_results_dir())

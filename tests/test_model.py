@@ -1,4 +1,5 @@
-"""markovlib.model: shapes, presets, weight tying, causality and the attention window, trace(), init, validation."""
+"""markovlib.model: shapes, presets, weight tying, causality and the attention window,
+trace(), init, validation."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def _config(preset: str, **kw) -> TransformerConfig:
 
 
 def _model(preset: str, seed: int = 0, double: bool = True, **kw) -> Transformer:
-    """A model with large random weights (init_std 0.5) so that every dependency is visible in the logits."""
+    """A model with large random weights (init_std 0.5) so that every dependency is
+    visible in the logits."""
     kw.setdefault("init_std", 0.5)
     kw.setdefault("max_len", 64)
     model = Transformer(
@@ -149,7 +151,8 @@ def test_untied_head_does_not_share_and_parameter_counts(preset, k, d, L):
         untied.wte.weight.add_(1.0)
     assert torch.equal(untied.head.weight, before)
     assert untied.n_params() - tied.n_params() == k * d
-    # the count itself, from the architecture (wte, wpe, per block: Q K V O, W_1 W_2, LN gains; ln_f; head bias)
+    # the count itself, from the architecture (wte, wpe, per block: Q K V O, W_1 W_2, LN
+    # gains; ln_f; head bias)
     ln = preset == "gpt2"
     expected = (
         k * d
@@ -167,7 +170,8 @@ def test_tied_gradient_accumulates_from_embedding_and_head():
     x = _tokens(2, 2, 8)
     model(x).sum().backward()
     grad = model.wte.weight.grad.clone()
-    # untied copy with the same weights: the tied gradient is the sum of the two gradients
+    # untied copy with the same weights: the tied gradient is the sum of the two
+    # gradients
     untied = Transformer(TransformerConfig.theory(max_len=16, tied=False))
     untied.load_state_dict({k: v for k, v in model.state_dict().items()}, strict=False)
     with torch.no_grad():
@@ -278,7 +282,8 @@ def test_trace_matches_forward(preset, window, n_heads):
         assert torch.all(att[..., ~mask] == 0)
         assert torch.all(att[..., mask] > 0)
     torch.testing.assert_close(t["layers"][0]["input"], t["embedding"])
-    # each block maps its input to input + attention + ff, and the next block starts there
+    # each block maps its input to input + attention + ff, and the next block starts
+    # there
     first, second = t["layers"]
     torch.testing.assert_close(
         second["input"],
@@ -295,7 +300,8 @@ def test_trace_matches_forward(preset, window, n_heads):
 
 
 def test_forward_matches_paper_equations():
-    """An independent implementation of one theory layer (paper eqs. for attention, FF, linear head)."""
+    """An independent implementation of one theory layer (paper eqs. for attention, FF,
+    linear head)."""
     model = _model("theory", vocab_size=3, d_model=8, n_heads=1, init_std=0.3)
     x = _tokens(3, 2, 9, seed=7)
     blk = model.blocks[0]

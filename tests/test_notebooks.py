@@ -1,7 +1,8 @@
-"""Every chapter runs through papermill with a reader's own (p, q) at smoke scale, and is stored clean.
+"""Every chapter runs through papermill with a reader's own (p, q) at smoke scale, and
+is stored clean.
 
-(The chapters with their default parameters are executed by ``pytest --nbval-lax book`` and by the strict
-book build, both in ``make test``.)
+(The chapters with their default parameters are executed by ``pytest --nbval-lax book``
+and by the strict book build, both in ``make test``.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 CHAPTERS = [
     nb for nb in NOTEBOOKS if nb.stem != "reproducibility"
 ]  # the pages with a chain to change
-# a (p, q) different from each chapter's default, on the other side of p + q = 1 where that matters
+# a (p, q) different from each chapter's default, on the other side of p + q = 1 where
+# that matters
 READER_CHAINS = {
     "framework": dict(p=0.3, q=0.4),
     "global_minimum": dict(p=0.6, q=0.7),
@@ -65,8 +67,9 @@ def test_structure(path):
     assert values["scale"] == "auto"
     assert "assert " in code[-1].source, "the last cell asserts the chapter's claims"
     assert nb.metadata["kernelspec"]["name"] == "python3"
-    # the reader sees prose, short code and figures: plotting code and the code that only turns measured numbers
-    # into the prose's verdicts (glue("..._verdict", Markdown(...)), nothing printed) are collapsed
+    # the reader sees prose, short code and figures: plotting code and the code that
+    # only turns measured numbers into the prose's verdicts (glue("..._verdict",
+    # Markdown(...)), nothing printed) are collapsed
     figures = [c for c in code if "figure" in c.metadata.get("mystnb", {})]
     verdicts = [
         c
@@ -79,7 +82,8 @@ def test_structure(path):
         assert "hide-input" in cell.metadata.get("tags", []), (
             f"collapse this cell (hide-input):\n{cell.source[:200]}"
         )
-    # the edition a page was built at: glued (scale_name, seq_len, steps, n_seeds) and, where it trains, shown on top
+    # the edition a page was built at: glued (scale_name, seq_len, steps, n_seeds) and,
+    # where it trains, shown on top
     assert any("glue_scale(S, " in c.source for c in code), (
         "glue the edition with markovlib.book.glue_scale"
     )
@@ -128,7 +132,8 @@ def test_runs_with_new_chain(path, tmp_path, monkeypatch):
     )
     last = out.cells[-1]
     assert not any(o.output_type == "error" for o in last.outputs)
-    # the scorecard's numbers and verdicts for this chapter's claims are glued, by the rule
+    # the scorecard's numbers and verdicts for this chapter's claims are glued, by the
+    # rule
     from markovlib.scorecard import CLAIMS, VERDICTS
 
     glued = _glued(out)

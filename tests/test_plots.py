@@ -1,4 +1,5 @@
-"""markovlib.plots: labelled axes, reference lines at H_rate and H(pi), colours, opaque white figures (Agg)."""
+"""markovlib.plots: labelled axes, reference lines at H_rate and H(pi), colours, opaque
+white figures (Agg)."""
 
 from __future__ import annotations
 
@@ -206,7 +207,8 @@ def test_heatmap_switching_line_passes_through_the_cells_with_p_plus_q_one():
     ax = plots.heatmap(np.zeros((5, 5)), grid, grid, switching_line=True)
     line = next(ln for ln in ax.get_lines() if ln.get_label() == "p + q = 1")
     x, y = line.get_xdata(), line.get_ydata()
-    # cell (p_j, q_i) has its centre at (j + 0.5, 4 - i + 0.5); p + q = 1 holds at (j, i) = (0, 4), (2, 2), (4, 0)
+    # cell (p_j, q_i) has its centre at (j + 0.5, 4 - i + 0.5); p + q = 1 holds at
+    # (j, i) = (0, 4), (2, 2), (4, 0)
     for j, i in ((0, 4), (2, 2), (4, 0)):
         assert np.min(np.hypot(x - (j + 0.5), y - (4 - i + 0.5))) < 0.05
     plt.figure()
@@ -265,8 +267,9 @@ def test_every_text_of_the_helpers_is_at_least_min_font():
 
 
 def test_text_column_figures_read_at_nine_points():
-    """A text-column figure of TEXT_WIDTH_IN shown in the theme's column (~590 CSS px at a
-    1280 px window) keeps MIN_FONT_PT text at >= 9 pt (pt * column px / (96 * width in))."""
+    """A text-column figure of TEXT_WIDTH_IN shown in the theme's column (~590 CSS px at
+    a 1280 px window) keeps MIN_FONT_PT text at >= 9 pt (pt * column
+    px / (96 * width in))."""
     column_px = 590
     assert plots.MIN_FONT_PT * column_px / (96 * plots.TEXT_WIDTH_IN) >= 9
     assert plots.MIN_FONT_PT * column_px / (96 * 12) < 9  # a 12-inch figure would not

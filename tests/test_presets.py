@@ -1,4 +1,5 @@
-"""markovlib.presets: scale resolution, the environment override, and the ordering of the scales."""
+"""markovlib.presets: scale resolution, the environment override, and the ordering of
+the scales."""
 
 from __future__ import annotations
 
@@ -119,7 +120,8 @@ def test_scale_train_config_is_accepted_by_train():
 
 
 def test_chapter_settings_at_the_paper_scale():
-    """Per chapter at paper scale the authors' figure settings; below it the scale's own sizes."""
+    """Per chapter at paper scale the authors' figure settings; below it the scale's own
+    sizes."""
     depth = resolve("paper", chapter="depth")
     assert (depth.steps, depth.seq_len, depth.seeds) == (500, 512, 3)  # Fig 1
     ms = resolve("paper", chapter="multi_state")

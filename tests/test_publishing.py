@@ -1,6 +1,8 @@
-"""Publishing: CI workflows, Binder and Colab set-up, the install cell, the "Re-run this page" box, build facts.
+"""Publishing: CI workflows, Binder and Colab set-up, the install cell, the "Re-run this
+page" box, build facts.
 
-(The built site itself is checked in a real browser by tests/browser, run by ``make browser``.)
+(The built site itself is checked in a real browser by tests/browser, run by
+``make browser``.)
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
 PINNED_ACTION = re.compile(r"^[\w.-]+/[\w./-]+@(v\d+\.\d+\.\d+|[0-9a-f]{40})$")
-# what Colab has out of the box besides the standard library (markovlib comes from the install cell)
+# what Colab has out of the box besides the standard library (markovlib comes from the
+# install cell)
 COLAB_HAS = {
     "numpy",
     "torch",
@@ -259,8 +262,8 @@ def test_rerun_box_round_trips_the_parameters():
         and "scale used: `cpu`" in md
     )
     assert (
-        "https://mybinder.org/v2/gh/markovlib/attention-with-markov/main?urlpath=tree/book/saddles.ipynb"
-        == book.binder_url("saddles")
+        "https://mybinder.org/v2/gh/markovlib/attention-with-markov/main"
+        "?urlpath=tree/book/saddles.ipynb" == book.binder_url("saddles")
     )
     html = box._repr_html_()
     assert (
@@ -365,7 +368,7 @@ def test_make_test_runs_the_browser_check():
     )
 
 
-# --- the code a reader sees (issue 14) -------------------------------------------------
+# --- the code a reader sees (issue 14) ------------------------------------------------
 HIDDEN = {"hide-input", "remove-input", "remove-cell"}
 FURNITURE = {"parameters", "colab-install", "rerun-box"}
 CHAPTERS = [p for p in NOTEBOOKS if p.stem != "reproducibility"]
@@ -379,8 +382,9 @@ def _code_cells(path: Path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_visible_code_cells_are_short_and_define_nothing(path):
-    """Statistics and verdict plumbing live in tested markovlib functions: a visible cell
-    calls them in a few lines, and no cell of a chapter defines a function or a class."""
+    """Statistics and verdict plumbing live in tested markovlib functions: a visible
+    cell calls them in a few lines, and no cell of a chapter defines a function or a
+    class."""
     long = []
     for cell in _code_cells(path):
         tags = set(cell.metadata.get("tags", []))
@@ -399,7 +403,8 @@ def test_visible_code_cells_are_short_and_define_nothing(path):
 
 
 def _prose_names(cells) -> set[str]:
-    """Names that hold a chapter's prose: passed to Markdown(...) or assigned an f-string."""
+    """Names that hold a chapter's prose: passed to Markdown(...) or assigned an
+    f-string."""
     names = set()
     for cell in cells:
         for node in ast.walk(ast.parse(cell.source)):

@@ -1,5 +1,6 @@
-"""Sweeps through Ray, on a real single-machine cluster started (and stopped) here: the same rows as the local
-executor, bit for bit; a worker or the driver killed mid-sweep loses nothing and stores nothing twice."""
+"""Sweeps through Ray, on a real single-machine cluster started (and stopped) here: the
+same rows as the local executor, bit for bit; a worker or the driver killed mid-sweep
+loses nothing and stores nothing twice."""
 
 from __future__ import annotations
 
@@ -66,12 +67,14 @@ CLI = [
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A head node with 2 CPUs, its files in a fresh temporary folder; its address. Stopped by ray.shutdown()."""
+    """A head node with 2 CPUs, its files in a fresh temporary folder; its address.
+    Stopped by ray.shutdown()."""
     temp = tempfile.mkdtemp(
         prefix="ray-", dir="/tmp"
     )  # short: Ray's socket paths must fit in 107 bytes
-    # token authentication (ray.init sets RAY_AUTH_MODE=token for a new cluster), with a token of its own, which
-    # this driver and the drivers and workers it starts inherit: ~/.ray/auth_token is neither read nor written
+    # token authentication (ray.init sets RAY_AUTH_MODE=token for a new cluster), with a
+    # token of its own, which this driver and the drivers and workers it starts inherit:
+    # ~/.ray/auth_token is neither read nor written
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     os.environ.pop("RAY_AUTH_MODE", None)
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
@@ -98,7 +101,8 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def local_rows(tmp_path_factory):
-    """SPECS swept by the local executor with 1 torch thread (the threads of a task with cpus_per_task=1)."""
+    """SPECS swept by the local executor with 1 torch thread (the threads of a task with
+    cpus_per_task=1)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -110,7 +114,8 @@ def local_rows(tmp_path_factory):
 
 
 def _env() -> dict:
-    """This process's environment (with the cluster's token settings, once started), one torch thread."""
+    """This process's environment (with the cluster's token settings, once started), one
+    torch thread."""
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
@@ -122,7 +127,8 @@ def _cmdline(process: psutil.Process) -> list[str]:
 
 
 def _rows(store: ResultStore) -> dict[str, tuple]:
-    """Every stored column but the creation time and the provenance, the metrics without the seconds."""
+    """Every stored column but the creation time and the provenance, the metrics without
+    the seconds."""
     con = sqlite3.connect(store.path)
     try:
         rows = con.execute(f"SELECT {COLUMNS} FROM runs").fetchall()
@@ -136,7 +142,8 @@ def _rows(store: ResultStore) -> dict[str, tuple]:
 
 
 def _counting_puts(store: ResultStore) -> list[str]:
-    """The keys of every row ``store.put`` writes from now on (the real put, counted)."""
+    """The keys of every row ``store.put`` writes from now on
+    (the real put, counted)."""
     keys, put = [], store.put
     store.put = lambda pairs: (keys.extend(spec.key for spec, _ in pairs), put(pairs))[
         1
@@ -145,7 +152,10 @@ def _counting_puts(store: ResultStore) -> list[str]:
 
 
 def test_importing_markovlib_does_not_import_ray():
-    code = "import sys, markovlib, markovlib.sweep, markovlib.executors, markovlib.cli; print('ray' in sys.modules)"
+    code = (
+        "import sys, markovlib, markovlib.sweep, markovlib.executors, markovlib.cli; "
+        "print('ray' in sys.modules)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -301,7 +311,8 @@ def test_unreachable_address_is_one_line_and_exit_2(tmp_path):
         assert out.returncode == 2 and time.time() - t0 < 60
         assert (
             out.stderr
-            == f"markovlib sweep: error: argument --address: cannot reach a Ray cluster at {address}\n"
+            == "markovlib sweep: error: argument --address: cannot reach a Ray "
+            f"cluster at {address}\n"
         )
 
 

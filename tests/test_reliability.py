@@ -1,7 +1,8 @@
-"""Reliability: result stores that are damaged, foreign, shared or read-only, and bad input where a user types.
+"""Reliability: result stores that are damaged, foreign, shared or read-only, and bad
+input where a user types.
 
-Each case asserts the exact outcome: the message names the file or the parameter, the exit status, and the
-store's rows and integrity afterwards."""
+Each case asserts the exact outcome: the message names the file or the parameter, the
+exit status, and the store's rows and integrity afterwards."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def _filled_store(directory: Path, n_seeds: int = 6) -> ResultStore:
     return ResultStore(directory)
 
 
-# ---------------------------------------------------------------- damaged and foreign stores
+# ----------------------------------------------------------- damaged and foreign stores
 @pytest.mark.parametrize("damage", ["not sqlite", "truncated", "zeroed page"])
 def test_a_damaged_store_is_refused_before_training(tmp_path, damage):
     store = _filled_store(tmp_path)
@@ -101,8 +102,8 @@ def test_a_damaged_store_is_refused_before_training(tmp_path, damage):
 
 
 def test_a_zeroed_blob_page_is_caught_by_the_row_digest(tmp_path):
-    """Zeroing the last page of a blob leaves SQLite's structure intact (integrity_check says ok): the run's
-    digest catches it when the run is read, naming the run."""
+    """Zeroing the last page of a blob leaves SQLite's structure intact (integrity_check
+    says ok): the run's digest catches it when the run is read, naming the run."""
     store = _filled_store(tmp_path)
     raw, page = bytearray(store.path.read_bytes()), 4096
     for number in range(1, len(raw) // page):
@@ -349,7 +350,7 @@ def test_shipped_data_errors_are_one_line(tmp_path):
     )
 
 
-# ---------------------------------------------------------------- chapter parameters (papermill)
+# ------------------------------------------------------- chapter parameters (papermill)
 @pytest.mark.parametrize(
     "chapter,good",
     [

@@ -1,4 +1,5 @@
-"""markovlib.scorecard: the verdict rule, the registry against the chapters, the page in sync."""
+"""markovlib.scorecard: the verdict rule, the registry against the chapters, the page in
+sync."""
 
 from __future__ import annotations
 

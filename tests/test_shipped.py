@@ -1,5 +1,5 @@
-"""Shipped run data: export from a store, read back exactly, found first by sweep_results, verified by re-training,
-and refused when a byte is changed."""
+"""Shipped run data: export from a store, read back exactly, found first by
+sweep_results, verified by re-training, and refused when a byte is changed."""
 
 from __future__ import annotations
 
@@ -160,7 +160,8 @@ def test_verify_fails_on_one_changed_byte(edition, tmp_path):
 
 
 def test_verify_names_a_run_that_does_not_reproduce(edition, tmp_path):
-    """A run whose shipped history was changed (and the manifest re-hashed to match) fails re-training."""
+    """A run whose shipped history was changed (and the manifest re-hashed to match)
+    fails re-training."""
     root, _ = edition
     data = _copy(root / "data", tmp_path / "data")
     frame = pd.read_parquet(data / "untied-001.parquet")
@@ -223,7 +224,8 @@ def test_verify_cli_exit_codes(edition, tmp_path):
 
 
 def test_verify_exact_only_draws_runs_this_cpu_reproduces(edition, tmp_path):
-    """Runs produced on another CPU kind are left out of an --exact-only draw; none left: nothing re-trained."""
+    """Runs produced on another CPU kind are left out of an --exact-only draw; none
+    left: nothing re-trained."""
     import hashlib
 
     root, _ = edition

@@ -1,5 +1,6 @@
-"""One training config: validated once, hashed into the run's key, stable across versions; stores of markovlib
-0.1 still read; the paper edition's spec keys are pinned."""
+"""One training config: validated once, hashed into the run's key, stable across
+versions; stores of markovlib 0.1 still read; the paper edition's spec keys are
+pinned."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def test_build_rejects_unknown_and_missing_settings():
 
 
 def test_old_specs_read_with_their_old_meaning():
-    """Specs stored before decay_embeddings existed were trained with the embeddings decayed."""
+    """Specs stored before decay_embeddings existed were trained with the embeddings
+    decayed."""
     old = {
         k: v
         for k, v in TrainConfig(**BASE).to_dict().items()
@@ -78,8 +80,9 @@ def test_spec_round_trip_and_key():
 
 
 def test_paper_edition_keys_are_pinned():
-    """The shipped data is found by these keys: a change to TrainConfig, TransformerConfig or the chapters' specs
-    that moves them must be deliberate (and re-ship or migrate the data)."""
+    """The shipped data is found by these keys: a change to TrainConfig,
+    TransformerConfig or the chapters' specs that moves them must be deliberate (and
+    re-ship or migrate the data)."""
     tied = experiments.global_minimum(
         0.2, 0.3, resolve("paper", chapter="global_minimum")
     )["tied"]
@@ -124,8 +127,10 @@ def test_paper_edition_groups():
 
 def test_a_store_of_markovlib_0_1_is_migrated(tmp_path):
     old = sqlite3.connect(tmp_path / "runs.sqlite")
-    old.execute("""CREATE TABLE runs (key TEXT PRIMARY KEY, created REAL NOT NULL, version TEXT NOT NULL,
-        seed INTEGER NOT NULL, spec TEXT NOT NULL, metrics TEXT NOT NULL, history TEXT NOT NULL,
+    old.execute("""CREATE TABLE runs (key TEXT PRIMARY KEY, created REAL NOT NULL, \
+version TEXT NOT NULL,
+        seed INTEGER NOT NULL, spec TEXT NOT NULL, metrics TEXT NOT NULL, \
+history TEXT NOT NULL,
         weights BLOB NOT NULL)""")
     spec = grid([0.2], [0.3], tied=[True], seeds=[0], **BASE)[0].as_dict()
     del spec["train"]["decay_embeddings"]

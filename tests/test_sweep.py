@@ -1,4 +1,5 @@
-"""The result store and sweeps: nothing lost, nothing recomputed, interrupted runs resume."""
+"""The result store and sweeps: nothing lost, nothing recomputed, interrupted runs
+resume."""
 
 from __future__ import annotations
 
@@ -137,8 +138,9 @@ def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig):
         str(results),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # a terminal's Ctrl-C: SIGINT at its default disposition in the child, even when this test itself runs as a
-    # background job of a non-interactive shell (which starts with SIGINT ignored, and Python keeps it ignored)
+    # a terminal's Ctrl-C: SIGINT at its default disposition in the child, even when
+    # this test itself runs as a background job of a non-interactive shell (which starts
+    # with SIGINT ignored, and Python keeps it ignored)
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

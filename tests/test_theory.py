@@ -1,4 +1,5 @@
-"""markovlib.theory: Thm 1 / Thm 2 constructions, the exact and Monte Carlo population loss, App. D diagnostics."""
+"""markovlib.theory: Thm 1 / Thm 2 constructions, the exact and Monte Carlo population
+loss, App. D diagnostics."""
 
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ def test_global_minimum_reproduces_the_kernel(chain_name, kw, route, expected_ro
 
 
 def test_global_minimum_binary_tied_direct_matches_theorem():
-    """Thm 1 canonical construction: e_0 = 0, ||e_1||^2 = logit(1-q) - logit(p), sigmoid(b_1 - b_0) = p."""
+    """Thm 1 canonical construction: e_0 = 0, ||e_1||^2 = logit(1-q) - logit(p),
+    sigmoid(b_1 - b_0) = p."""
     p, q = 0.2, 0.3
     model = global_minimum(binary(p, q), TransformerConfig.theory()).double()
     e = model.wte.weight.detach()
@@ -210,7 +212,8 @@ def test_gradient_norm_is_not_trivially_zero():
         generator=torch.Generator().manual_seed(0),
     )
     assert gradient_norm(random_model.double(), chain, length=6) > 1e-3
-    # and the losses of the two theorem points are ordered as the paper says: H_rate < H(pi)
+    # and the losses of the two theorem points are ordered as the paper says:
+    # H_rate < H(pi)
     gm = global_minimum(chain, TransformerConfig.theory()).double()
     assert (
         expected_loss(gm, chain, 8).item()
@@ -230,7 +233,8 @@ def test_unigram_point_vocab_mismatch():
 def _brute_force_loss(
     model: Transformer, chain: MarkovChain, length: int, start: str
 ) -> float:
-    """Independent enumeration: per sequence, per prefix, -log of the predicted probability of the next state."""
+    """Independent enumeration: per sequence, per prefix, -log of the predicted
+    probability of the next state."""
     k, P = chain.k, chain.P
     pi0 = chain.stationary() if start == "stationary" else np.full(k, 1.0 / k)
     total = 0.0
@@ -314,7 +318,8 @@ def test_population_loss_monte_carlo_is_unbiased_and_stderr_shrinks():
     assert small.stderr / large.stderr == pytest.approx(2.0, rel=0.25)  # ~ 1/sqrt(n)
     again = population_loss(model, chain, length=64, n_sequences=256, seed=0)
     assert again.mean == small.mean  # seeded
-    # the same estimator distinguishes the unigram point (H(pi) is ~0.13 nats above H_rate)
+    # the same estimator distinguishes the unigram point (H(pi) is ~0.13 nats above
+    # H_rate)
     bad = population_loss(
         unigram_point(chain, TransformerConfig.theory(max_len=128)),
         chain,
@@ -329,7 +334,8 @@ def test_population_loss_monte_carlo_is_unbiased_and_stderr_shrinks():
 
 
 def test_population_loss_excess_exact():
-    """``excess`` = loss - loss of the Bayes predictor: 0 at Thm 1's point, I(x_n; x_n+1) at Thm 2's point."""
+    """``excess`` = loss - loss of the Bayes predictor: 0 at Thm 1's point,
+    I(x_n; x_n+1) at Thm 2's point."""
     chain = binary(0.5, 0.8)
     gm = population_loss(
         global_minimum(chain, TransformerConfig.theory(max_len=16)).double(),
@@ -493,8 +499,9 @@ def test_positional_spread():
 
 @pytest.mark.parametrize("tied", [True, False])
 def test_loss_slice_matches_manual_perturbation(tied):
-    """loss_slice evaluates L(θ + t v) through functional_call; a manual in-place perturbation must agree,
-    including for the tied model, where the head must move together with the embedding."""
+    """loss_slice evaluates L(θ + t v) through functional_call; a manual in-place
+    perturbation must agree, including for the tied model, where the head must move
+    together with the embedding."""
     chain = binary(0.3, 0.4)
     model = global_minimum(
         chain, TransformerConfig.theory(tied=tied, max_len=16)
@@ -517,14 +524,15 @@ def test_loss_slice_matches_manual_perturbation(tied):
     assert got[0] > got[1] and got[2] > got[1]
 
 
-# ---------------------------------------------------------------- Thm 2 / Thm 3: Hessian at the unigram point
+# ------------------------------------------ Thm 2 / Thm 3: Hessian at the unigram point
 @pytest.mark.parametrize(
     "p,q", [(0.5, 0.8), (0.2, 0.3), (0.6, 0.7), (0.9, 0.05), (0.3, 0.7)]
 )
 @pytest.mark.parametrize("tied", [True, False])
 def test_unigram_hessian_matches_closed_form(p, q, tied):
-    """Autodiff Hessian of the exact loss = the hand-derived block: e-block 2c I (tied) or [[0, cI], [cI, 0]]
-    (untied), bias curvature pi_0 pi_1, no cross terms; c = pq(p+q-1)/(p+q)^2."""
+    """Autodiff Hessian of the exact loss = the hand-derived block: e-block 2c I (tied)
+    or [[0, cI], [cI, 0]] (untied), bias curvature pi_0 pi_1, no cross terms;
+    c = pq(p+q-1)/(p+q)^2."""
     chain = binary(p, q)
     d = 4
     H = unigram_hessian(
@@ -551,8 +559,9 @@ def test_unigram_hessian_matches_closed_form(p, q, tied):
 
 
 def test_unigram_hessian_is_the_restriction_of_the_full_hessian():
-    """The full Hessian over every parameter (independent flattening, label by label) has the (E, b) block
-    and nothing else: eigenvalues 4c (d of them, direction E_1 - E_0), 2 pi_0 pi_1 (b_1 - b_0), zeros."""
+    """The full Hessian over every parameter (independent flattening, label by label)
+    has the (E, b) block and nothing else: eigenvalues 4c (d of them, direction
+    E_1 - E_0), 2 pi_0 pi_1 (b_1 - b_0), zeros."""
     chain = binary(0.5, 0.8)
     d, length = 4, 5
     model = unigram_point(
@@ -565,7 +574,8 @@ def test_unigram_hessian_is_the_restriction_of_the_full_hessian():
         == (sum(p.numel() for p in model.parameters()),) * 2
     )
     inside = np.array([lab.startswith(("wte.weight", "head.bias")) for lab in labels])
-    # 1e-8, not 0: unigram_point rounds b = log(pi) to float32, which leaves a 1e-9 residual gradient
+    # 1e-8, not 0: unigram_point rounds b = log(pi) to float32, which leaves a 1e-9
+    # residual gradient
     assert np.abs(H[~inside]).max() < 1e-8 and np.abs(H[:, ~inside]).max() < 1e-8
     c = 0.5 * 0.8 * 0.3 / 1.3**2
     pi0, pi1 = chain.stationary()
@@ -577,7 +587,8 @@ def test_unigram_hessian_is_the_restriction_of_the_full_hessian():
 
 
 def test_hessian_matches_finite_differences_of_the_gradient():
-    """At a random point (not a stationary one) the Hessian equals central differences of the exact gradient."""
+    """At a random point (not a stationary one) the Hessian equals central differences
+    of the exact gradient."""
     chain = binary(0.3, 0.6)
     torch.manual_seed(0)
     model = Transformer(
@@ -609,8 +620,9 @@ def test_hessian_matches_finite_differences_of_the_gradient():
 
 
 def test_unigram_hessian_params_moves_along_a_direction():
-    """params(v) is theta_pi + v in the paper's coordinates: the loss along the untied negative-curvature
-    eigenvector goes below H(pi) as -|c| t^2 / 2 to second order, and along a tied direction above it."""
+    """params(v) is theta_pi + v in the paper's coordinates: the loss along the untied
+    negative-curvature eigenvector goes below H(pi) as -|c| t^2 / 2 to second order, and
+    along a tied direction above it."""
     chain = binary(0.5, 0.8)
     for tied in (True, False):
         H = unigram_hessian(
@@ -682,7 +694,8 @@ def test_unigram_curvature_closed_form_matches_autodiff_for_k_states(chain, tied
 
 @pytest.mark.parametrize("k", [2, 3, 5, 8])
 def test_symmetric_chain_threshold_is_k_minus_one_over_k(k):
-    """For symmetric(k, p) the tied curvature at theta_pi changes sign at p = (k-1)/k (k = 2: p + q = 1)."""
+    """For symmetric(k, p) the tied curvature at theta_pi changes sign at p = (k-1)/k
+    (k = 2: p + q = 1)."""
     star = (k - 1) / k
     assert (
         unigram_curvature(symmetric(k, star - 0.01))
@@ -707,7 +720,8 @@ def test_construction_checks_cover_every_route_the_chain_allows():
     assert unavailable == {}
     x = chain.sample(64, 200, seed=0)
     for c in available.values():
-        # independently: the exact loss by enumeration, the kernel along the sampled paths
+        # independently: the exact loss by enumeration, the kernel along the sampled
+        # paths
         assert abs(c["loss"] - chain.entropy_rate()) < 1e-9
         assert abs(c["loss"] - expected_loss(c["model"], chain, 10).item()) < 1e-12
         probs = c["model"].probabilities(x).detach()
@@ -757,7 +771,8 @@ def test_appendix_d_matches_its_definitions():
 def test_unigram_threshold_is_the_sign_change_by_bisection():
     from markovlib.theory import unigram_min_eigenvalue, unigram_threshold
 
-    # the closed form (k - 1)/k, found by an independent route (theory.unigram_curvature)
+    # the closed form (k - 1)/k, found by an independent route
+    # (theory.unigram_curvature)
     for k in (2, 3):
         star = unigram_threshold(k, 1e-3)
         assert abs(star - (k - 1) / k) < 2e-3

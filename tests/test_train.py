@@ -1,5 +1,6 @@
-"""markovlib.train: reproducibility, learning on an easy chain, history layout, lr schedule, optimiser groups,
-validation, and the TrainResult helpers. Every run is tiny (<= 60 steps, small batch and length)."""
+"""markovlib.train: reproducibility, learning on an easy chain, history layout, lr
+schedule, optimiser groups, validation, and the TrainResult helpers. Every run is tiny
+(<= 60 steps, small batch and length)."""
 
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def test_result_metadata(tiny_run):
     assert not tiny_run.model.training
 
 
-# ---------------------------------------------------------------- learning-rate schedule
+# --------------------------------------------------------------- learning-rate schedule
 def _lrs(steps: int, lr: float, schedule: str = "one-cycle") -> list[float]:
     model = Transformer(TransformerConfig.theory(max_len=8))
     opt = make_optimizer(model, lr)
@@ -187,7 +188,8 @@ def test_constant_schedule():
 
 
 def test_fifty_steps_one_cycle_works():
-    """Regression: torch's OneCycleLR(pct_start=0.02) divided by zero at exactly 50 steps."""
+    """Regression: torch's OneCycleLR(pct_start=0.02) divided by zero at exactly 50
+    steps."""
     result = _run(steps=50, batch_size=2, seq_len=8, eval_every=50, eval_batches=1)
     assert len(result.history) == 51
     assert result.history["lr"].iloc[1] == pytest.approx(2e-3 / 100)
@@ -209,8 +211,8 @@ def _decayed_names(model, **kw):
 @pytest.mark.parametrize("preset", ["theory", "gpt2"])
 @pytest.mark.parametrize("tied", [True, False])
 def test_weight_decay_on_the_linear_weights_only(preset, tied):
-    """The authors' AdamW groups: decay on the linear layers' weights; embeddings, biases, LN gains and a tied
-    head (which is the token embedding) are not decayed."""
+    """The authors' AdamW groups: decay on the linear layers' weights; embeddings,
+    biases, LN gains and a tied head (which is the token embedding) are not decayed."""
     model = Transformer(getattr(TransformerConfig, preset)(tied=tied, n_layers=2))
     linear = [
         f"blocks.{i}.{m}.weight"
@@ -225,7 +227,8 @@ def test_weight_decay_on_the_linear_weights_only(preset, tied):
 
 @pytest.mark.parametrize("tied", [True, False])
 def test_decay_embeddings_restores_every_matrix(tied):
-    """markovlib 0.1 decayed every matrix, token and positional embeddings included (decay_embeddings=True)."""
+    """markovlib 0.1 decayed every matrix, token and positional embeddings included
+    (decay_embeddings=True)."""
     model = Transformer(TransformerConfig.gpt2(tied=tied))
     names = _decayed_names(model, decay_embeddings=True)
     assert names == sorted(n for n, p in model.named_parameters() if p.dim() >= 2)
@@ -233,7 +236,8 @@ def test_decay_embeddings_restores_every_matrix(tied):
 
 
 def test_weight_decay_shrinks_linear_weights_only():
-    """With zero gradients, AdamW's decoupled decay multiplies decayed weights by (1 - lr * wd) and leaves the rest."""
+    """With zero gradients, AdamW's decoupled decay multiplies decayed weights by
+    (1 - lr * wd) and leaves the rest."""
     model = Transformer(TransformerConfig.gpt2(tied=False))
     with torch.no_grad():
         model.head.bias.fill_(0.5)
@@ -336,7 +340,8 @@ def _result_for(model, chain, seq_len=64):
 
 
 def test_helpers_on_the_global_minimum():
-    """With Thm 1's model plugged in, probability_along returns exactly p at the zeros, learnt_kernel returns P."""
+    """With Thm 1's model plugged in, probability_along returns exactly p at the zeros,
+    learnt_kernel returns P."""
     chain = binary(0.2, 0.3)
     model = global_minimum(chain, TransformerConfig.theory(max_len=64))
     result = _result_for(model, chain)
@@ -366,7 +371,7 @@ def test_learnt_kernel_rows_sum_to_one(tiny_run):
     )  # default paths are seeded
 
 
-# ---------------------------------------------------------------- escape statistics and exact gradient descent
+# ----------------------------------------- escape statistics and exact gradient descent
 def _history_result(chain, test_losses, steps):
     history = pd.DataFrame(
         {"step": steps, "lr": np.nan, "train_loss": np.nan, "test_loss": test_losses}
@@ -406,8 +411,9 @@ def test_escape_curve_counts_first_arrivals():
     [(0.5, 0.8, True, True), (0.2, 0.3, True, False), (0.5, 0.8, False, False)],
 )
 def test_population_descent_from_a_perturbed_unigram_point(p, q, tied, returns):
-    """Thm 2 / 3 dynamically: from theta_pi + noise, exact gradient descent returns to H(pi) in the tied model with
-    p+q > 1 and leaves it (towards H_rate) when p+q < 1 or the model is untied."""
+    """Thm 2 / 3 dynamically: from theta_pi + noise, exact gradient descent returns to
+    H(pi) in the tied model with p+q > 1 and leaves it (towards H_rate) when p+q < 1 or
+    the model is untied."""
     chain = binary(p, q)
     start = perturbed(
         unigram_point(

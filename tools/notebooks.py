@@ -1,17 +1,23 @@
-"""Keep the book's notebooks in their stored form: no outputs, except the golden text of NBVAL cells.
+"""Keep the book's notebooks in their stored form: no outputs, except the golden text of
+NBVAL cells.
 
-    python tools/notebooks.py strip  [NB ...]   # drop outputs, execution counts and run metadata
-    python tools/notebooks.py golden [NB ...]   # execute at smoke scale, keep only NBVAL_CHECK_OUTPUT text
-    python tools/notebooks.py furnish [NB ...]  # add/refresh the Colab install cell and the "Re-run this page" box
-    python tools/notebooks.py check  [NB ...]   # exit 1 if a notebook is not in stored form or not furnished
+    python tools/notebooks.py strip  [NB ...]   # drop outputs, execution counts and \
+run metadata
+    python tools/notebooks.py golden [NB ...]   # execute at smoke scale, keep only \
+NBVAL_CHECK_OUTPUT text
+    python tools/notebooks.py furnish [NB ...]  # add/refresh the Colab install cell \
+and the "Re-run this page" box
+    python tools/notebooks.py check  [NB ...]   # exit 1 if a notebook is not in \
+stored form or not furnished
 
-Cells whose source starts with ``# NBVAL_CHECK_OUTPUT`` print deterministic theory numbers; their text
-output is stored so that ``pytest --nbval-lax`` compares a fresh run against it. Everything else is
-stored empty: the book build executes the chapters.
+Cells whose source starts with ``# NBVAL_CHECK_OUTPUT`` print deterministic theory
+numbers; their text output is stored so that ``pytest --nbval-lax`` compares a fresh run
+against it. Everything else is stored empty: the book build executes the chapters.
 
-Every chapter starts the same way (``furnish`` writes it, ``check`` insists on it): the title cell, a Colab
-install cell (the first code cell, collapsed: ``hide-input``, ``hide-output``; it does nothing outside Colab), the ``parameters``
-cell, and a cell that shows the "Re-run this page" box with the parameters the page was built with.
+Every chapter starts the same way (``furnish`` writes it, ``check`` insists on it): the
+title cell, a Colab install cell (the first code cell, collapsed: ``hide-input``,
+``hide-output``; it does nothing outside Colab), the ``parameters`` cell, and a cell
+that shows the "Re-run this page" box with the parameters the page was built with.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ INSTALL_TAG, RERUN_TAG = "colab-install", "rerun-box"
 
 
 def ruff_formatted(source: str) -> str:
-    """``source`` as ``ruff format`` writes a notebook cell (the project's settings, no final newline)."""
+    """``source`` as ``ruff format`` writes a notebook cell (the project's settings, no
+    final newline)."""
     import subprocess
 
     out = subprocess.run(
@@ -47,7 +54,8 @@ def install_cell_source() -> str:
     from markovlib.book import install_requirement
 
     return ruff_formatted(
-        "# In Google Colab, install markovlib (this book's library) first; anywhere else this cell does nothing.\n"
+        "# In Google Colab, install markovlib (this book's library) first; anywhere "
+        "else this cell does nothing.\n"
         "import subprocess\n"
         "import sys\n\n"
         'if "google.colab" in sys.modules:\n'
@@ -69,8 +77,9 @@ def rerun_cell_source(path: Path) -> str:
 
 
 def furnished(path: Path, nb):
-    """``nb`` with the canonical install cell first among code cells and the rerun box after the parameters
-    (pages without parameters, like Reproducibility, get no box). Fixed cell ids keep the stored file stable."""
+    """``nb`` with the canonical install cell first among code cells and the rerun box
+    after the parameters (pages without parameters, like Reproducibility, get no box).
+    Fixed cell ids keep the stored file stable."""
     cells = [
         c
         for c in nb.cells
@@ -105,7 +114,8 @@ def is_golden(cell) -> bool:
 
 
 def stored_form(nb, golden_outputs: dict[int, list] | None = None):
-    """The notebook as it is stored: outputs only on golden cells (text streams), no run metadata."""
+    """The notebook as it is stored: outputs only on golden cells (text streams), no run
+    metadata."""
     nb.metadata.pop("papermill", None)
     nb.metadata.pop("widgets", None)
     for i, cell in enumerate(nb.cells):
@@ -165,19 +175,23 @@ def main(argv: list[str]) -> int:
                 != before
             ):
                 print(
-                    f"{path}: the install cell or the rerun box is missing or stale (run: python tools/notebooks.py furnish {path})"
+                    f"{path}: the install cell or the rerun box is missing or stale "
+                    f"(run: python tools/notebooks.py furnish {path})"
                 )
                 bad.append(path)
             if any("myst_nb" in c.source for c in nb.cells if c.cell_type == "code"):
                 print(
-                    f"{path}: imports myst_nb, which Colab lacks; use markovlib.book.glue"
+                    f"{path}: imports myst_nb, which Colab lacks; use "
+                    "markovlib.book.glue"
                 )
                 bad.append(path)
-            # under papermill, glue() in a golden cell adds a record output that nbval then reports as a difference
+            # under papermill, glue() in a golden cell adds a record output that nbval
+            # then reports as a difference
             for cell in nb.cells:
                 if is_golden(cell) and "glue(" in cell.source:
                     print(
-                        f"{path}: an {MARKER} cell calls glue(); glue in the next cell instead"
+                        f"{path}: an {MARKER} cell calls glue(); glue in the "
+                        "next cell instead"
                     )
                     bad.append(path)
         else:

@@ -1,16 +1,19 @@
-"""The built book in a real browser: every page loaded in headless Chromium (driven by Playwright).
+"""The built book in a real browser: every page loaded in headless Chromium
+(driven by Playwright).
 
-``make browser`` (part of ``make test``) runs this against the strict smoke build; ``MARKOVLIB_SITE`` points
-it at another build (e.g. ``_build/html``). Each page must load with no console error and no request
-leaving 127.0.0.1 (the site is self-contained: MathJax, fonts and scripts are local), every image must
-load with a non-zero size, every named figure of the chapter must be there with its caption, all math
-must be typeset by MathJax with no raw TeX left, notebook pages must carry the Binder and Colab launch
-buttons and the "Re-run this page" box, internal links must resolve (page and anchor), and the text must
-stay readable in the theme's dark mode. Screenshots (light, full page; dark, first screen) go to
-``_build/screenshots/`` with ``report.json``.
+``make browser`` (part of ``make test``) runs this against the strict smoke build;
+``MARKOVLIB_SITE`` points it at another build (e.g. ``_build/html``). Each page must
+load with no console error and no request leaving 127.0.0.1 (the site is self-contained:
+MathJax, fonts and scripts are local), every image must load with a non-zero size, every
+named figure of the chapter must be there with its caption, all math must be typeset by
+MathJax with no raw TeX left, notebook pages must carry the Binder and Colab launch
+buttons and the "Re-run this page" box, internal links must resolve (page and anchor),
+and the text must stay readable in the theme's dark mode. Screenshots (light, full page;
+dark, first screen) go to ``_build/screenshots/`` with ``report.json``.
 
-Chromium: ``$MARKOVLIB_CHROMIUM``, a system Chromium/Chrome, else Debian's ``chromium`` installed with
-apt-get (as root), else Playwright's own download; the tests skip, saying so, only if all of these fail.
+Chromium: ``$MARKOVLIB_CHROMIUM``, a system Chromium/Chrome, else Debian's ``chromium``
+installed with apt-get (as root), else Playwright's own download; the tests skip, saying
+so, only if all of these fail.
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ def _system_chromium() -> str | None:
 
 
 def _install_chromium() -> tuple[str | None, str]:
-    """Try Debian's package (as root), then Playwright's download; return (executable or None, what happened)."""
+    """Try Debian's package (as root), then Playwright's download; return (executable or
+    None, what happened)."""
     log = []
     if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -114,7 +118,8 @@ def browser():
         executable, how = _install_chromium()
     if executable is None:
         pytest.skip(
-            f"SKIPPED: no Chromium could be installed ({how}); install Debian's chromium or set MARKOVLIB_CHROMIUM"
+            f"SKIPPED: no Chromium could be installed ({how}); install Debian's "
+            "chromium or set MARKOVLIB_CHROMIUM"
         )
     with playwright.sync_playwright() as pw:
         kwargs = {} if executable == "playwright" else {"executable_path": executable}
@@ -132,7 +137,8 @@ def browser():
 def server():
     if not (SITE / "index.html").exists():
         pytest.fail(
-            f"no built site at {SITE}: build it first (make book-strict, or make book and MARKOVLIB_SITE=_build/html)"
+            f"no built site at {SITE}: build it first (make book-strict, or make book "
+            "and MARKOVLIB_SITE=_build/html)"
         )
     handler = functools.partial(_QuietHandler, directory=str(SITE))
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -177,15 +183,20 @@ def _fetch(context, url: str) -> tuple[int, str]:
     return _FETCHED[url]
 
 
-# Contrast ratio (WCAG) between each sampled text element's colour and the first opaque background behind it.
+# Contrast ratio (WCAG) between each sampled text element's colour and the first opaque
+# background behind it.
 CONTRAST_JS = """(selectors) => {
   const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
-  const lum = ([r, g, b]) => { const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  const lum = ([r, g, b]) => { const f = c => { c /= 255; \
+return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
                                return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
-  const bg = el => { for (; el; el = el.parentElement) { const c = rgb(getComputedStyle(el).backgroundColor);
-                       if (c.length >= 3 && (c.length === 3 || c[3] > 0.5)) return c; } return [255, 255, 255]; };
+  const bg = el => { for (; el; el = el.parentElement) { \
+const c = rgb(getComputedStyle(el).backgroundColor);
+                       if (c.length >= 3 && (c.length === 3 || c[3] > 0.5)) return c; \
+} return [255, 255, 255]; };
   const out = [];
-  for (const sel of selectors) for (const el of [...document.querySelectorAll(sel)].slice(0, 5)) {
+  for (const sel of selectors) for (const el of \
+[...document.querySelectorAll(sel)].slice(0, 5)) {
     if (!el.offsetParent || !el.textContent.trim()) continue;
     const a = lum(rgb(getComputedStyle(el).color)), b = lum(bg(el));
     out.push([sel, (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)]);
@@ -206,15 +217,20 @@ TEXT_SELECTORS = [
 ]
 
 
-# Every <pre> (code cell, printed output) of the article whose content is wider than its box.
+# Every <pre> (code cell, printed output) of the article whose content is wider than its
+# box.
 WIDE_PRE_JS = """() => [...document.querySelectorAll('article pre')]
   .filter(p => p.offsetParent && p.scrollWidth > p.clientWidth + 1)
-  .map(p => [p.textContent.trim().split('\\n')[0].slice(0, 60), p.scrollWidth - p.clientWidth])"""
+  .map(p => [p.textContent.trim().split('\\n')[0].slice(0, 60), \
+p.scrollWidth - p.clientWidth])"""
 # Every figure image of a cell output: [src, displayed width / natural width].
-FIGURE_SCALE_JS = """() => [...document.querySelectorAll('article .cell_output img, article figure img')]
+FIGURE_SCALE_JS = """() => [...document.querySelectorAll('article .cell_output img, \
+article figure img')]
   .filter(i => i.offsetParent && i.naturalWidth > 0)
-  .map(i => [i.getAttribute('src'), i.getBoundingClientRect().width / i.naturalWidth])"""
-# The scorecard's table: per body row, the cells' text and whether its last cell has a link.
+  .map(i => [i.getAttribute('src'), \
+i.getBoundingClientRect().width / i.naturalWidth])"""
+# The scorecard's table: per body row, the cells' text and whether its last cell has a
+# link.
 SCORECARD_JS = """() => { const t = document.querySelector('#tab-scorecard') ||
     document.querySelector('article table');
   if (!t) return null;
@@ -224,8 +240,9 @@ SCORECARD_JS = """() => { const t = document.querySelector('#tab-scorecard') ||
 
 
 def displayed_pt(scale: float) -> float:
-    """Size as displayed of the smallest figure text: MIN_FONT_PT points at DPI pixels per
-    inch is MIN_FONT_PT * DPI / 72 image pixels, shown at ``scale`` CSS pixels each (96 per inch)."""
+    """Size as displayed of the smallest figure text: MIN_FONT_PT points at DPI pixels
+    per inch is MIN_FONT_PT * DPI / 72 image pixels, shown at ``scale`` CSS pixels each
+    (96 per inch)."""
     from markovlib.plots import DPI, MIN_FONT_PT
 
     return MIN_FONT_PT * DPI / 96 * scale
@@ -280,27 +297,37 @@ def test_page(page, browser, server):
     pg.wait_for_load_state("networkidle")
     # MathJax 3 typesets on startup; wait for it (pages without math load no MathJax)
     pg.evaluate(
-        "() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true"
+        "() => window.MathJax && MathJax.startup ? "
+        "MathJax.startup.promise.then(() => true) : true"
     )
     # images: make lazy ones load, then wait for every one
-    pg.evaluate("""() => Promise.all([...document.images].map(i => { i.loading = 'eager';
-        return i.complete ? null : new Promise(r => { i.onload = i.onerror = r; }); }))""")
+    pg.evaluate("""() => Promise.all([...document.images].map(i => { \
+i.loading = 'eager';
+        return i.complete ? null : new Promise(r => { i.onload = i.onerror = r; }); \
+}))""")
     images = pg.evaluate(
-        "() => [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth, i.naturalHeight])"
+        "() => [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth, "
+        "i.naturalHeight])"
     )
     math = pg.evaluate("""() => ({
         math: document.querySelectorAll('.math').length,
-        untypeset: [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container')).length,
+        untypeset: [...document.querySelectorAll('.math')].filter(e => \
+!e.querySelector('mjx-container')).length,
         errors: document.querySelectorAll('mjx-merror').length,
-        raw: (() => { const c = document.querySelector('main, article, body').cloneNode(true);
-                      c.querySelectorAll('pre, code, script, style, mjx-container, textarea').forEach(e => e.remove());
-                      return (c.textContent.match(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{/g) || []).length; })(),
+        raw: (() => { const c = document.querySelector('main, article, \
+body').cloneNode(true);
+                      c.querySelectorAll('pre, code, script, style, mjx-container, \
+textarea').forEach(e => e.remove());
+                      return \
+(c.textContent.match(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{/g) || []).length; })(),
     })""")
     figures = {
         name: pg.evaluate(
             """(id) => { const f = document.getElementById(id);
-        if (!f) return null; const img = f.querySelector('img'); const cap = f.querySelector('figcaption');
-        return {tag: f.tagName, img: img ? img.naturalWidth : 0, caption: cap ? cap.textContent.trim() : ''}; }""",
+        if (!f) return null; const img = f.querySelector('img'); \
+const cap = f.querySelector('figcaption');
+        return {tag: f.tagName, img: img ? img.naturalWidth : 0, \
+caption: cap ? cap.textContent.trim() : ''}; }""",
             name,
         )
         for name in _figure_names(stem)
@@ -309,10 +336,12 @@ def test_page(page, browser, server):
         "() => [...document.querySelectorAll('a[href]')].map(a => a.href)"
     )
     launch = pg.evaluate(
-        """() => [...document.querySelectorAll('.dropdown-launch-buttons a')].map(a => a.href)"""
+        """() => [...document.querySelectorAll('.dropdown-launch-buttons a')]"""
+        """.map(a => a.href)"""
     )
     rerun = pg.evaluate(
-        "() => { const b = document.querySelector('.rerun-box'); return b ? b.textContent : null; }"
+        "() => { const b = document.querySelector('.rerun-box'); return b ? "
+        "b.textContent : null; }"
     )
 
     # code and printed output fit their column at 1280 px: no sideways scrolling
@@ -330,13 +359,16 @@ def test_page(page, browser, server):
     shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")
     pg.screenshot(path=str(shot), full_page=True)
     light_contrast = pg.evaluate(CONTRAST_JS, TEXT_SELECTORS)
-    # dark mode as a reader gets it: the theme's own switch, remembered in localStorage, then a reload
+    # dark mode as a reader gets it: the theme's own switch, remembered in localStorage,
+    # then a reload
     pg.evaluate(
-        "() => { localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark'); }"
+        "() => { localStorage.setItem('mode', 'dark'); "
+        "localStorage.setItem('theme', 'dark'); }"
     )
     pg.reload(wait_until="load")
     pg.evaluate(
-        "() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true"
+        "() => window.MathJax && MathJax.startup ? "
+        "MathJax.startup.promise.then(() => true) : true"
     )
     theme = pg.evaluate("() => document.documentElement.dataset.theme")
     dark_contrast = pg.evaluate(CONTRAST_JS, TEXT_SELECTORS)
