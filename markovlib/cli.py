@@ -2,13 +2,10 @@
 a reader's edition.
 
     markovlib train --p 0.5 --q 0.8 --tied --steps 400
-    markovlib sweep --p 0.2,0.4,0.5,0.6,0.8 --q 0.2,0.4,0.5,0.6,0.8 --tied both \
---seeds 5 --results results
+    markovlib sweep --p 0.2,0.5,0.8 --q 0.2,0.5,0.8 --tied both --seeds 5
     markovlib book --p 0.6 --q 0.7 --scale cpu --out my-book
-    markovlib verify --sample 2                 # the shipped paper-edition data is \
-what this library produces
-    markovlib edition status                    # progress of the paper edition's runs \
-(produce, export)
+    markovlib verify --sample 2   # the shipped data is what this library produces
+    markovlib edition status      # progress of the paper edition's runs
 
 Bad arguments exit with status 2 and one line naming the argument.
 """

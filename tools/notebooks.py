@@ -1,14 +1,10 @@
 """Keep the book's notebooks in their stored form: no outputs, except the golden text of
 NBVAL cells.
 
-    python tools/notebooks.py strip  [NB ...]   # drop outputs, execution counts and \
-run metadata
-    python tools/notebooks.py golden [NB ...]   # execute at smoke scale, keep only \
-NBVAL_CHECK_OUTPUT text
-    python tools/notebooks.py furnish [NB ...]  # add/refresh the Colab install cell \
-and the "Re-run this page" box
-    python tools/notebooks.py check  [NB ...]   # exit 1 if a notebook is not in \
-stored form or not furnished
+    python tools/notebooks.py strip   [NB ...]  # drop outputs and run metadata
+    python tools/notebooks.py golden  [NB ...]  # smoke run, keep NBVAL_CHECK_OUTPUT text
+    python tools/notebooks.py furnish [NB ...]  # Colab cell, "Re-run this page" box
+    python tools/notebooks.py check   [NB ...]  # exit 1 unless stored and furnished
 
 Cells whose source starts with ``# NBVAL_CHECK_OUTPUT`` print deterministic theory
 numbers; their text output is stored so that ``pytest --nbval-lax`` compares a fresh run
