@@ -14,6 +14,7 @@ from markovlib.presets import (
     ENV_VAR,
     PRESETS,
     Scale,
+    init_sizes,
     resolve,
     resolve_device,
     with_overrides,
@@ -152,3 +153,16 @@ def test_with_overrides_copies():
 def test_resolve_device_explicit():
     assert resolve_device("cpu") == torch.device("cpu")
     assert resolve_device(torch.device("cpu")) == torch.device("cpu")
+
+
+def test_initialisation_adamw_sizes():
+    """The manifold AdamW runs use the scale's settings, except at paper (cpu sizes:
+    they are trained at build time, not shipped)."""
+    for name in ("smoke", "cpu"):
+        S = resolve(name, chapter="initialisation")
+        assert init_sizes(S).adam_train(S) == S.train
+    S, cpu = resolve("paper", chapter="initialisation"), PRESETS["cpu"]
+    adam = init_sizes(S).adam_train(S)
+    assert (adam.steps, adam.seq_len) == (cpu.steps, cpu.seq_len) == (400, 256)
+    assert adam == S.train.replace(steps=400, seq_len=256)  # optimiser as the scale's
+    assert S.train.seq_len == 1024
