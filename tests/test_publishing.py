@@ -85,7 +85,10 @@ def test_test_workflow_runs_the_readme_test_command():
 def test_book_workflow_builds_with_cache_and_deploys_to_pages():
     wf = _workflow("book.yml")
     assert any(run.strip() == "make book" for run in _runs(wf))
-    assert wf["jobs"]["build"]["env"]["MARKOVLIB_SCALE"] == "cpu"
+    # the site is the paper edition, read from the shipped runs (issue: paper edition)
+    assert wf["jobs"]["build"]["env"]["MARKOVLIB_SCALE"] == "paper"
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^SCALE \?= paper$", makefile, re.M), "make book is not paper"
     uses = _uses(wf)
     cache = next(
         step
