@@ -62,6 +62,16 @@ def check_choice(name: str, value, choices: tuple[str, ...]) -> str:
     return value
 
 
+def check_square(name: str, M, states: str) -> None:
+    """A square k×k matrix (numpy or torch) with k >= 2 (``states``: what k counts)."""
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise ValueError(
+            f"{name} must be a square k×k matrix; got shape {tuple(M.shape)}"
+        )
+    if M.shape[0] < 2:
+        raise ValueError(f"k (number of {states}) must be >= 2; got {M.shape[0]}")
+
+
 def check_vocab(config, chain) -> None:
     """The model's vocabulary is the chain's state space."""
     if config.vocab_size != chain.k:

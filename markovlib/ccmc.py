@@ -32,6 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ._checks import check_int as _check_int
+from ._checks import check_square as _check_square
 from ._checks import generator as _generator
 from ._checks import seeded
 from .chains import MarkovChain, stationary_law
@@ -105,10 +106,7 @@ def _check_W(W) -> torch.Tensor:
     W = torch.as_tensor(W)
     if not W.is_floating_point():
         W = W.double()
-    if W.ndim != 2 or W.shape[0] != W.shape[1]:
-        raise ValueError(f"W must be a square k×k matrix; got shape {tuple(W.shape)}")
-    if W.shape[0] < 2:
-        raise ValueError(f"k (number of tokens) must be >= 2; got {W.shape[0]}")
+    _check_square("W", W, "tokens")
     if not torch.isfinite(W).all():
         raise ValueError("W must have finite entries")
     return W

@@ -24,6 +24,7 @@ import torch
 
 from ._checks import check_int as _check_int
 from ._checks import check_probability as _check_probability
+from ._checks import check_square as _check_square
 from ._checks import generator as _make_generator
 
 __all__ = [
@@ -98,16 +99,38 @@ def stationary_law(P) -> np.ndarray:
     return pi / pi.sum()
 
 
-class MarkovChain:
+class _Sampler:
+    """The ``sample`` of :class:`MarkovChain` and :class:`HigherOrderChain`: argument
+    checks and the random generator, then the class's own ``_draw``."""
+
+    def sample(
+        self,
+        batch: int,
+        length: int,
+        *,
+        seed: int | None = None,
+        generator: torch.Generator | None = None,
+        device: str | torch.device = "cpu",
+        start: Literal["stationary", "uniform"] = "stationary",
+    ) -> torch.Tensor:
+        """Draw ``batch`` independent paths of ``length`` states; int64 tensor
+        (batch, length). The first state (of a higher-order chain: the first context)
+        follows the stationary law, or the uniform one with ``start="uniform"``."""
+        batch, length = _check_int("batch", batch, 1), _check_int("length", length, 1)
+        if start not in ("stationary", "uniform"):
+            raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")
+        device = torch.device(device)
+        gen = _make_generator(seed, generator, device)
+        return self._draw(batch, length, gen, device, start)
+
+
+class MarkovChain(_Sampler):
     """A first-order Markov chain on states {0, …, k-1} with row-stochastic kernel
     ``P``."""
 
     def __init__(self, P, *, name: str | None = None):
         P = np.array(P, dtype=np.float64)
-        if P.ndim != 2 or P.shape[0] != P.shape[1]:
-            raise ValueError(f"P must be a square k×k matrix; got shape {P.shape}")
-        if P.shape[0] < 2:
-            raise ValueError(f"k (number of states) must be >= 2; got {P.shape[0]}")
+        _check_square("P", P, "states")
         if not np.all(np.isfinite(P)) or np.any(P < 0) or np.any(P > 1):
             raise ValueError("P must have entries in [0, 1]")
         rows = P.sum(axis=1)
@@ -179,23 +202,8 @@ class MarkovChain:
             )
         return self._cache[device]
 
-    def sample(
-        self,
-        batch: int,
-        length: int,
-        *,
-        seed: int | None = None,
-        generator: torch.Generator | None = None,
-        device: str | torch.device = "cpu",
-        start: Literal["stationary", "uniform"] = "stationary",
-    ) -> torch.Tensor:
-        """Draw ``batch`` independent paths of ``length`` states; int64 tensor
-        (batch, length)."""
-        batch, length = _check_int("batch", batch, 1), _check_int("length", length, 1)
-        if start not in ("stationary", "uniform"):
-            raise ValueError(f"start must be 'stationary' or 'uniform'; got {start!r}")
-        device = torch.device(device)
-        gen = _make_generator(seed, generator, device)
+    def _draw(self, batch, length, gen, device, start) -> torch.Tensor:
+        """The coupled sampler of the module docstring."""
         cdf, cdf_pi, lo, inner, interval_maps = self._tables(device)
         u = torch.rand(batch, length, generator=gen, device=device)
         if start == "uniform":
@@ -368,7 +376,7 @@ def symmetric(k: int, p: float) -> MarkovChain:
     return MarkovChain(P, name=f"symmetric(k={k}, p={p:g})")
 
 
-class HigherOrderChain:
+class HigherOrderChain(_Sampler):
     """A chain of order ``order`` on {0, …, k-1}:
     x_{n+1} ~ P[(x_{n-order+1}, …, x_n)] (poster: "masking helps").
 
@@ -465,24 +473,11 @@ class HigherOrderChain:
             out.append(-log_P[context, x[:, order:]])
         return torch.cat(out, 1)
 
-    def sample(
-        self,
-        batch: int,
-        length: int,
-        *,
-        seed: int | None = None,
-        generator: torch.Generator | None = None,
-        device: str | torch.device = "cpu",
-        start: Literal["stationary", "uniform"] = "stationary",
-    ) -> torch.Tensor:
-        """``batch`` paths of ``length`` symbols (int64); the first ``order`` symbols
-        are one context drawn from its stationary (or uniform) law, then one symbol per
-        step of the lifted chain."""
-        length = _check_int("length", length, 1)
+    def _draw(self, batch, length, gen, device, start) -> torch.Tensor:
+        """The first ``order`` symbols are one context drawn from its stationary (or
+        uniform) law, then one symbol per step of the lifted chain."""
         steps = max(1, length - self.order + 1)
-        contexts = self.lifted.sample(
-            batch, steps, seed=seed, generator=generator, device=device, start=start
-        )
+        contexts = self.lifted._draw(batch, steps, gen, device, start)
         powers = self.k ** torch.arange(self.order - 1, -1, -1, device=contexts.device)
         first = (contexts[:, :1] // powers) % self.k  # digits of the first context
         return torch.cat([first, contexts[:, 1:] % self.k], dim=1)[:, :length]
