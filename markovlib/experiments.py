@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .presets import Scale, resolve
 from .sweep import RunSpec, chain_grid, grid
+from .train import TrainConfig
 
 __all__ = [
     "global_minimum",
@@ -45,10 +46,27 @@ MAIN_VARIANTS = (
 )  # the paper's two models; the others are side variants
 
 
-def _arch(S: Scale, **changes) -> dict:
-    """Architecture keywords of every chapter: d from the scale, a positional table of
-    at least 1024."""
-    return dict(d_model=S.d_model, max_len=max(1024, S.seq_len), **changes)
+def _options(
+    S: Scale,
+    seed: int,
+    *,
+    tied: bool = True,
+    n: int | None = None,
+    preset: str = "gpt2",
+    train: TrainConfig | None = None,
+    **changes,
+) -> dict:
+    """The keywords of :func:`grid` and :func:`chain_grid` in every chapter: one tying,
+    ``n`` seeds from ``seed`` (default ``S.seeds``), the architecture (d from the scale,
+    a positional table of at least 1024, with ``changes``) and ``train`` (default
+    ``S.train``)."""
+    return dict(
+        tied=[tied],
+        seeds=range(seed, seed + (S.seeds if n is None else n)),
+        preset=preset,
+        config_kwargs=dict(d_model=S.d_model, max_len=max(1024, S.seq_len), **changes),
+        train=S.train if train is None else train,
+    )
 
 
 def global_minimum(
@@ -56,14 +74,7 @@ def global_minimum(
 ) -> dict[str, list[RunSpec]]:
     """Fig 3(b): the GPT-2 model, tied and untied, ``S.seeds`` runs each."""
     return {
-        label: grid(
-            [p],
-            [q],
-            tied=[tied],
-            seeds=range(seed, seed + S.seeds),
-            config_kwargs=_arch(S),
-            train=S.train,
-        )
+        label: grid([p], [q], **_options(S, seed, tied=tied))
         for label, tied in (("tied", True), ("untied", False))
     }
 
@@ -78,11 +89,7 @@ def trap_variants(
         out[name] = grid(
             [p],
             [q],
-            tied=[True],
-            seeds=range(seed, seed + n),
-            preset=preset,
-            config_kwargs=_arch(S, **changes),
-            train=S.trap_train,
+            **_options(S, seed, n=n, preset=preset, train=S.trap_train, **changes),
         )
     return out
 
@@ -96,11 +103,9 @@ def saddle_sides(
         (preset, "tied" if tied else "untied"): grid(
             [p],
             [q],
-            tied=[tied],
-            seeds=range(seed, seed + S.trap_seeds),
-            preset=preset,
-            config_kwargs=_arch(S),
-            train=S.trap_train,
+            **_options(
+                S, seed, tied=tied, n=S.trap_seeds, preset=preset, train=S.trap_train
+            ),
         )
         for preset in MAIN_VARIANTS
         for tied in (True, False)
@@ -111,14 +116,7 @@ def fig4_grid(S: Scale, seed: int = 0) -> dict[str, list[RunSpec]]:
     """Fig 4: the GPT-2 model on every (p, q) of :data:`FIG4_GRID`, tied and untied,
     ``S.seeds`` runs per cell."""
     return {
-        tie: grid(
-            FIG4_GRID,
-            FIG4_GRID,
-            tied=[tie == "tied"],
-            seeds=range(seed, seed + S.seeds),
-            config_kwargs=_arch(S),
-            train=S.train,
-        )
+        tie: grid(FIG4_GRID, FIG4_GRID, **_options(S, seed, tied=tie == "tied"))
         for tie in ("tied", "untied")
     }
 
@@ -128,13 +126,7 @@ def fig5(k: int, S: Scale, seed: int = 0, ps=FIG5_PS) -> dict[str, list[RunSpec]
     ``S.seeds`` runs each."""
     chains = [{"kind": "symmetric", "k": k, "p": float(p)} for p in ps]
     return {
-        tie: chain_grid(
-            chains,
-            tied=[tie == "tied"],
-            seeds=range(seed, seed + S.seeds),
-            config_kwargs=_arch(S),
-            train=S.train,
-        )
+        tie: chain_grid(chains, **_options(S, seed, tied=tie == "tied"))
         for tie in ("tied", "untied")
     }
 
@@ -165,12 +157,7 @@ def threshold_runs(
     chains = [{"kind": "symmetric", "k": k, "p": p} for p in threshold_ps(star)]
     return {
         preset: chain_grid(
-            chains,
-            tied=[True],
-            seeds=range(seed, seed + S.seeds),
-            preset=preset,
-            config_kwargs=_arch(S),
-            train=S.trap_train,
+            chains, **_options(S, seed, preset=preset, train=S.trap_train)
         )
         for preset in ("theory", "gpt2")
     }
@@ -185,16 +172,7 @@ def depth_fig1(p: float, q: float, S: Scale, seed: int = 0) -> dict[int, list[Ru
     """Fig 1: tied GPT-2 models of each depth on the binary chain, ``S.seeds`` runs
     each."""
     base = {"kind": "binary", "p": float(p), "q": float(q)}
-    return {
-        L: chain_grid(
-            [base],
-            tied=[True],
-            seeds=range(seed, seed + S.seeds),
-            config_kwargs=_arch(S, n_layers=L),
-            train=S.train,
-        )
-        for L in depths(S)
-    }
+    return {L: chain_grid([base], **_options(S, seed, n_layers=L)) for L in depths(S)}
 
 
 def lag_windows(order: int) -> list[int]:
@@ -209,26 +187,12 @@ def lag_runs(
     """Poster: a lag-``order`` chain, full attention at each depth, and one layer with
     each window."""
     lag = {"kind": "lag", "order": order, "p": float(p), "q": float(q)}
-    seeds = range(seed, seed + S.seeds)
     return {
         "depth": {
-            L: chain_grid(
-                [lag],
-                tied=[True],
-                seeds=seeds,
-                config_kwargs=_arch(S, n_layers=L),
-                train=S.train,
-            )
-            for L in depths(S)
+            L: chain_grid([lag], **_options(S, seed, n_layers=L)) for L in depths(S)
         },
         "window": {
-            w: chain_grid(
-                [lag],
-                tied=[True],
-                seeds=seeds,
-                config_kwargs=_arch(S, window=w),
-                train=S.train,
-            )
+            w: chain_grid([lag], **_options(S, seed, window=w))
             for w in lag_windows(order)
         },
     }

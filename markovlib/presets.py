@@ -75,6 +75,22 @@ class Scale:
         return self.train.to_dict()
 
 
+# the authors' settings (App. A): batch 16, length 1024, d = 8, AdamW lr 2e-3, 1000
+# iterations
+_PAPER = Scale(
+    "paper",
+    steps=1000,
+    batch_size=16,
+    seq_len=1024,
+    seeds=3,
+    trap_seeds=32,
+    d_model=8,
+    eval_every=10,
+    eval_batches=4,
+    source="App. A: batch 16, length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, "
+    "one-cycle, 1000 iterations",
+)
+
 PRESETS: dict[str, Scale] = {
     # seconds: exercises every code path, claims nothing about convergence
     "smoke": Scale(
@@ -91,33 +107,14 @@ PRESETS: dict[str, Scale] = {
         source="CI: every code path in seconds",
     ),
     # minutes on a 2-core laptop: the paper's model and optimiser, shorter sequences
-    "cpu": Scale(
-        "cpu",
+    "cpu": replace(
+        _PAPER,
+        name="cpu",
         steps=400,
-        batch_size=16,
         seq_len=256,
-        seeds=3,
-        trap_seeds=32,
-        d_model=8,
-        eval_every=10,
-        eval_batches=4,
         source="the paper's model and optimiser at a quarter of its length",
     ),
-    # the authors' settings (App. A): batch 16, length 1024, d = 8, AdamW lr 2e-3, 1000
-    # iterations
-    "paper": Scale(
-        "paper",
-        steps=1000,
-        batch_size=16,
-        seq_len=1024,
-        seeds=3,
-        trap_seeds=32,
-        d_model=8,
-        eval_every=10,
-        eval_batches=4,
-        source="App. A: batch 16, length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, "
-        "one-cycle, 1000 iterations",
-    ),
+    "paper": _PAPER,
 }
 
 # Per chapter at the paper scale: what differs from PRESETS["paper"], and why.

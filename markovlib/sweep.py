@@ -528,29 +528,15 @@ def train_specs(
             "train_specs needs specs of one group (same architecture and "
             "training settings)"
         )
-    if len(specs) == 1:
-        return [
-            train(
-                make_chain(first.chain),
-                first.config,
-                first.train,
-                seed=first.seed,
-                device=device,
-                compile=compile,
-                progress=progress,
-                checkpoint=CHECKPOINT_STEP,
-            )
-        ]
-    results = train_many(
-        [make_chain(s.chain) for s in specs],
-        first.config,
-        first.train,
-        seeds=[s.seed for s in specs],
-        device=device,
-        compile=compile,
-        progress=progress,
-        checkpoint=CHECKPOINT_STEP,
+    options = dict(
+        device=device, compile=compile, progress=progress, checkpoint=CHECKPOINT_STEP
     )
+    if len(specs) == 1:
+        chain = make_chain(first.chain)
+        return [train(chain, first.config, first.train, seed=first.seed, **options)]
+    chains = [make_chain(s.chain) for s in specs]
+    seeds = [s.seed for s in specs]
+    results = train_many(chains, first.config, first.train, seeds=seeds, **options)
     for r in results:
         r.provenance = {**r.provenance, "ensemble_members": [s.key for s in specs]}
     return results
