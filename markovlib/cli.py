@@ -62,26 +62,43 @@ def _probability(text: str) -> float:
     return values[0]
 
 
-def _int_at_least(low: int):
-    """An argparse type: an integer >= ``low``."""
+def _argument_type(convert, what: str, accept, *, show_value: bool = False):
+    """An argparse type: ``convert(text)`` where ``accept`` holds it; else an error
+    saying it must be ``what`` and quoting the text (with ``show_value``, the converted
+    value when only ``accept`` failed)."""
 
-    def parse(text: str) -> int:
+    def parse(text: str):
         try:
-            value = int(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be an integer >= {low}; got {text!r}"
-            ) from None
-        if value < low:
-            raise argparse.ArgumentTypeError(
-                f"must be an integer >= {low}; got {value}"
-            )
+            raise argparse.ArgumentTypeError(f"must be {what}; got {text!r}") from None
+        if not accept(value):
+            got = value if show_value else repr(text)
+            raise argparse.ArgumentTypeError(f"must be {what}; got {got}")
         return value
 
     return parse
 
 
+def _int_at_least(low: int):
+    """An argparse type: an integer >= ``low``."""
+    return _argument_type(
+        int, f"an integer >= {low}", lambda v: v >= low, show_value=True
+    )
+
+
 _positive_int, _nonnegative_int = _int_at_least(1), _int_at_least(0)
+_nonnegative_number = _argument_type(
+    float, "a number >= 0", lambda v: 0 <= v < float("inf")
+)
+_positive_float = _argument_type(float, "a number > 0", lambda v: v > 0)  # inf allowed
+
+
+def _add_chain(sub: argparse.ArgumentParser, values) -> None:
+    """--p and --q of the binary chain (``values``: the argparse type, one number or a
+    list)."""
+    sub.add_argument("--p", type=values, required=True)
+    sub.add_argument("--q", type=values, required=True)
 
 
 def _add_training(sub: argparse.ArgumentParser) -> None:
@@ -170,18 +187,6 @@ def cmd_train(args) -> int:
         f"escape step {result.escape_step()}"
     )
     return 0
-
-
-def _nonnegative_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a number >= 0; got {text!r}"
-        ) from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0; got {text!r}")
-    return value
 
 
 def cmd_sweep(args) -> int:
@@ -345,18 +350,6 @@ def cmd_book(args) -> int:
     return 0
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a number > 0; got {text!r}"
-        ) from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0; got {text!r}")
-    return value
-
-
 def _data_dir(args) -> Path | None:
     from .shipped import default_data_dir
 
@@ -441,8 +434,7 @@ def build_parser() -> Parser:
     train = subs.add_parser(
         "train", help="train one model and compare its loss with H_rate and H(pi)"
     )
-    train.add_argument("--p", type=_probability, required=True)
-    train.add_argument("--q", type=_probability, required=True)
+    _add_chain(train, _probability)
     train.add_argument("--tied", action=argparse.BooleanOptionalAction, default=True)
     train.add_argument("--seed", type=_nonnegative_int, default=0)
     _add_training(train)
@@ -451,8 +443,7 @@ def build_parser() -> Parser:
     sweep = subs.add_parser(
         "sweep", help="train a (p, q) grid × tying × seeds into a result store"
     )
-    sweep.add_argument("--p", type=_probabilities, required=True)
-    sweep.add_argument("--q", type=_probabilities, required=True)
+    _add_chain(sweep, _probabilities)
     sweep.add_argument("--tied", choices=["both", "tied", "untied"], default="both")
     sweep.add_argument(
         "--seeds", type=_positive_int, default=1, help="number of seeds per cell"
@@ -500,8 +491,7 @@ def build_parser() -> Parser:
         "book",
         help="execute every chapter with your (p, q) and build your own HTML edition",
     )
-    book.add_argument("--p", type=_probability, required=True)
-    book.add_argument("--q", type=_probability, required=True)
+    _add_chain(book, _probability)
     book.add_argument("--seed", type=_nonnegative_int, default=0)
     book.add_argument("--scale", choices=["auto", *presets.PRESETS], default="auto")
     book.add_argument(
