@@ -524,14 +524,12 @@ def unigram_fraction(
     of the gap H(π) − H_rate of their chain. Near a trap threshold the two losses
     differ by less than the noise of a test loss on a few batches; the paired excess
     does not have that noise."""
-    if not runs:
-        raise ValueError("runs must hold at least one run")
-    if not 0 < share < 1:
+    if runs and not 0 < share < 1:  # (no runs: group_excess says so first)
         raise ValueError(f"share must be in (0, 1); got {share!r}")
+    group = group_excess(runs, n_sequences=n_sequences, seed=seed, length=length)
     at = [
-        paired_excess(r, n_sequences=n_sequences, seed=seed, length=length).excess
-        > share * (r.chain.unigram_entropy() - r.chain.entropy_rate())
-        for r in runs
+        excess > share * (r.chain.unigram_entropy() - r.chain.entropy_rate())
+        for excess, r in zip(group.each, runs)
     ]
     return float(np.mean(at))
 

@@ -594,6 +594,40 @@ def _theory_config(config, length: int) -> TransformerConfig:
     return config or TransformerConfig.theory(tied=True, max_len=max(length, 16))
 
 
+class _Recorder:
+    """The (e, w) path and the exact loss of every run of an ensemble, read at about
+    ``n_records`` evenly spread steps of ``steps``."""
+
+    def __init__(self, steps: int, n_records: int):
+        self.steps = set(
+            np.unique(np.linspace(0, steps, n_records).round().astype(int)).tolist()
+        )
+        self.at, self.path, self.losses = [], [], []
+
+    def read(self, step: int, model: Transformer, loss: np.ndarray) -> None:
+        c = manifold_coordinates(model)
+        self.at.append(step)
+        self.path.append(np.stack([c["e"], c["w"]], axis=1))
+        self.losses.append(loss)
+
+    def runs(
+        self, model: Transformer, starts, p: float, q: float, how: str
+    ) -> ManifoldRuns:
+        """The :class:`ManifoldRuns` of what was read, ending at ``model``."""
+        return ManifoldRuns(
+            p,
+            q,
+            np.asarray(starts, dtype=float).reshape(-1, 2),
+            np.array(self.at),
+            np.stack(self.path, axis=1),
+            np.stack(self.losses, axis=1),
+            manifold_coordinates(model),
+            loss_class(self.losses[-1], p, q),
+            _attention_off(model),
+            how,
+        )
+
+
 def manifold_descent(
     starts,
     p: float,
@@ -615,36 +649,24 @@ def manifold_descent(
     config = _theory_config(config, length)
     model = _stack_on_manifold(starts, p, q, config, torch.float64)
     params = list(model.parameters())
-    record = set(
-        np.unique(np.linspace(0, steps, n_records).round().astype(int)).tolist()
-    )
-    at, path, losses = [], [], []
+    rec = _Recorder(steps, n_records)
     with _one_thread():
-        _descend(model, params, p, q, steps, lr, length, record, at, path, losses)
-    final = manifold_coordinates(model)
-    return ManifoldRuns(
+        _descend(model, params, p, q, steps, lr, length, rec)
+    return rec.runs(
+        model,
+        starts,
         p,
         q,
-        np.asarray(starts, dtype=float).reshape(-1, 2),
-        np.array(at),
-        np.stack(path, axis=1),
-        np.stack(losses, axis=1),
-        final,
-        loss_class(losses[-1], p, q),
-        _attention_off(model),
         f"gradient descent on the exact loss, lr {lr:g}, {steps} "
         f"steps, length {length}",
     )
 
 
-def _descend(model, params, p, q, steps, lr, length, record, at, path, losses):
+def _descend(model, params, p, q, steps, lr, length, rec: _Recorder):
     for step in range(steps + 1):
         loss = attention_off_loss(model, p, q, length)
-        if step in record:
-            c = manifold_coordinates(model)
-            at.append(step)
-            path.append(np.stack([c["e"], c["w"]], axis=1))
-            losses.append(loss.detach().numpy().copy())
+        if step in rec.steps:
+            rec.read(step, model, loss.detach().numpy().copy())
         if step == steps:
             break
         grads = torch.autograd.grad(loss.sum(), params)
@@ -681,19 +703,13 @@ def manifold_adamw(
     )
     scheduler = make_schedule(optimizer, s.schedule, s.steps, s.lr)
     gen = torch.Generator().manual_seed(int(seed))
-    record = set(
-        np.unique(np.linspace(0, s.steps, n_records).round().astype(int)).tolist()
-    )
-    at, path, losses = [], [], []
+    rec = _Recorder(s.steps, n_records)
     with _one_thread():
         for step in range(s.steps + 1):
-            if step in record:
+            if step in rec.steps:
                 with torch.no_grad():
                     exact = attention_off_loss(model, p, q, length).double().numpy()
-                c = manifold_coordinates(model)
-                at.append(step)
-                path.append(np.stack([c["e"], c["w"]], axis=1))
-                losses.append(exact)
+                rec.read(step, model, exact)
             if step == s.steps:
                 break
             x = chain.sample(n * s.batch_size, length, generator=gen, start=s.start)
@@ -702,16 +718,11 @@ def manifold_adamw(
             loss.sum().backward()
             optimizer.step()
             scheduler.step()
-    return ManifoldRuns(
+    return rec.runs(
+        model,
+        starts,
         p,
         q,
-        np.asarray(starts, dtype=float).reshape(-1, 2),
-        np.array(at),
-        np.stack(path, axis=1),
-        np.stack(losses, axis=1),
-        manifold_coordinates(model),
-        loss_class(losses[-1], p, q),
-        _attention_off(model),
         f"AdamW (the authors' settings), lr {s.lr:g}, {s.steps} steps, batch "
         f"{s.batch_size} x {s.seq_len}",
     )

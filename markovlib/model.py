@@ -98,6 +98,13 @@ class TransformerConfig:
 # the model axis otherwise, so that the whole ensemble runs as batched matmuls and one
 # merged attention call (torch.func.vmap has no batching rule for the fused CPU
 # attention kernel).
+def _per_member(param: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """A stacked parameter (N, *shape) viewed with as many axes as the ensemble's inputs
+    x (N, ...), (N, 1, ..., 1, *shape), so that it broadcasts over them."""
+    ones = [1] * (x.dim() - param.dim())
+    return param.reshape(param.shape[0], *ones, *param.shape[1:])
+
+
 class Linear(nn.Linear):
     """nn.Linear that also takes stacked weights (N, out, in) and inputs
     (N, ..., in)."""
@@ -105,18 +112,8 @@ class Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight.dim() == 2:
             return super().forward(x)
-        w = self.weight.mT.reshape(
-            self.weight.shape[0],
-            *[1] * (x.dim() - 3),
-            self.in_features,
-            self.out_features,
-        )
-        out = x @ w
-        return (
-            out
-            if self.bias is None
-            else out + self.bias.view(self.bias.shape[0], *[1] * (x.dim() - 2), -1)
-        )
+        out = x @ _per_member(self.weight.mT, x)
+        return out if self.bias is None else out + _per_member(self.bias, x)
 
 
 class Embedding(nn.Embedding):
@@ -138,7 +135,7 @@ class LayerNorm(nn.LayerNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight.dim() == 1:
             return super().forward(x)
-        gain = self.weight.view(self.weight.shape[0], *[1] * (x.dim() - 2), -1)
+        gain = _per_member(self.weight, x)
         return F.layer_norm(x, self.normalized_shape, eps=self.eps) * gain
 
 

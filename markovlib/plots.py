@@ -114,31 +114,18 @@ def reference_lines(
     """Horizontal lines at H_rate (global minimum) and H(π) (unigram loss), labelled
     with their values; with ``bigram``, also H(x_{n+1} | x_n), the best loss that sees
     only the last symbol (higher-order chains)."""
+
+    def line(value: float, color: str, ls: str, lw: float, symbol: str, what: str):
+        label = f"{symbol} = {value:.4f} ({what})"
+        ax.axhline(value, color=COLORS[color], ls=ls, lw=lw, label=label)
+
     if bigram:
-        ax.axhline(
-            chain.bigram_entropy(),
-            color=COLORS["theory"],
-            ls="-.",
-            lw=1.5,
-            label=rf"$H(x_{{n+1}} \mid x_n)$ = {chain.bigram_entropy():.4f} "
-            r"(best first-order)",
-        )
+        symbol = r"$H(x_{n+1} \mid x_n)$"
+        line(chain.bigram_entropy(), "theory", "-.", 1.5, symbol, "best first-order")
     if unigram:
-        ax.axhline(
-            chain.unigram_entropy(),
-            color=COLORS["H_pi"],
-            ls=":",
-            lw=1.5,
-            label=rf"$H(\pi)$ = {chain.unigram_entropy():.4f} (unigram)",
-        )
+        line(chain.unigram_entropy(), "H_pi", ":", 1.5, r"$H(\pi)$", "unigram")
     if rate:
-        ax.axhline(
-            chain.entropy_rate(),
-            color=COLORS["H_rate"],
-            ls="--",
-            lw=1.2,
-            label=rf"$H_{{\rm rate}}$ = {chain.entropy_rate():.4f} (global min)",
-        )
+        line(chain.entropy_rate(), "H_rate", "--", 1.2, r"$H_{\rm rate}$", "global min")
 
 
 def _history(run) -> pd.DataFrame:
