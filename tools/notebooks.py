@@ -2,7 +2,7 @@
 NBVAL cells.
 
     python tools/notebooks.py strip   [NB ...]  # drop outputs and run metadata
-    python tools/notebooks.py golden  [NB ...]  # smoke run, keep NBVAL_CHECK_OUTPUT text
+    python tools/notebooks.py golden  [NB ...]  # smoke run; keep NBVAL_CHECK_OUTPUT
     python tools/notebooks.py furnish [NB ...]  # Colab cell, "Re-run this page" box
     python tools/notebooks.py check   [NB ...]  # exit 1 unless stored and furnished
 
