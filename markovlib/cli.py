@@ -396,7 +396,12 @@ def cmd_edition(args) -> int:
     if args.action == "produce":
         try:
             produce(
-                groups, store, threads=args.threads, only=args.only, shipped=shipped
+                groups,
+                store,
+                threads=args.threads,
+                only=args.only,
+                shipped=shipped,
+                ensemble_size=args.ensemble,
             )
         except KeyboardInterrupt:
             print(
@@ -566,6 +571,12 @@ def build_parser() -> Parser:
     )
     edition.add_argument(
         "--only", type=lambda s: s.split(","), default=None, help="group name prefixes"
+    )
+    edition.add_argument(
+        "--ensemble",
+        type=_positive_int,
+        default=8,
+        help="runs trained together in one batched step (default 8)",
     )
     edition.set_defaults(run=cmd_edition)
     return parser

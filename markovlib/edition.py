@@ -2,11 +2,13 @@
 :func:`~markovlib.experiments.paper_edition` into a result store, resumably and from
 several processes at once, then export finished groups as shipped data.
 
-Each process trains one run at a time (``train``, not an ensemble, so that
-``markovlib verify`` can re-train any single run bit for bit) with a fixed thread count,
-and claims a run with an exclusive lock on a file named after its key before training
-it: a second process skips a claimed run, a killed process releases its claims, and
-every finished run is committed to the store at once.
+Each process trains ensembles of runs (:func:`ensembles`: one batched step for up to
+``ensemble_size`` runs of one group, 1.5-2x cheaper per run than single runs on a CPU
+core) with a fixed thread count, and claims an ensemble with an exclusive lock on a
+file named after its members' keys before training it: a second process skips a
+claimed ensemble, a killed process releases its claims, and every finished ensemble is
+committed to the store at once. ``markovlib verify`` reproduces a member by re-training
+its ensemble.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from .sweep import ResultStore, RunSpec, train_specs
+from .sweep import ResultStore, RunSpec, spec_key, train_specs
 
-__all__ = ["produce", "status"]
+__all__ = ["produce", "status", "ensembles"]
 
 
 @contextmanager
@@ -63,6 +65,20 @@ def status(
     ]
 
 
+def ensembles(specs: Sequence[RunSpec], size: int) -> list[list[RunSpec]]:
+    """``specs`` cut into ensembles of at most ``size`` runs of one architecture and
+    training settings (:attr:`RunSpec.group`), in order; the same cut in every
+    process, whatever is already trained."""
+    by_group: dict[str, list[RunSpec]] = {}
+    for spec in {s.key: s for s in specs}.values():
+        by_group.setdefault(spec.group, []).append(spec)
+    return [
+        members[lo : lo + size]
+        for members in by_group.values()
+        for lo in range(0, len(members), size)
+    ]
+
+
 def produce(
     groups: Sequence[tuple[str, Sequence[RunSpec]]],
     store: ResultStore | str | Path,
@@ -71,11 +87,16 @@ def produce(
     only: Sequence[str] | None = None,
     device: str = "cpu",
     shipped=None,
+    ensemble_size: int = 8,
     log=print,
 ) -> int:
     """Train every run of ``groups`` that neither ``store`` nor the ``shipped`` data
-    (a ShippedData) holds and no other process has claimed; returns the number of runs
-    trained."""
+    (a ShippedData) holds, as ensembles of at most ``ensemble_size`` runs that no other
+    process has claimed; returns the number of runs trained.
+
+    An ensemble's members record each other's keys (``ensemble_members`` in their
+    provenance): ``markovlib verify`` re-trains the same ensemble to reproduce one.
+    """
     store = store if isinstance(store, ResultStore) else ResultStore(store)
     skip = set(shipped.index()) if shipped is not None else set()
     torch.set_num_threads(threads)
@@ -84,21 +105,28 @@ def produce(
     for name, specs in groups:
         if only and not any(name.startswith(prefix) for prefix in only):
             continue
-        for spec in specs:
-            if spec.key in skip or spec.key in store.keys():
+        for chunk in ensembles(specs, ensemble_size):
+            done = skip | store.keys()
+            todo = [s for s in chunk if s.key not in done]
+            if not todo:
                 continue
-            with _claim(locks, spec.key) as mine:
-                if not mine or spec.key in store.keys():
+            claim = spec_key({"ensemble": [s.key for s in chunk]})
+            with _claim(locks, claim) as mine:
+                if not mine:
+                    continue
+                done = store.keys()
+                todo = [s for s in todo if s.key not in done]
+                if not todo:
                     continue
                 t0 = time.perf_counter()
-                result = train_specs([spec], device=device)[0]
-                store.put([(spec, result)])
-                trained += 1
+                results = train_specs(todo, device=device)
+                store.put(list(zip(todo, results)))
+                trained += len(todo)
+                losses = " ".join(f"{r.final_test_loss:.3f}" for r in results)
                 log(
-                    f"{time.strftime('%H:%M:%S')} {name} seed {spec.seed}: "
-                    "final test loss "
-                    f"{result.final_test_loss:.4f} in "
-                    f"{time.perf_counter() - t0:.0f} s ({spec.key})",
+                    f"{time.strftime('%H:%M:%S')} {name}: {len(todo)} run(s), seeds "
+                    f"{todo[0].seed}..{todo[-1].seed}, final test losses {losses} in "
+                    f"{time.perf_counter() - t0:.0f} s",
                     flush=True,
                 )
     return trained

@@ -9,7 +9,9 @@ for both, so the shipped runs are found by the chapters' spec hashes.
 
 from __future__ import annotations
 
-from .presets import Scale, resolve
+from dataclasses import replace
+
+from .presets import Scale, higher_order_sizes, resolve
 from .sweep import RunSpec, chain_grid, grid
 from .train import TrainConfig
 
@@ -22,6 +24,9 @@ __all__ = [
     "threshold_runs",
     "depth_fig1",
     "lag_runs",
+    "authors_traps",
+    "higher_order",
+    "AUTHORS_TRAPS",
     "FIG4_GRID",
     "FIG5_PS",
     "TRAP_VARIANTS",
@@ -112,13 +117,69 @@ def saddle_sides(
     }
 
 
-def fig4_grid(S: Scale, seed: int = 0) -> dict[str, list[RunSpec]]:
+def fig4_grid(
+    S: Scale, seed: int = 0, precision: str = "fp32"
+) -> dict[str, list[RunSpec]]:
     """Fig 4: the GPT-2 model on every (p, q) of :data:`FIG4_GRID`, tied and untied,
-    ``S.seeds`` runs per cell."""
+    ``S.seeds`` runs per cell, trained in ``precision``."""
+    train = S.train.replace(precision=precision)
     return {
-        tie: grid(FIG4_GRID, FIG4_GRID, **_options(S, seed, tied=tie == "tied"))
+        tie: grid(
+            FIG4_GRID, FIG4_GRID, **_options(S, seed, tied=tie == "tied", train=train)
+        )
         for tie in ("tied", "untied")
     }
+
+
+# trapped: the tied runs at the authors' budget, per (preset, precision)
+AUTHORS_TRAPS = (("gpt2", "fp32"), ("gpt2", "fp16"), ("theory", "fp32"))
+
+
+def authors_traps(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[tuple[str, str], list[RunSpec]]:
+    """Tied runs at the authors' budget (``S.steps``) in float32 and in fp16 without
+    loss scaling, ``S.trap_seeds`` each (:data:`AUTHORS_TRAPS`)."""
+    return {
+        (preset, precision): grid(
+            [p],
+            [q],
+            **_options(
+                S,
+                seed,
+                n=S.trap_seeds,
+                preset=preset,
+                train=S.train.replace(precision=precision),
+            ),
+        )
+        for preset, precision in AUTHORS_TRAPS
+    }
+
+
+def higher_order(S: Scale, seed: int = 0) -> dict[int, list[RunSpec]]:
+    """ICLR Sec. 4.4: tied GPT-2 models of each depth on random order-2 binary chains
+    (rows Dirichlet(1)); run ``seed + i`` learns the chain of seed ``seed + i``."""
+    H = higher_order_sizes(S)
+    chains = [
+        {"kind": "random", "order": 2, "k": 2, "alpha": 1.0, "seed": s}
+        for s in range(seed, seed + H.seeds)
+    ]
+    out = {}
+    for L in H.depths:
+        specs = chain_grid(
+            chains,
+            tied=[True],
+            seeds=[0],
+            config_kwargs=dict(
+                d_model=H.d_model,
+                n_heads=H.n_heads,
+                n_layers=L,
+                max_len=H.seq_len,
+            ),
+            train=H.train(S),
+        )
+        out[L] = [replace(s, seed=c["seed"]) for s, c in zip(specs, chains)]
+    return out
 
 
 def fig5(k: int, S: Scale, seed: int = 0, ps=FIG5_PS) -> dict[str, list[RunSpec]]:
@@ -204,10 +265,17 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
 
     A group's name is the shipped file it goes to (``data/paper/<name>.parquet``).
     """
-    gm, blm, sad = (
-        resolve("paper", c) for c in ("global_minimum", "bad_local_minima", "saddles")
+    gm, blm, sad, ms, dp, tr = (
+        resolve("paper", c, environ=False)
+        for c in (
+            "global_minimum",
+            "bad_local_minima",
+            "saddles",
+            "multi_state",
+            "depth",
+            "trapped",
+        )
     )
-    ms, dp = resolve("paper", "multi_state"), resolve("paper", "depth")
     groups: list[tuple[str, list[RunSpec]]] = []
     groups += [
         (f"global_minimum-{label}", specs)
@@ -233,4 +301,13 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
         (f"threshold-k5-{preset}", specs)
         for preset, specs in threshold_runs(5, 0.8, ms).items()
     ]
+    # the authors' budget (400 iterations) and precision (fp16 without loss scaling)
+    groups += [
+        (f"trap400-{preset}-tied-{precision}", specs)
+        for (preset, precision), specs in authors_traps(0.5, 0.8, tr).items()
+    ]
+    fp16, fp32 = fig4_grid(tr, precision="fp16"), fig4_grid(tr, precision="fp32")
+    groups += [(f"fig4-400-{tie}-fp16", specs) for tie, specs in fp16.items()]
+    groups += [(f"higher-order-L{L}", specs) for L, specs in higher_order(dp).items()]
+    groups += [(f"fig4-400-{tie}-fp32", specs) for tie, specs in fp32.items()]
     return groups

@@ -150,6 +150,13 @@ CHAPTERS: dict[str, dict] = {
         source="Fig 1: depths 1, 2, 4, 8, length 512, 500 iterations, 3 runs; the lag "
         "chain (poster) the same",
     ),
+    "trapped": dict(
+        steps=400,
+        source="the authors' first-order config (Markov-LLM/src/config/markov.py): "
+        "400 iterations, length 1024, forward pass in fp16 autocast without loss "
+        "scaling (their train_base); 32 tied runs per model and precision, 3 runs per "
+        "Fig 4 cell and tying",
+    ),
     "initialisation": dict(
         variant_seeds=8,
         source="Local to Global (Makkuva et al. 2024): flows and exact gradient "
@@ -271,19 +278,61 @@ INIT_SIZES: dict[str, InitSizes] = {
 }
 
 
+# The higher-order depth runs (ICLR Sec. 4.4): the authors' own runs of the question
+# (Markov-LLM-depth/src/schedule2.sh): random order-2 chains, d = 16, n_head = order,
+# batch 128, their shortest length 64, 10 000 iterations, start uniform, 3 runs.
+@dataclass(frozen=True)
+class HigherOrderSizes:
+    """Sizes of the higher-order depth runs at one scale."""
+
+    steps: int
+    batch_size: int
+    seq_len: int
+    d_model: int
+    n_heads: int
+    depths: tuple[int, ...]
+    seeds: int  # runs per depth; run s learns the random chain of seed s
+    eval_every: int
+
+    def train(self, S: Scale):
+        """The :class:`~markovlib.train.TrainConfig` of these runs at ``S``."""
+        return S.train.replace(
+            steps=self.steps,
+            batch_size=self.batch_size,
+            seq_len=self.seq_len,
+            eval_every=self.eval_every,
+            start="uniform",
+        )
+
+
+HIGHER_ORDER_SIZES: dict[str, HigherOrderSizes] = {
+    "smoke": HigherOrderSizes(30, 4, 32, 16, 2, (1, 2), 2, 10),
+    "cpu": HigherOrderSizes(2000, 64, 64, 16, 2, (1, 2, 3), 3, 50),
+    "paper": HigherOrderSizes(10000, 128, 64, 16, 2, (1, 2, 3), 3, 50),
+}
+
+
+def higher_order_sizes(scale) -> HigherOrderSizes:
+    """The higher-order depth runs' sizes for a :class:`Scale` (or its name)."""
+    return _sizes(HIGHER_ORDER_SIZES, scale)
+
+
 def init_sizes(scale) -> InitSizes:
     """The initialisation chapter's sizes for a :class:`Scale` (or its name)."""
     return _sizes(INIT_SIZES, scale)
 
 
-def resolve(scale: str | Scale = "auto", chapter: str | None = None) -> Scale:
+def resolve(
+    scale: str | Scale = "auto", chapter: str | None = None, *, environ: bool = True
+) -> Scale:
     """The :class:`Scale` for ``scale`` ('auto', 'smoke', 'cpu', 'paper');
-    ``$MARKOVLIB_SCALE`` wins.
+    ``$MARKOVLIB_SCALE`` wins unless ``environ=False`` (the paper edition, the CLI's
+    explicit ``--scale``).
 
     With ``chapter``, the ``paper`` scale takes that chapter's settings from
     :data:`CHAPTERS`.
     """
-    forced = os.environ.get(ENV_VAR, "").strip()
+    forced = os.environ.get(ENV_VAR, "").strip() if environ else ""
     if forced:
         scale = forced
     if isinstance(scale, Scale):

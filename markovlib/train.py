@@ -46,7 +46,9 @@ __all__ = [
 
 SCHEDULES = ("one-cycle", "constant")
 STARTS = ("stationary", "uniform")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "fp16", "fp16-scaled")
+# fp16-scaled: the static loss scale (2^16) that the authors' loop does not use
+LOSS_SCALE = 2.0**16
 
 
 def _check_positive_int(name: str, value) -> int:
@@ -79,7 +81,10 @@ class TrainConfig:
     weight_decay: float = 1e-3
     decay_embeddings: bool = False
     start: str = "stationary"  # law of the first state: 'stationary' or 'uniform'
-    precision: str = "fp32"  # 'fp32' or 'bf16' (autocast)
+    # 'fp32'; 'bf16' (autocast); 'fp16': the forward pass under float16 autocast and
+    # no loss scaling, the authors' train_base (no GradScaler); 'fp16-scaled': the same
+    # with a static loss scale of 2^16 (gradients unscaled before the step)
+    precision: str = "fp32"
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "seq_len", "eval_every", "eval_batches"):
@@ -481,11 +486,16 @@ def _fit(
         torch.compile(model) if compile else model
     )  # shares the parameters of model
 
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16-scaled": torch.float16}
+    dtype = half.get(s.precision)
+
     def loss_of(x: torch.Tensor) -> torch.Tensor:
         with torch.autocast(
-            device.type, dtype=torch.bfloat16, enabled=s.precision == "bf16"
+            device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None
         ):
             return cross_entropy(forward, x).float()
+
+    scale = LOSS_SCALE if s.precision == "fp16-scaled" else 1.0
 
     train_gens = [seeded(st[1], device) for st in streams]
     test_gens = [seeded(st[2], device) for st in streams]
@@ -526,7 +536,12 @@ def _fit(
     for step in bar:
         losses = loss_of(draw(train_gens))
         optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()  # member i's gradient is that of its own loss
+        # member i's gradient is that of its own loss
+        (losses.sum() * scale).backward()
+        if scale != 1.0:
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad.div_(scale)
         lrs.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         scheduler.step()

@@ -38,7 +38,7 @@ BASE = dict(steps=10, batch_size=2, seq_len=8)
         ("weight_decay", float("inf")),
         ("decay_embeddings", 1),
         ("start", "zero"),
-        ("precision", "fp16"),
+        ("precision", "fp8"),
     ],
 )
 def test_train_config_names_the_bad_field(field, bad):
@@ -119,6 +119,16 @@ def test_paper_edition_groups():
         0.85,
         0.9,
     }
+    # the authors' budget and precision (issue: 400 iterations, fp16 without scaling)
+    assert [groups[n][0].key for n in ("trap400-gpt2-tied-fp16", "higher-order-L3")] == [
+        "c714d5a17a17fb27dbbe",
+        "6fd270dc26960ed8495a",
+    ]
+    assert {s.train.precision for s in groups["fig4-400-tied-fp16"]} == {"fp16"}
+    assert len(groups["fig4-400-untied-fp32"]) == 75
+    assert {s.train.steps for s in groups["trap400-theory-tied-fp32"]} == {400}
+    assert {s.config.n_layers for s in groups["higher-order-L3"]} == {3}
+    assert {s.train.steps for s in groups["higher-order-L1"]} == {10000}
     fig4 = {s.key for s in groups["fig4-tied"]}
     assert (
         len(fig4) == 25 and len(fig4 & {s.key for s in groups["trap-gpt2-tied"]}) == 1
