@@ -120,7 +120,8 @@ def test_paper_edition_groups():
         0.9,
     }
     # the authors' budget and precision (issue: 400 iterations, fp16 without scaling)
-    assert [groups[n][0].key for n in ("trap400-gpt2-tied-fp16", "higher-order-L3")] == [
+    names = ("trap400-gpt2-tied-fp16", "higher-order-L3")
+    assert [groups[n][0].key for n in names] == [
         "c714d5a17a17fb27dbbe",
         "6fd270dc26960ed8495a",
     ]
