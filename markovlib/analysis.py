@@ -535,3 +535,158 @@ def unigram_fraction(
 
 
 __all__ += ["unigram_fraction"]
+
+
+# --- the one rule: how much of the gap H(π) − H_rate a run has learnt -----------------
+#
+# A run's *share* of the gap is (H(π) − L) / (H(π) − H_rate), with L its loss: 0 at
+# θ_π (the output ignores the input: loss H(π)), 1 at the global minimum (loss H_rate).
+# Every trained claim of the book counts runs by these thresholds, never by a tolerance
+# in nats (near p + q = 1 the gap itself is smaller than any such tolerance).
+AT_UNIGRAM_BELOW = 0.1  # share < 0.1: the run is *at H(π)* (it sits at θ_π)
+ESCAPED_ABOVE = 0.9  # share > 0.9: the run *escaped* (it learnt the chain)
+CLAIM_SHARE = 0.5  # a claim about "the runs" holds when at least half of them do it
+AT_UNIGRAM, IN_BETWEEN, ESCAPED = "at H(π)", "in between", "escaped"
+CLASSES = (AT_UNIGRAM, IN_BETWEEN, ESCAPED)
+
+
+def gap(chain) -> float:
+    """H(π) − H_rate of ``chain`` (nats): what a run can learn beyond the marginal."""
+    return float(chain.unigram_entropy() - chain.entropy_rate())
+
+
+def kernel_loss(chain: MarkovChain, kernel) -> float:
+    """The population loss of predicting x_{n+1} with ``kernel`` (k × k) from x_n alone:
+    −Σ_i π_i Σ_j P_ij log K_ij (nats); H_rate at K = P, H(π) at rows π."""
+    K = np.clip(np.asarray(kernel, dtype=np.float64), 1e-12, 1.0)
+    P, pi = chain.P, chain.stationary()
+    return float(-(pi[:, None] * P * np.log(K)).sum())
+
+
+def loss_share(chain, loss) -> np.ndarray | float:
+    """Share of the gap that a loss (or an array of losses) has covered:
+    (H(π) − loss) / (H(π) − H_rate); NaN where the gap is 0 (p + q = 1)."""
+    g = gap(chain)
+    out = (chain.unigram_entropy() - np.asarray(loss, dtype=np.float64)) / (
+        g if g > 1e-12 else np.nan
+    )
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def kernel_share(chain: MarkovChain, kernel) -> float:
+    """Share of the gap covered by a learnt first-order kernel
+    (:func:`kernel_loss`): exact for the chain, free of test-batch noise. For a binary
+    chain it is close to (K_01 − K_11) / (p + q − 1) near both ends."""
+    return loss_share(chain, kernel_loss(chain, kernel))
+
+
+def classify(share: float) -> str | None:
+    """The rule: *at H(π)* below :data:`AT_UNIGRAM_BELOW`, *escaped* above
+    :data:`ESCAPED_ABOVE`, *in between* otherwise; None where the gap is 0."""
+    if share is None or not np.isfinite(share):
+        return None
+    if share < AT_UNIGRAM_BELOW:
+        return AT_UNIGRAM
+    return ESCAPED if share > ESCAPED_ABOVE else IN_BETWEEN
+
+
+def tail_loss(history: pd.DataFrame, fraction: float = 0.05) -> float:
+    """Mean test loss over the evaluations of the last ``fraction`` of the steps (at
+    least the last one): a final loss with less batch noise where the run has
+    converged."""
+    h = history.dropna(subset=["test_loss"])
+    last = int(h["step"].iloc[-1])
+    tail = h[h["step"] >= last * (1 - fraction)]
+    return float(tail["test_loss"].mean())
+
+
+def final_share(chain, *, kernel=None, history: pd.DataFrame | None = None) -> float:
+    """A run's share of the gap at the end: from its learnt kernel on a first-order
+    chain (:func:`kernel_share`), else from its :func:`tail_loss` (higher order)."""
+    if kernel is not None and isinstance(chain, MarkovChain):
+        return kernel_share(chain, kernel)
+    if history is None:
+        raise ValueError("final_share needs the run's kernel or its history")
+    return loss_share(chain, tail_loss(history))
+
+
+def run_share(run: TrainResult) -> float:
+    """:func:`final_share` of a trained run."""
+    kernel = run.learnt_kernel() if isinstance(run.chain, MarkovChain) else None
+    return final_share(run.chain, kernel=kernel, history=run.history)
+
+
+@dataclass(frozen=True)
+class Survival:
+    """Runs of one chain judged by the rule along training: at each evaluated step,
+    the fraction at H(π) (loss share below :data:`AT_UNIGRAM_BELOW`), and each run's
+    escape step (first evaluation with a share above :data:`ESCAPED_ABOVE`)."""
+
+    steps: np.ndarray
+    at_unigram: np.ndarray  # fraction of runs at H(π) at each step
+    escapes: tuple  # escape step of each run (None: never)
+
+    @property
+    def n(self) -> int:
+        return len(self.escapes)
+
+    @property
+    def median_escape(self) -> float | None:
+        """Median escape step, None unless more than half of the runs escaped."""
+        done = [e for e in self.escapes if e is not None]
+        return float(np.median(done)) if len(done) > self.n / 2 else None
+
+    def at(self, step: int) -> float:
+        """Fraction at H(π) at the last evaluation at or before ``step``."""
+        upto = self.at_unigram[self.steps <= step]
+        if not len(upto):
+            raise ValueError(f"step must be >= {int(self.steps[0])}; got {step}")
+        return float(upto[-1])
+
+
+def survival(chain, histories: Sequence[pd.DataFrame]) -> Survival:
+    """:class:`Survival` of runs on ``chain`` from their histories (columns step,
+    test_loss; every run evaluated at the same steps)."""
+    if not histories:
+        raise ValueError("histories must hold at least one run")
+    tests = [h.dropna(subset=["test_loss"]) for h in histories]
+    steps = tests[0]["step"].to_numpy()
+    shares = np.stack(
+        [loss_share(chain, t["test_loss"].to_numpy())[: len(steps)] for t in tests]
+    )
+    escaped = shares > ESCAPED_ABOVE
+    escapes = tuple(
+        int(steps[np.argmax(row)]) if row.any() else None for row in escaped
+    )
+    # a run is at H(π) until its share first leaves the band below the threshold
+    left = np.maximum.accumulate(shares >= AT_UNIGRAM_BELOW, axis=1)
+    return Survival(steps, 1.0 - left.mean(0), escapes)
+
+
+def count_classes(shares: Sequence[float]) -> dict[str, int]:
+    """How many shares fall in each class of :func:`classify` (None: gap 0)."""
+    out = dict.fromkeys(CLASSES, 0)
+    for s in shares:
+        c = classify(s)
+        if c is not None:
+            out[c] += 1
+    return out
+
+
+__all__ += [
+    "AT_UNIGRAM_BELOW",
+    "ESCAPED_ABOVE",
+    "CLAIM_SHARE",
+    "CLASSES",
+    "gap",
+    "kernel_loss",
+    "loss_share",
+    "kernel_share",
+    "classify",
+    "tail_loss",
+    "final_share",
+    "run_share",
+    "Survival",
+    "survival",
+    "count_classes",
+]

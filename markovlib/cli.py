@@ -16,6 +16,7 @@ import argparse
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from . import presets
@@ -383,6 +384,27 @@ def cmd_verify(args) -> int:
     return 0
 
 
+def cmd_scorecard(args) -> int:
+    import json
+
+    from .scorecard import compute
+
+    t0 = time.perf_counter()
+    rows = compute(args.data)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in rows], indent=1, ensure_ascii=False))
+        return 0
+    for r in rows:
+        print(f"{r.id:15s} {r.verdict:26s} {r.value}")
+    counts = {
+        v: sum(r.verdict == v for r in rows)
+        for v in dict.fromkeys(r.verdict for r in rows)
+    }
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items())
+    print(f"{len(rows)} rows: {summary} ({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
 def cmd_edition(args) -> int:
     from .edition import produce, status
     from .experiments import paper_edition
@@ -548,6 +570,17 @@ def build_parser() -> Parser:
         help="draw only among runs this CPU can reproduce bit for bit",
     )
     verify.set_defaults(run=cmd_verify)
+
+    card = subs.add_parser(
+        "scorecard",
+        help="the paper edition's scorecard, computed from the shipped runs (trains "
+        "nothing)",
+    )
+    card.add_argument(
+        "--data", default=None, help="shipped data folder (default: data/paper)"
+    )
+    card.add_argument("--json", action="store_true", help="print the rows as JSON")
+    card.set_defaults(run=cmd_scorecard)
 
     edition = subs.add_parser(
         "edition", help="produce the paper edition: train its runs, export them as data"

@@ -52,6 +52,9 @@ class Claim:
     measure: str  # what the number in the row is
     target: str  # label of the figure or theorem the row links to
     exact: bool = False  # no training: tested at every scale
+    # the shipped groups (data/paper/<group>-*.parquet) a trained row reads; empty for
+    # exact rows and for rows that only their chapter computes
+    groups: tuple[str, ...] = ()
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -71,8 +74,9 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Fig 3(b): tied and untied reach H_rate on (0.2, 0.3)",
         "p + q < 1, GPT-2 model, length 1024",
-        "largest excess loss over H_rate (nats)",
+        "runs that escaped (learnt > 90 % of the gap)",
         "fig-gm-curves",
+        groups=("global_minimum-tied", "global_minimum-untied"),
     ),
     Claim(
         "appd_attention",
@@ -80,8 +84,9 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "App. D: attention contributes nothing",
         "learnt models, p + q < 1",
-        "largest change of the predictions without attention",
+        "‖attn‖ / ‖x + attn‖ (the paper's ratio), mean over positions, largest run",
         "fig-gm-appendix-d",
+        groups=("global_minimum-tied", "global_minimum-untied"),
     ),
     Claim(
         "appd_positions",
@@ -89,17 +94,19 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "App. D: positional embeddings constant in n",
         "learnt models, p + q < 1",
-        "spread of p_n relative to ‖e_1 − e_0‖",
+        "spread of p_n relative to ‖e_1 − e_0‖, largest run",
         "fig-gm-appendix-d",
+        groups=("global_minimum-tied", "global_minimum-untied"),
     ),
     Claim(
         "appd_rank",
         "global_minimum",
         "paper",
-        "App. D: weight matrices near rank one",
+        "App. D: the feed-forward matrices W_1, W_2 are near rank one",
         "learnt models, p + q < 1",
-        "largest s_2 / s_1 over the weight matrices",
+        "largest s_2 / s_1 of W_1 and W_2",
         "fig-gm-appendix-d",
+        groups=("global_minimum-tied", "global_minimum-untied"),
     ),
     Claim(
         "appd_formula",
@@ -107,8 +114,9 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "App. D: learnt P(1|0) ≈ p and P(0|1) ≈ q",
         "learnt models, p + q < 1",
-        "largest |learnt − true| transition probability",
+        "largest |learnt − true| transition probability, relative to |p + q − 1|",
         "fig-gm-predictions",
+        groups=("global_minimum-tied", "global_minimum-untied"),
     ),
     Claim(
         "thm2",
@@ -122,30 +130,53 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "fig3a",
-        "bad_local_minima",
+        "trapped",
         "paper",
         "Fig 3(a): tied runs stay at H(π) on (0.5, 0.8)",
-        "tied, p + q > 1, GPT-2 model",
-        "fraction of GPT-2 runs still at H(π) at the end",
-        "fig-blm-trap",
+        "the authors' settings: GPT-2, tied, 400 iterations, fp16 without loss scaling",
+        "runs at H(π) (learnt < 10 % of the gap) at the end",
+        "fig-trapped-survival",
+        groups=("trap400-gpt2-tied-fp16",),
     ),
     Claim(
         "fig3c",
         "bad_local_minima",
         "paper",
-        "Fig 3(c, d): stuck runs predict π_1, escaped ones p",
-        "tied, p + q > 1",
-        "predicted P(1|0) of the most stuck run vs π_1",
+        "Fig 3(c, d): a run at θ_π predicts π_1 after a zero, an escaped one p",
+        "tied, p + q > 1, the authors' settings",
+        "learnt P(1|0) of a run at θ_π and of an escaped run",
         "fig-blm-predictions",
+        groups=("trap400-gpt2-tied-fp16",),
+    ),
+    Claim(
+        "fig3a_fp32",
+        "bad_local_minima",
+        "this book",
+        "In float32 the trap is a plateau that training leaves",
+        "(0.5, 0.8), GPT-2, tied, float32, 400 and 1000 iterations",
+        "runs at H(π) at the end of each budget",
+        "fig-blm-trap",
+        groups=("trap400-gpt2-tied-fp32", "trap-gpt2-tied"),
     ),
     Claim(
         "trap_models",
         "bad_local_minima",
         "this book",
         "The theory model (no layer norm) is trapped more often than GPT-2",
-        "tied, p + q > 1",
-        "trap fraction theory / GPT-2 at the end",
+        "(0.5, 0.8), tied, float32, 400 iterations",
+        "runs at H(π) at the end, theory / GPT-2",
         "fig-blm-trap",
+        groups=("trap400-theory-tied-fp32", "trap400-gpt2-tied-fp32"),
+    ),
+    Claim(
+        "precision",
+        "trapped",
+        "this book",
+        "fp16 without loss scaling keeps tied runs at H(π) that float32 frees",
+        "(0.5, 0.8), GPT-2, tied, 400 iterations, the same seeds and batches",
+        "runs at H(π) at the end, fp16 / float32",
+        "fig-trapped-survival",
+        groups=("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp32"),
     ),
     Claim(
         "thm3",
@@ -162,18 +193,31 @@ CLAIMS: tuple[Claim, ...] = (
         "saddles",
         "paper",
         "Untied runs escape θ_π and reach H_rate",
-        "untied, p + q > 1, GPT-2 and theory models",
-        "fraction of untied runs that escaped",
+        "untied, p + q > 1, GPT-2 and theory models, 1000 iterations",
+        "runs that escaped",
         "fig-saddle-tied-untied",
+        groups=("trap-gpt2-untied", "trap-theory-untied"),
     ),
     Claim(
         "fig4",
-        "saddles",
+        "trapped",
         "paper",
-        "Fig 4: tied cells above p + q = 1 miss H_rate, untied do not",
-        "grid p, q ∈ {0.2, …, 0.8}, GPT-2 model",
-        "mean excess tied above / untied (nats)",
+        "Fig 4: tied cells above p + q = 1 collapse to the marginal, untied do not",
+        "grid p, q ∈ {0.2, …, 0.8}, GPT-2, the authors' settings (400 iterations, "
+        "fp16), 3 runs per cell",
+        "cells above the line at H(π) (at least half of their runs)",
+        "fig-trapped-grid",
+        groups=("fig4-400-tied-fp16", "fig4-400-untied-fp16"),
+    ),
+    Claim(
+        "fig4_fp32",
+        "saddles",
+        "this book",
+        "In float32 after 1000 iterations the tied cells above the line leave H(π)",
+        "the Fig 4 grid, GPT-2, float32, 1000 iterations, 1 run per cell",
+        "cells above the line at H(π)",
         "fig-saddle-grid",
+        groups=("fig4-tied", "fig4-untied"),
     ),
     Claim(
         "fig5",
@@ -181,8 +225,9 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Fig 5: k = 5 tied and untied reach H_rate at p ≤ 0.6",
         "symmetric k = 5 chain, 5000 iterations",
-        "largest excess over H_rate at p ≤ 0.6",
+        "smallest share of the gap learnt at p ≤ 0.6",
         "fig-ms-fig5",
+        groups=("fig5-k5-tied", "fig5-k5-untied"),
     ),
     Claim(
         "k_threshold",
@@ -198,28 +243,32 @@ CLAIMS: tuple[Claim, ...] = (
         "fig1",
         "depth",
         "paper",
-        "Fig 1: every depth reaches H_rate, deeper sooner",
-        "(0.5, 0.8), tied, depths 1, 2, 4, 8, length 512",
-        "largest final loss − H_rate",
+        "Fig 1: the single layer stays at H(π); depth ≥ 2 reaches H_rate",
+        "(0.5, 0.8), tied, depths 1, 2, 4, 8, length 512, 500 iterations, float32",
+        "runs at H(π) per depth",
         "fig-depth-fig1",
+        groups=tuple(f"depth-fig1-L{L}" for L in (1, 2, 4, 8)),
     ),
     Claim(
-        "poster_depth",
+        "higher_order",
         "depth",
-        "poster",
-        "Second order: depth does not help",
-        "lag-2 chain, full attention",
-        "best loss over depths − H_rate",
-        "fig-depth-fig1",
+        "paper (ICLR Sec. 4.4)",
+        "Deeper models learn a second-order chain given enough iterations",
+        "random order-2 chains, depths 1-3, d = 16, batch 128, length 64, "
+        "10 000 iterations",
+        "runs that escaped per depth (share of the gap from the final test loss)",
+        "fig-depth-higher-order",
+        groups=tuple(f"higher-order-L{L}" for L in (1, 2, 3)),
     ),
     Claim(
         "poster_masking",
         "depth",
         "poster",
         "Second order: masking helps",
-        "lag-2 chain, one layer, window 1",
-        "windowed loss − H_rate",
+        "lag-2 chain, one layer, window 1 against full attention",
+        "share of the gap learnt",
         "fig-depth-window",
+        groups=("depth-lag2-window1", "depth-lag2-L1"),
     ),
     Claim(
         "init_energy",
@@ -400,3 +449,223 @@ def write_page(path="book/scorecard.md") -> None:
 
 if __name__ == "__main__":
     write_page()
+
+
+# ------------------------------------------------ the scorecard computed from the data
+# Rows of the paper edition that `markovlib scorecard` computes from the shipped runs
+# and the exact theory; the others (the related papers' chapters) are computed by
+# their chapters when the book is built.
+COMPUTED = tuple(
+    c.id for c in CLAIMS if c.groups or c.id in ("thm1", "thm2", "thm3", "k_threshold")
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One computed row of the scorecard."""
+
+    id: str
+    claim: str
+    source: str
+    setting: str
+    measure: str
+    value: str
+    verdict: str
+    runs: int | None = None
+    trapped: int | None = None
+    groups: tuple = ()
+
+    def as_dict(self) -> dict:
+        from dataclasses import asdict
+
+        d = asdict(self)
+        d["groups"] = list(self.groups)
+        if d["runs"] is None:  # exact rows: no runs
+            del d["runs"], d["trapped"]
+        return d
+
+
+def shipped_records(data, specs) -> list:
+    """:class:`~markovlib.measures.RunRecord` of every run of ``specs`` that the
+    shipped data (a :class:`~markovlib.shipped.ShippedData`) holds, without loading
+    a model."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from .measures import RunRecord
+    from .sweep import make_chain
+
+    index, out = data.index(), []
+    for spec in specs:
+        if spec.key not in index:
+            continue
+        row = data.row(spec.key)
+        metrics = json.loads(row["metrics"])
+        history = pd.DataFrame(
+            {
+                "step": np.asarray(row["history_step"], dtype=np.int64),
+                "test_loss": np.asarray(row["test_loss"], dtype=np.float64),
+            }
+        ).dropna()
+        kernel = metrics.get("learnt_kernel")
+        out.append(
+            RunRecord(
+                make_chain(spec.chain),
+                None if kernel is None else np.asarray(kernel),
+                history.reset_index(drop=True),
+                spec,
+                spec.key,
+            )
+        )
+    return out
+
+
+def _exact() -> dict:
+    """The exact rows: Thm 1's constructions, Thm 2's and Thm 3's Hessians at the
+    paper's chains, the k-state threshold (bisection on the exact Hessian)."""
+    from .chains import binary
+    from .measures import Measure
+    from .model import TransformerConfig
+    from .theory import (
+        construction_checks,
+        unigram_curvature,
+        unigram_hessian,
+        unigram_threshold,
+    )
+
+    chain = binary(0.2, 0.3)
+    built, _ = construction_checks(chain)
+    dev = max(abs(c["loss"] - chain.entropy_rate()) for c in built.values())
+    thm1 = dev < 1e-9 and all(
+        c["kernel_error"] < 1e-6 and c["grad"] < 1e-6 for c in built.values()
+    )
+    trap = binary(0.5, 0.8)
+    out = {"thm1": Measure(f"{dev:.1e}", thm1)}
+    for cid, tied in (("thm2", True), ("thm3", False)):
+        H = unigram_hessian(trap, TransformerConfig.theory(tied=tied))
+        closed = unigram_curvature(trap, tied=tied)
+        sign = H.min_eigenvalue > 0 if tied else H.min_eigenvalue < 0
+        out[cid] = Measure(
+            f"{H.min_eigenvalue:.4f} (closed form {closed:.4f})",
+            bool(sign and abs(H.min_eigenvalue - closed) < 1e-6),
+        )
+    tol = 1e-4
+    devs = [abs(unigram_threshold(k, tol) - (k - 1) / k) for k in (2, 3, 5)]
+    out["k_threshold"] = Measure(f"{max(devs):.1e} (k = 2, 3, 5)", max(devs) < tol)
+    return out
+
+
+def _appendix_d(data, records) -> dict:
+    """App. D's rows from the shipped Fig 3(b) models (weights loaded)."""
+    from . import measures
+    from .theory import appendix_d
+
+    inside = {}
+    for r in records:
+        if r.spec.seed != min(x.spec.seed for x in records):
+            continue
+        model = data.load(r.spec).model
+        x = r.chain.sample(8, r.spec.train.seq_len, seed=12345)
+        label = "tied" if r.spec.config.tied else "untied"
+        inside[label] = appendix_d(model, x, r.spec.train.seq_len)
+    return measures.appendix_d(inside, records)
+
+
+def _trained(data) -> dict:
+    """Every trained row's :class:`~markovlib.measures.Measure` from the shipped data
+    (``None`` for a row whose groups are not all shipped yet)."""
+    from . import measures as M
+    from .experiments import paper_edition
+
+    edition = dict(paper_edition())
+    recs = {g: shipped_records(data, edition[g]) for c in CLAIMS for g in c.groups}
+    complete = {g: len(recs[g]) == len(edition[g]) for g in recs}
+
+    def runs(*groups):
+        return [r for g in groups for r in recs[g]]
+
+    rules = {
+        "fig3b": lambda g: M.escape_claim(runs(*g)),
+        "fig3a": lambda g: M.fig3a(runs(*g)),
+        "fig3c": lambda g: M.fig3c(runs(*g)),
+        "fig3a_fp32": lambda g: M.float32_plateau(recs[g[0]], recs[g[1]]),
+        "trap_models": lambda g: M.trap_models(recs[g[0]], recs[g[1]]),
+        "precision": lambda g: M.precision_traps(recs[g[0]], recs[g[1]]),
+        "untied_escape": lambda g: M.escape_claim(runs(*g)),
+        "fig4": lambda g: M.fig4(recs[g[0]], recs[g[1]]),
+        "fig4_fp32": lambda g: M.fig4_float32(recs[g[0]], recs[g[1]]),
+        "fig5": lambda g: M.fig5(recs[g[0]], recs[g[1]]),
+        "fig1": lambda g: M.fig1({int(x.rsplit("L", 1)[1]): recs[x] for x in g}),
+        "higher_order": lambda g: M.higher_order(
+            {int(x.rsplit("L", 1)[1]): recs[x] for x in g}
+        ),
+        "poster_masking": lambda g: M.masking(recs[g[0]], recs[g[1]]),
+    }
+    out = {}
+    for c in CLAIMS:
+        if not c.groups:
+            continue
+        if not all(complete[g] for g in c.groups):
+            have = sum(len(recs[g]) for g in c.groups)
+            want = sum(len(edition[g]) for g in c.groups)
+            out[c.id] = (have, want)
+        elif c.id.startswith("appd_"):
+            continue
+        else:
+            out[c.id] = rules[c.id](c.groups)
+    if all(complete[g] for g in _BY_ID["appd_rank"].groups):
+        out.update(_appendix_d(data, runs(*_BY_ID["appd_rank"].groups)))
+    return out
+
+
+def compute(data=None) -> list[Row]:
+    """The rows of :data:`COMPUTED` from the shipped data (``data``: a folder or a
+    :class:`~markovlib.shipped.ShippedData`; default :func:`default_data_dir`) and the
+    exact theory, in the page's order. Trains nothing; a row whose runs are not all
+    shipped yet is *not tested*, with how many are there."""
+    from .presets import resolve
+    from .shipped import ShippedData, default_data_dir
+
+    if not isinstance(data, ShippedData):
+        directory = default_data_dir() if data is None else data
+        if directory is None:
+            raise FileNotFoundError("no shipped data found (data/paper/manifest.json)")
+        data = ShippedData(directory)
+    paper = resolve("paper", environ=False)
+    measured = {**_exact(), **_trained(data)}
+    rows = []
+    for c in CLAIMS:
+        if c.id not in COMPUTED:
+            continue
+        m = measured[c.id]
+        common = dict(
+            id=c.id,
+            claim=c.claim,
+            source=c.source,
+            setting=c.setting,
+            measure=c.measure,
+            groups=c.groups,
+        )
+        if isinstance(m, tuple):  # not all shipped yet
+            rows.append(
+                Row(
+                    **common,
+                    value=f"{m[0]} of {m[1]} runs shipped so far",
+                    verdict=NOT_TESTED,
+                    runs=m[0],
+                    trapped=None,
+                )
+            )
+            continue
+        rows.append(
+            Row(
+                **common,
+                value=m.value,
+                verdict=verdict(m.ok, paper, exact=c.exact, applicable=m.applicable),
+                runs=m.runs,
+                trapped=m.trapped,
+            )
+        )
+    return rows

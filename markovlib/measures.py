@@ -1,0 +1,421 @@
+"""Each trained claim's measurement, as a function of runs: the scorecard, the CLI and
+the chapters call these, so a verdict is computed in one place.
+
+A run enters as a :class:`RunRecord` (its chain, learnt kernel, test history and spec):
+:func:`record_of` makes one from a trained :class:`~markovlib.train.TrainResult`,
+:func:`markovlib.scorecard.shipped_records` from the shipped data without loading a
+model. Every count of runs uses the one rule of :mod:`markovlib.analysis` (the share of
+the gap H(π) − H_rate a run has learnt), never a tolerance in nats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .analysis import (
+    AT_UNIGRAM,
+    AT_UNIGRAM_BELOW,
+    CLAIM_SHARE,
+    ESCAPED,
+    ESCAPED_ABOVE,
+    classify,
+    final_share,
+    survival,
+)
+from .chains import Chain, MarkovChain
+
+__all__ = [
+    "RunRecord",
+    "record_of",
+    "Measure",
+    "classes",
+    "trap_count",
+    "at_step",
+    "cell_classes",
+    "fig3a",
+    "float32_plateau",
+    "precision_traps",
+    "trap_models",
+    "escape_claim",
+    "fig3c",
+    "fig4",
+    "fig4_float32",
+    "fig5",
+    "fig1",
+    "higher_order",
+    "masking",
+]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a verdict needs of one run."""
+
+    chain: Chain
+    kernel: np.ndarray | None  # learnt first-order kernel (None: not stored)
+    history: pd.DataFrame  # step, test_loss (every evaluation)
+    spec: object  # its RunSpec
+    key: str = ""
+
+    @property
+    def share(self) -> float:
+        """:func:`~markovlib.analysis.final_share` of this run."""
+        return final_share(self.chain, kernel=self.kernel, history=self.history)
+
+    @property
+    def cls(self) -> str | None:
+        return classify(self.share)
+
+    @property
+    def steps(self) -> int:
+        return int(self.history["step"].max())
+
+
+def record_of(result, spec=None) -> RunRecord:
+    """A :class:`RunRecord` of a trained run (its learnt kernel computed here)."""
+    kernel = result.learnt_kernel() if isinstance(result.chain, MarkovChain) else None
+    return RunRecord(result.chain, kernel, result.history, spec)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One claim measured: the value as printed, whether the claim's check held, and
+    for trained claims the runs judged and how many of them are at H(π)."""
+
+    value: str
+    ok: bool
+    applicable: bool = True
+    runs: int | None = None
+    trapped: int | None = None
+    groups: tuple = ()
+    details: dict = field(default_factory=dict)
+
+
+def _n(k: int, n: int, what: str = "runs") -> str:
+    return f"{k} of {n} {what}"
+
+
+def classes(records: Sequence[RunRecord]) -> list[str | None]:
+    """The final class of each run by the rule."""
+    return [r.cls for r in records]
+
+
+def trap_count(records: Sequence[RunRecord]) -> tuple[int, int]:
+    """(runs, runs at H(π) at the end) by the rule."""
+    cls = classes(records)
+    return len(cls), sum(c == AT_UNIGRAM for c in cls)
+
+
+def at_step(records: Sequence[RunRecord], step: int) -> int:
+    """Runs still at H(π) at ``step`` (their loss share,
+    :func:`~markovlib.analysis.survival`)."""
+    s = survival(records[0].chain, [r.history for r in records])
+    return round(s.at(step) * s.n)
+
+
+def fig3a(records: Sequence[RunRecord], groups=()) -> Measure:
+    """Fig 3(a): tied runs on a chain with p + q > 1 stay at H(π): the claim holds when
+    at least :data:`~markovlib.analysis.CLAIM_SHARE` of them are at H(π) at the end."""
+    n, t = trap_count(records)
+    steps = records[0].steps
+    return Measure(
+        f"{_n(t, n)} at H(π) after {steps} iterations",
+        t >= CLAIM_SHARE * n,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+    )
+
+
+def float32_plateau(
+    short: Sequence[RunRecord], long: Sequence[RunRecord], groups=()
+) -> Measure:
+    """This book: in float32 the trap is a plateau that training leaves: fewer than
+    half of the tied runs are at H(π) at the authors' budget, and at 1000 iterations."""
+    (n1, t1), (n2, t2) = trap_count(short), trap_count(long)
+    s = survival(long[0].chain, [r.history for r in long])
+    med = "–" if s.median_escape is None else f"{s.median_escape:.0f}"
+    return Measure(
+        f"{_n(t1, n1)} at H(π) after {short[0].steps} iterations; {_n(t2, n2)} after "
+        f"{long[0].steps} (median escape step {med})",
+        t1 < CLAIM_SHARE * n1 and t2 < CLAIM_SHARE * n2,
+        runs=n1 + n2,
+        trapped=t1 + t2,
+        groups=tuple(groups),
+    )
+
+
+def _seeds_at(records: Sequence[RunRecord]) -> set[int]:
+    return {r.spec.seed for r in records if r.cls == AT_UNIGRAM}
+
+
+def precision_traps(
+    fp16: Sequence[RunRecord], fp32: Sequence[RunRecord], groups=()
+) -> Measure:
+    """This book: fp16 without loss scaling keeps tied runs at H(π) that float32 (same
+    seeds, same batches) frees."""
+    (n16, t16), (n32, t32) = trap_count(fp16), trap_count(fp32)
+    only16 = len(_seeds_at(fp16) - _seeds_at(fp32))
+    return Measure(
+        f"fp16 {_n(t16, n16)}, float32 {_n(t32, n32)} at H(π) after "
+        f"{fp16[0].steps} iterations ({only16} seeds at H(π) in fp16 only)",
+        t16 > t32,
+        runs=n16 + n32,
+        trapped=t16 + t32,
+        groups=tuple(groups),
+        details={"fp16": t16, "fp32": t32, "fp16_only": only16},
+    )
+
+
+def trap_models(
+    theory: Sequence[RunRecord], gpt2: Sequence[RunRecord], groups=()
+) -> Measure:
+    """This book: the theory model (no layer norm) is trapped more often than GPT-2."""
+    (nt, tt), (ng, tg) = trap_count(theory), trap_count(gpt2)
+    return Measure(
+        f"theory {_n(tt, nt)}, GPT-2 {_n(tg, ng)} at H(π) after "
+        f"{theory[0].steps} iterations",
+        tt > tg,
+        runs=nt + ng,
+        trapped=tt + tg,
+        groups=tuple(groups),
+    )
+
+
+def escape_claim(records: Sequence[RunRecord], groups=()) -> Measure:
+    """Runs that should learn the chain (untied, p + q < 1): the claim holds when at
+    least :data:`~markovlib.analysis.CLAIM_SHARE` of them escaped."""
+    cls = classes(records)
+    n, e, t = (
+        len(cls),
+        sum(c == ESCAPED for c in cls),
+        sum(c == AT_UNIGRAM for c in cls),
+    )
+    return Measure(
+        f"{_n(e, n)} escaped (share of the gap > {ESCAPED_ABOVE:g})",
+        e >= CLAIM_SHARE * n,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+    )
+
+
+def fig3c(trapped: Sequence[RunRecord], groups=()) -> Measure:
+    """Fig 3(c, d): a run at θ_π predicts π_1 after a zero, an escaped one p: each
+    within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance p − π_1."""
+    stuck = [r for r in trapped if r.cls == AT_UNIGRAM]
+    free = [r for r in trapped if r.cls == ESCAPED]
+    chain = trapped[0].chain
+    p, pi1 = float(chain.P[0, 1]), float(chain.stationary()[1])
+    if not stuck or not free:
+        return Measure(
+            f"{len(stuck)} run(s) at θ_π, {len(free)} escaped: nothing to compare",
+            False,
+            runs=len(trapped),
+            trapped=len(stuck),
+            groups=tuple(groups),
+        )
+    s = min(stuck, key=lambda r: r.share)
+    f = max(free, key=lambda r: r.share)
+    a, b = float(s.kernel[0, 1]), float(f.kernel[0, 1])
+    tol = AT_UNIGRAM_BELOW * abs(p - pi1)
+    return Measure(
+        f"P(1|0) {a:.3f} at θ_π (π_1 = {pi1:.3f}), {b:.3f} escaped (p = {p:g})",
+        abs(a - pi1) < tol and abs(b - p) < tol,
+        runs=len(trapped),
+        trapped=len(stuck),
+        groups=tuple(groups),
+        details={"stuck_seed": s.spec.seed, "free_seed": f.spec.seed},
+    )
+
+
+def cell_classes(records: Sequence[RunRecord]) -> dict[tuple[float, float], str]:
+    """Per binary chain (p, q): *at H(π)* when at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of its runs are, else *escaped* when as
+    many escaped, else *in between*; cells on p + q = 1 are left out (no gap)."""
+    cells: dict = {}
+    for r in records:
+        cells.setdefault((r.spec.chain["p"], r.spec.chain["q"]), []).append(r.cls)
+    out = {}
+    for cell, cls in sorted(cells.items()):
+        if any(c is None for c in cls):
+            continue
+        if sum(c == AT_UNIGRAM for c in cls) >= CLAIM_SHARE * len(cls):
+            out[cell] = AT_UNIGRAM
+        elif sum(c == ESCAPED for c in cls) >= CLAIM_SHARE * len(cls):
+            out[cell] = ESCAPED
+        else:
+            out[cell] = "in between"
+    return out
+
+
+def _above(cells: dict) -> dict:
+    return {c: v for c, v in cells.items() if c[0] + c[1] > 1}
+
+
+def _cells_text(cells) -> str:
+    return ", ".join(f"({p:g}, {q:g})" for p, q in cells) or "none"
+
+
+def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()) -> Measure:
+    """Fig 4: tied cells above p + q = 1 collapse to the marginal (at H(π)), untied
+    ones do not: at least half of the tied cells above the line are at H(π), fewer than
+    half of the untied ones."""
+    ct, cu = _above(cell_classes(tied)), _above(cell_classes(untied))
+    tt = [c for c, v in ct.items() if v == AT_UNIGRAM]
+    tu = [c for c, v in cu.items() if v == AT_UNIGRAM]
+    n, t = trap_count([*tied, *untied])
+    return Measure(
+        f"tied: {_n(len(tt), len(ct), 'cells')} above the line at H(π) "
+        f"({_cells_text(tt)}); untied: {_n(len(tu), len(cu), 'cells')}",
+        len(tt) >= CLAIM_SHARE * len(ct) and len(tu) < CLAIM_SHARE * len(cu),
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        details={"tied_cells": tt, "untied_cells": tu},
+    )
+
+
+def fig4_float32(
+    tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()
+) -> Measure:
+    """This book: in float32 after 1000 iterations the tied cells above the line leave
+    H(π) (fewer than half of them at H(π)); the cells still there are named."""
+    m = fig4(tied, untied, groups)
+    ct = _above(cell_classes(tied))
+    tt = m.details["tied_cells"]
+    return Measure(
+        f"tied: {_n(len(tt), len(ct), 'cells')} above the line at H(π) "
+        f"({_cells_text(tt)}); untied: "
+        f"{_n(len(m.details['untied_cells']), len(ct), 'cells')}",
+        len(tt) < CLAIM_SHARE * len(ct),
+        runs=m.runs,
+        trapped=m.trapped,
+        groups=m.groups,
+        details=m.details,
+    )
+
+
+def fig5(
+    tied: Sequence[RunRecord], untied: Sequence[RunRecord], p_max=0.6, groups=()
+) -> Measure:
+    """Fig 5: on the k-state chain, tied and untied runs learn the chain at
+    p ≤ ``p_max`` (every run escaped); the shares above it are reported."""
+    rows = [*tied, *untied]
+    below = [r for r in rows if r.spec.chain["p"] <= p_max + 1e-12]
+    above = [r for r in rows if r.spec.chain["p"] > p_max + 1e-12]
+    n, t = trap_count(rows)
+    worst = min(r.share for r in below)
+    text = ", ".join(
+        f"{'tied' if r.spec.config.tied else 'untied'} p = {r.spec.chain['p']:g}: "
+        f"{r.share:.2f}"
+        for r in above
+    )
+    return Measure(
+        f"smallest share of the gap at p ≤ {p_max:g}: {worst:.3f}; above: {text}",
+        all(r.cls == ESCAPED for r in below),
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+    )
+
+
+def fig1(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
+    """Fig 1: the single layer stays at H(π); depth ≥ 2 reaches H_rate (after a
+    plateau): judged per depth by the rule."""
+    one = trap_count(by_depth[1])
+    deep = [r for L, rs in by_depth.items() if L >= 2 for r in rs]
+    esc = sum(r.cls == ESCAPED for r in deep)
+    n, t = trap_count([r for rs in by_depth.values() for r in rs])
+    return Measure(
+        f"depth 1: {_n(one[1], one[0])} at H(π); depth ≥ 2: {_n(esc, len(deep))} "
+        "escaped",
+        one[1] >= CLAIM_SHARE * one[0] and esc >= CLAIM_SHARE * len(deep),
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+    )
+
+
+def higher_order(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
+    """ICLR Sec. 4.4: deeper models learn a second-order chain given enough iterations:
+    at least half of the runs of each depth ≥ 2 escaped (share of the gap from the
+    tail of the test loss)."""
+    parts, ok = [], True
+    for L, rs in sorted(by_depth.items()):
+        esc = sum(r.cls == ESCAPED for r in rs)
+        shares = " ".join(f"{r.share:.2f}" for r in rs)
+        parts.append(f"depth {L}: {_n(esc, len(rs))} escaped (shares {shares})")
+        if L >= 2:
+            ok &= esc >= CLAIM_SHARE * len(rs)
+    n, t = trap_count([r for rs in by_depth.values() for r in rs])
+    return Measure("; ".join(parts), ok, runs=n, trapped=t, groups=tuple(groups))
+
+
+def masking(
+    window: Sequence[RunRecord], full: Sequence[RunRecord], groups=()
+) -> Measure:
+    """Poster: masking helps on a lag-2 chain: the one-layer model with the matched
+    window learns the chain (escaped), and more of the gap than full attention."""
+    w = float(np.mean([r.share for r in window]))
+    f = float(np.mean([r.share for r in full]))
+    n, t = trap_count([*window, *full])
+    return Measure(
+        f"share of the gap: window 1 {w:.3f}, full attention {f:.3f}",
+        classify(w) == ESCAPED and w > f,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+    )
+
+
+# App. D: what the paper says of the learnt weights (p + q < 1)
+NEAR_ZERO = 0.1  # a ratio "≈ 0" (attention's share, positional spread) is below 0.1
+NEAR_RANK_ONE = 0.1  # a matrix is "near rank one" when s_2 / s_1 < 0.1
+APPD_MATRICES = ("ff.W_1.weight", "ff.W_2.weight")  # the matrices App. D names
+
+
+def appendix_d(inside: dict[str, dict], records: Sequence[RunRecord], groups=()):
+    """App. D's four claims from :func:`markovlib.theory.appendix_d` of learnt models
+    (``inside``: label → its dict) and their runs' learnt kernels: the paper's ratio
+    ‖attn‖ / ‖x + attn‖, the positional spread, s_2 / s_1 of W_1 and W_2, and the
+    kernel against P relative to |p + q − 1|."""
+    ratio = max(d["ratio_mean"] for d in inside.values())
+    spread = max(d["spread"] for d in inside.values())
+    rank = max(
+        v
+        for d in inside.values()
+        for name, v in d["rank_ratio"].items()
+        if name.endswith(APPD_MATRICES)
+    )
+    chain = records[0].chain
+    effect = abs(1 - chain.P[0, 0] - chain.P[1, 1])
+    kernel = max(float(np.abs(r.kernel - chain.P).max()) for r in records)
+    n = len(records)
+    common = dict(runs=n, trapped=trap_count(records)[1], groups=tuple(groups))
+    labels = ", ".join(f"{k} {d['ratio_mean']:.3f}" for k, d in inside.items())
+    return {
+        "appd_attention": Measure(
+            f"{labels} (≈ 0: below {NEAR_ZERO:g})", ratio < NEAR_ZERO, **common
+        ),
+        "appd_positions": Measure(
+            f"{spread:.3f} (≈ 0: below {NEAR_ZERO:g})", spread < NEAR_ZERO, **common
+        ),
+        "appd_rank": Measure(
+            f"{rank:.3f} (near rank one: below {NEAR_RANK_ONE:g})",
+            rank < NEAR_RANK_ONE,
+            **common,
+        ),
+        "appd_formula": Measure(
+            f"{kernel:.4f} = {kernel / effect:.1%} of |p + q − 1|",
+            kernel < AT_UNIGRAM_BELOW * effect,
+            **common,
+        ),
+    }
+
+
+__all__ += ["NEAR_ZERO", "NEAR_RANK_ONE", "APPD_MATRICES", "appendix_d"]
