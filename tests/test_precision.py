@@ -4,6 +4,7 @@ loss scale: bit-reproducible on the CPU, really half precision, part of the key.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from markovlib.chains import binary
@@ -63,3 +64,44 @@ def test_precision_is_part_of_the_key_and_ensembles_match_single_runs():
     np.testing.assert_allclose(
         many[1].history["train_loss"][1:], one.history["train_loss"][1:], atol=2e-3
     )
+
+
+def _trapped_run():
+    from markovlib.experiments import paper_edition
+    from markovlib.shipped import ShippedData, default_data_dir
+
+    directory = default_data_dir()
+    if directory is None:
+        pytest.skip("no shipped data in this checkout")
+    spec = dict(paper_edition())["trap400-gpt2-tied-fp32"][9]  # ended at H(π)
+    return ShippedData(directory).load(spec)
+
+
+def test_fp16_without_scaling_flushes_the_attention_gradient_to_zero():
+    """At θ_π with batch 16 × length 1024, every entry of W_Q's and W_K's gradient is
+    exactly zero in fp16 without scaling; the 2^16 scale restores the float32
+    gradient; with 16x fewer tokens per batch the per-token gradient is 16x larger
+    and W_Q's gradient no longer vanishes whole."""
+    from markovlib.precision import gradient_comparison, gradients
+
+    run = _trapped_run()
+    torch.set_num_threads(1)
+    x = binary(0.5, 0.8).sample(16, 1025, seed=99)
+    table = gradient_comparison(run.model, x)
+    for name in ("blocks.0.attn.W_Q.weight", "blocks.0.attn.W_K.weight"):
+        assert table.loc[name, "fp16 zero share"] == 1.0
+        assert table.loc[name, "fp16-scaled zero share"] == 0.0
+        assert table.loc[name, "fp16-scaled cosine"] > 0.99
+        assert table.loc[name, "fp32 norm"] > 0  # float32 sees a gradient there
+    assert table.loc["head.bias", "fp16 cosine"] > 0.99  # the output survives
+    # an independent float32 gradient: autograd on the same loss
+    from markovlib.train import cross_entropy
+
+    run.model.zero_grad()
+    cross_entropy(run.model, x).backward()
+    reference = {n: p.grad.clone() for n, p in run.model.named_parameters()}
+    mine = gradients(run.model, x, "fp32")
+    for name, grad in reference.items():
+        torch.testing.assert_close(mine[name], grad)
+    short = gradients(run.model, x[:4, :257], "fp16")["blocks.0.attn.W_Q.weight"]
+    assert (short == 0).float().mean() < 1.0
