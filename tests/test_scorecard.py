@@ -55,7 +55,8 @@ def test_claims_cover_the_issue_list():
     assert len(ids) == len(scorecard.CLAIMS)  # unique glue keys
     wanted = {"thm1", "thm2", "thm3", "fig1", "fig3a", "fig3b", "fig3c", "fig4", "fig5"}
     wanted |= {"appd_attention", "appd_positions", "appd_rank", "appd_formula"}
-    wanted |= {"poster_depth", "poster_masking", "trap_models", "k_threshold"}
+    wanted |= {"higher_order", "poster_masking", "trap_models", "k_threshold"}
+    wanted |= {"fig3a_fp32", "fig4_fp32", "precision"}
     wanted |= {"ccmc_equivalence", "ccmc_rate", "ccmc_collapse"}
     assert wanted <= ids
 
@@ -65,9 +66,59 @@ def _toc_files():
     return [c["file"] for part in toc["parts"] for c in part["chapters"]]
 
 
-def test_the_page_is_in_sync_and_right_after_the_introduction():
-    assert (ROOT / "book" / "scorecard.md").read_text() == scorecard.page()
+@pytest.fixture(scope="module")
+def rows():
+    """The paper edition's scorecard, computed from the shipped runs."""
+    return scorecard.compute()
+
+
+def test_the_page_is_in_sync_and_right_after_the_introduction(rows):
+    assert (ROOT / "book" / "scorecard.md").read_text() == scorecard.page(rows)
     assert _toc_files()[0] == "book/scorecard"
+
+
+PINNED = ROOT / "tests" / "scorecard_paper.json"
+
+
+def test_the_paper_editions_verdicts_are_pinned(rows):
+    """Every computed row's verdict and counts, against the table checked in: a change
+    that flips a verdict (code or data) must update tests/scorecard_paper.json on
+    purpose (python -m markovlib.scorecard --pin)."""
+    got = [
+        {k: r.as_dict().get(k) for k in ("id", "verdict", "runs", "trapped")}
+        for r in rows
+    ]
+    assert got == json.loads(PINNED.read_text())
+    assert [r.id for r in rows] == list(scorecard.COMPUTED)
+
+
+def _independent_trapped(group: str) -> tuple[int, int]:
+    """(runs, runs at θ_π) of a shipped group counted straight from the stored learnt
+    kernels: r = (P̂(1|0) − P̂(1|1)) / (p + q − 1) below 0.1, over cells off the line."""
+    import pandas as pd
+
+    n = t = 0
+    for path in sorted((ROOT / "data" / "paper").glob(f"{group}-[0-9]*.parquet")):
+        frame = pd.read_parquet(path, columns=["spec", "metrics"])
+        for spec, metrics in zip(frame["spec"], frame["metrics"]):
+            chain = json.loads(spec)["chain"]
+            K = json.loads(metrics)["learnt_kernel"]
+            effect = chain["p"] + chain["q"] - 1
+            if abs(effect) < 1e-9:
+                continue
+            n += 1
+            t += (K[0][1] - K[1][1]) / effect < 0.1
+    return n, t
+
+
+def test_trapped_counts_equal_an_independent_count_from_the_kernels(rows):
+    by_id = {r.id: r for r in rows}
+    for cid in ("fig3a", "fig4", "fig4_fp32", "fig3a_fp32", "precision"):
+        row = by_id[cid]
+        if row.verdict == scorecard.NOT_TESTED:
+            continue  # its runs are not all shipped yet
+        counts = [_independent_trapped(g) for g in row.groups]
+        assert row.trapped == sum(t for _, t in counts), cid
 
 
 @pytest.mark.parametrize("c", scorecard.CLAIMS, ids=lambda c: c.id)
