@@ -690,3 +690,17 @@ __all__ += [
     "survival",
     "count_classes",
 ]
+
+
+def cell_shares(cells: Mapping, ps: Sequence[float], qs: Sequence[float]) -> np.ndarray:
+    """Mean share of the gap per binary chain: ``cells[(p, q)]`` is a list of shares;
+    rows q, columns p (as :func:`markovlib.plots.heatmap`); NaN on p + q = 1."""
+    out = np.full((len(qs), len(ps)), np.nan)
+    for i, q in enumerate(qs):
+        for j, p in enumerate(ps):
+            values = [s for s in cells.get((p, q), ()) if np.isfinite(s)]
+            out[i, j] = np.mean(values) if values else np.nan
+    return out
+
+
+__all__ += ["cell_shares"]

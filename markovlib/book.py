@@ -115,6 +115,7 @@ _RULES = {
         noise=_Range(0.0, math.inf, True, True),
     ),
     "saddles": dict(p=_OPEN01, q=_OPEN01, noise=_Range(0.0, math.inf, True, True)),
+    "trapped": dict(p=_OPEN01, q=_OPEN01),
     "multi_state": dict(k=_Range(2, 12, integer=True), p=_Range(0.0, 1.0, True)),
     "depth": dict(p=_OPEN01, q=_OPEN01, order=_Range(2, 6, integer=True)),
     "initialisation": dict(p=_OPEN01, q=_OPEN01),
@@ -398,3 +399,21 @@ def scales_table():
             for s in PRESETS.values()
         ]
     )
+
+
+def runs_and_records(specs, S, *, ensemble_size: int = 32):
+    """The trained runs of ``specs`` and their :class:`~markovlib.measures.RunRecord`.
+    At the ``paper`` scale only the shipped runs (a page of the paper edition never
+    trains a group that is still being produced); at other scales every run, trained
+    where the local store lacks it."""
+    from .measures import record_of
+    from .sweep import _shipped_data, sweep_results
+
+    if S.name == "paper":
+        data = _shipped_data("auto")
+        specs = [s for s in specs if data is not None and s.key in data]
+    results = sweep_results(specs, ensemble_size=ensemble_size) if specs else []
+    return results, [record_of(r, s) for r, s in zip(results, specs)]
+
+
+__all__ += ["runs_and_records"]

@@ -78,7 +78,8 @@ class RunRecord:
 def record_of(result, spec=None) -> RunRecord:
     """A :class:`RunRecord` of a trained run (its learnt kernel computed here)."""
     kernel = result.learnt_kernel() if isinstance(result.chain, MarkovChain) else None
-    return RunRecord(result.chain, kernel, result.history, spec)
+    history = result.test_history[["step", "test_loss"]].reset_index(drop=True)
+    return RunRecord(result.chain, kernel, history, spec)
 
 
 @dataclass(frozen=True)

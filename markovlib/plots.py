@@ -400,3 +400,58 @@ def to_rgba_safe(color, alpha: float):
     from matplotlib.colors import to_rgba
 
     return to_rgba(color, alpha)
+
+
+# ----------------------------------------------------------------- the trapped chapter
+def survival_curves(curves: Mapping[str, object], ax=None, *, mark: int | None = None):
+    """Fraction of runs still at H(π) against iteration, one line per label (values:
+    :class:`markovlib.analysis.Survival`); ``mark``: a vertical line at that iteration
+    (the authors' budget)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    for label, s in curves.items():
+        ax.step(
+            s.steps,
+            s.at_unigram,
+            where="post",
+            lw=1.8,
+            color=_color(label),
+            label=f"{label} ({s.n} runs)",
+        )
+    if mark is not None:
+        ax.axvline(mark, color="black", ls=":", lw=1.2)
+        ax.annotate(
+            f"the authors' {mark}",
+            (mark, 1.02),
+            xycoords=("data", "axes fraction"),
+            ha="center",
+            va="bottom",
+        )
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("fraction of runs at H(π)")
+    ax.legend(loc="upper right", fontsize="small")
+    return ax
+
+
+def gradient_bars(table: pd.DataFrame, ax=None, *, title: str = ""):
+    """Share of exactly-zero gradient entries per parameter in fp16 without and with
+    loss scaling (a :func:`markovlib.precision.gradient_comparison` table)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    names = [n.replace("blocks.0.", "").replace(".weight", "") for n in table.index]
+    y = np.arange(len(names))
+    for offset, (column, label, color) in enumerate(
+        (
+            ("fp16 zero share", "fp16, no loss scaling", COLORS["tied"]),
+            ("fp16-scaled zero share", "fp16, loss × 2^16", COLORS["untied"]),
+        )
+    ):
+        ax.barh(y + 0.4 * offset - 0.2, table[column], 0.4, label=label, color=color)
+    ax.set_yticks(y, names)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of gradient entries exactly 0")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize="small")
+    return ax

@@ -46,13 +46,18 @@ def gradients(model: Transformer, x: torch.Tensor, precision: str) -> dict:
 
 
 def gradient_comparison(model: Transformer, x: torch.Tensor) -> pd.DataFrame:
-    """Per parameter: the float32 gradient's norm, and for fp16 without scaling and
-    with the 2^16 scale the share of entries that are exactly zero and the cosine to
-    the float32 gradient (NaN where a gradient is all zeros)."""
+    """Per parameter: the float32 gradient's norm and share of exact zeros (rows of
+    the positional table beyond the batch's length get none), and for fp16 without
+    scaling and with the 2^16 scale the share of entries that are exactly zero and the
+    cosine to the float32 gradient (NaN where a gradient is all zeros)."""
     grads = {pr: gradients(model, x, pr) for pr in ("fp32", "fp16", "fp16-scaled")}
     rows = []
     for name, g32 in grads["fp32"].items():
-        row = {"parameter": name, "fp32 norm": float(g32.norm())}
+        row = {
+            "parameter": name,
+            "fp32 norm": float(g32.norm()),
+            "fp32 zero share": float((g32 == 0).float().mean()),
+        }
         for pr in ("fp16", "fp16-scaled"):
             g = grads[pr][name]
             denom = float(g.norm() * g32.norm())

@@ -29,6 +29,7 @@ READER_CHAINS = {
     "global_minimum": dict(p=0.6, q=0.7),
     "bad_local_minima": dict(p=0.3, q=0.4),
     "saddles": dict(p=0.2, q=0.6),
+    "trapped": dict(p=0.6, q=0.7),
     "multi_state": dict(k=4, p=0.9),
     "depth": dict(p=0.3, q=0.4),
     "initialisation": dict(p=0.3, q=0.4),
