@@ -13,6 +13,10 @@ Bad arguments exit with status 2 and one line naming the argument.
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
+import math
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +24,14 @@ import time
 from pathlib import Path
 
 from . import presets
+
+SEED_LIMIT = 2**63  # seeds in [0, 2**63): a result store keeps them as SQLite INTEGERs
+PLAN_BYTES_PER_RUN = 4096  # memory to plan and report one run of a sweep (generous)
+EDITION_MARKER = ".markovlib-edition"  # in every folder `markovlib book` writes
+
+
+class UsageError(Exception):
+    """Bad input found after parsing: ``main`` prints it as one line, exit status 2."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -93,6 +105,15 @@ _nonnegative_number = _argument_type(
     float, "a number >= 0", lambda v: 0 <= v < float("inf")
 )
 _positive_float = _argument_type(float, "a number > 0", lambda v: v > 0)  # inf allowed
+_learning_rate = _argument_type(
+    float, "a finite number > 0", lambda v: 0 < v < math.inf, show_value=True
+)
+_seed = _argument_type(
+    int,
+    "an integer >= 0 and < 2**63",
+    lambda v: 0 <= v < SEED_LIMIT,
+    show_value=True,
+)
 
 
 def _add_chain(sub: argparse.ArgumentParser, values) -> None:
@@ -106,20 +127,21 @@ def _add_training(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--scale",
         choices=["auto", *presets.PRESETS],
-        default="auto",
-        help="sizes for the options below that are not given (default: auto)",
+        default=None,
+        help="sizes for the options below that are not given (default: "
+        "$MARKOVLIB_SCALE, else auto); given, it wins over $MARKOVLIB_SCALE",
     )
     sub.add_argument("--steps", type=_positive_int)
     sub.add_argument("--batch-size", type=_positive_int)
     sub.add_argument("--seq-len", type=_positive_int)
     sub.add_argument("--d-model", type=_positive_int)
     sub.add_argument("--layers", type=_positive_int, default=1)
-    sub.add_argument("--lr", type=float)
+    sub.add_argument("--lr", type=_learning_rate)
     sub.add_argument("--preset", choices=["gpt2", "theory"], default="gpt2")
     sub.add_argument(
         "--device",
         default="auto",
-        help="auto (CUDA when present), cpu, cuda, cuda:1, ...",
+        help="auto (CUDA when present), cpu, cuda, cuda:1, mps",
     )
     sub.add_argument(
         "--precision",
@@ -132,8 +154,63 @@ def _add_training(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _environment_scale() -> str:
+    """``$MARKOVLIB_SCALE`` ('' when unset), refused in one line unless a scale."""
+    forced = os.environ.get(presets.ENV_VAR, "").strip()
+    if forced and forced not in ("auto", *presets.PRESETS):
+        raise UsageError(
+            f"environment variable {presets.ENV_VAR}: must be one of 'auto', "
+            f"{', '.join(map(repr, presets.PRESETS))}; got {forced!r} "
+            "(unset it or give --scale)"
+        )
+    return forced
+
+
+def _scale(args) -> presets.Scale:
+    """The scale of ``--scale`` when given (it wins over ``$MARKOVLIB_SCALE``), else of
+    ``$MARKOVLIB_SCALE``, else 'auto'."""
+    if args.scale is not None:
+        return presets.resolve(args.scale, environ=False)
+    _environment_scale()
+    return presets.resolve("auto")
+
+
+def _check_device(device: str, *, here: bool = True) -> None:
+    """``device`` is auto, cpu, cuda, cuda:N or mps, and (``here``) present on this
+    machine."""
+    import torch
+
+    try:
+        parsed = None if device == "auto" else torch.device(device)
+    except RuntimeError:
+        parsed = torch.device("meta")
+    if parsed is not None and parsed.type not in ("cpu", "cuda", "mps"):
+        raise UsageError(
+            f"argument --device: must be auto, cpu, cuda, cuda:N or mps; got {device!r}"
+        )
+    if parsed is None or not here or parsed.type == "cpu":
+        return
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError(
+            f"argument --device: {device} is not available on this machine "
+            "(torch.backends.mps.is_available() is False); give cpu or auto"
+        )
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise UsageError(
+                f"argument --device: {device}, but CUDA is not available on this "
+                "machine (torch.cuda.is_available() is False); give cpu or auto"
+            )
+        if (parsed.index or 0) >= count:
+            raise UsageError(
+                f"argument --device: {device}, but this machine has {count} CUDA "
+                f"device(s): give cuda:0 to cuda:{count - 1}"
+            )
+
+
 def _settings(args) -> tuple[dict, dict]:
-    scale = presets.resolve(args.scale)
+    scale = _scale(args)
     train = dict(
         steps=args.steps or scale.steps,
         batch_size=args.batch_size or scale.batch_size,
@@ -190,12 +267,48 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _memory_available() -> int | None:
+    """Bytes of memory available to a new allocation (Linux: MemAvailable), or None
+    where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _check_seed_count(args, cells: int) -> None:
+    """The sweep's seeds stay below 2**63 and its runs fit in this machine's memory."""
+    last = args.seed + args.seeds - 1
+    if last >= SEED_LIMIT:
+        raise UsageError(
+            f"argument --seeds: seeds {args.seed} to {last} pass 2**63 - 1, the "
+            "largest seed a result store holds; give fewer seeds or a smaller --seed"
+        )
+    available = _memory_available()
+    if available is None or cells * args.seeds * PLAN_BYTES_PER_RUN <= available:
+        return
+    most = max(0, available // (PLAN_BYTES_PER_RUN * cells))
+    raise UsageError(
+        f"argument --seeds: {args.seeds} seeds make {cells * args.seeds} runs, "
+        f"more than this machine's {available / 2**30:.1f} GiB of free memory "
+        f"can plan ({PLAN_BYTES_PER_RUN} bytes a run); give at most {most} "
+        "seeds per command"
+    )
+
+
 def cmd_sweep(args) -> int:
-    from .executors import ClusterUnreachable
+    from .executors import ClusterUnreachable, InfeasibleRequest
     from .sweep import ResultStore, grid, sweep
 
     train_kwargs, config_kwargs = _settings(args)
     tied = {"both": (True, False), "tied": (True,), "untied": (False,)}[args.tied]
+    _check_seed_count(args, len(args.p) * len(args.q) * len(tied))
     specs = grid(
         args.p,
         args.q,
@@ -230,7 +343,10 @@ def cmd_sweep(args) -> int:
             address=args.address,
             cpus_per_task=args.cpus_per_task or 1,
             gpus_per_task=args.gpus_per_task or 0.0,
+            progress=sys.stderr.isatty(),  # no bar in logs: an error stays one line
         )
+    except InfeasibleRequest as e:
+        raise UsageError(f"argument {e.option}: {e}") from None
     except ClusterUnreachable as e:
         print(
             "markovlib sweep: error: argument --address: cannot reach a Ray "
@@ -263,42 +379,114 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def cmd_book(args) -> int:
-    import papermill as pm
-    import yaml
-
-    from .book import find_repository
-
+def _book_out(args, root: Path) -> Path:
+    """The ``--out`` folder, refused unless new, empty or an earlier edition (it holds
+    :data:`EDITION_MARKER`), and outside the book's own sources."""
     out = Path(args.out).resolve()
-    root = find_repository(args.source)
-    if root is None:
-        print(
-            "markovlib book: error: argument --source: no clone of the book at or "
-            f"above {args.source} "
-            "(a folder with _toc.yml and book/)",
-            file=sys.stderr,
-        )
-        return 2
     if out.exists() and not out.is_dir():
-        print(
-            f"markovlib book: error: argument --out: {out} is an existing file; "
-            "give a new folder",
-            file=sys.stderr,
+        raise UsageError(
+            f"argument --out: {out} is an existing file; give a new folder"
         )
-        return 2
     if (
         out == root
         or root.is_relative_to(out)
         or any(out.is_relative_to(root / d) for d in ("book", "_static", "tools"))
     ):
-        print(
-            f"markovlib book: error: argument --out: {out} would overwrite the book's "
-            f"own sources in {root}; "
-            "give a folder outside them (default: editions/p<p>-q<q>)",
-            file=sys.stderr,
+        raise UsageError(
+            f"argument --out: {out} would overwrite the book's own sources in "
+            f"{root}; give a folder outside them (default: editions/p<p>-q<q>)"
         )
-        return 2
+    if out.is_dir() and any(out.iterdir()) and not (out / EDITION_MARKER).is_file():
+        raise UsageError(
+            f"argument --out: {out} is a folder with files of its own (no "
+            f"{EDITION_MARKER}, so not an earlier markovlib edition); give a new or "
+            "empty folder"
+        )
+    return out
+
+
+def _chapter_parameters(args, sources: list[Path]) -> dict[Path, dict]:
+    """Per notebook, the parameters ``book`` gives it; refused in one line where the
+    chapter itself would refuse them (:func:`markovlib.book.check_chapter_parameters`),
+    before anything is written."""
+    from .book import _RULES, chapter_parameters, check_chapter_parameters
+
+    given = dict(seed=args.seed, scale=args.scale or "auto")
+    out = {}
+    for source in sources:
+        try:
+            defaults = chapter_parameters(source)
+        except ValueError:  # no parameters cell (Reproducibility declares none)
+            defaults = {}
+        params = {k: v for k, v in given.items() if k in defaults}
+        if {"p", "q"} <= set(defaults):  # binary chapters; k-state and CCMC keep theirs
+            params.update(p=args.p, q=args.q)
+        if source.stem in _RULES:
+            try:
+                check_chapter_parameters(source.stem, **{**defaults, **params})
+            except ValueError as e:
+                name = str(e).split()[0]
+                where = f"argument --{name}" if name in params else "chapter"
+                raise UsageError(f"{where}: {e} (chapter {source.stem})") from None
+        out[source] = params
+    return out
+
+
+def _claim_edition(out: Path) -> int:
+    """Create ``out``, mark it as an edition and lock it (``fcntl.flock`` on the
+    marker, released when this process ends); the marker's descriptor. A second
+    build of the same folder is refused in one line."""
+    out.mkdir(parents=True, exist_ok=True)
+    marker = out / EDITION_MARKER
+    fd = os.open(marker, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UsageError(
+            f"argument --out: another markovlib book is building {out} now (it "
+            f"holds the lock on {marker}); wait for it or give another folder"
+        ) from None
+    return fd
+
+
+def _write_marker(fd: int, args) -> None:
+    text = json.dumps(dict(p=args.p, q=args.q, seed=args.seed, scale=args.scale))
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"markovlib edition {text}\n".encode(), 0)
+
+
+def cmd_book(args) -> int:
+    from .book import find_repository
+
+    root = find_repository(args.source)
+    if root is None:
+        raise UsageError(
+            f"argument --source: no clone of the book at or above {args.source} "
+            "(a folder with _toc.yml and book/)"
+        )
+    out = _book_out(args, root)
+    if args.scale is None:
+        _environment_scale()  # the chapters read it: refuse a bad one now
     sources = sorted((root / "book").glob("*.ipynb"))
+    params = _chapter_parameters(args, sources)
+    fd = _claim_edition(out)
+    saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None
+    try:
+        _write_marker(fd, args)
+        return _build_book(args, root, out, params)
+    finally:
+        if saved is not None:
+            os.environ[presets.ENV_VAR] = saved
+        os.close(fd)
+
+
+def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
+    """Copy the book's sources to ``out``, execute each chapter with its ``params`` and
+    build the HTML."""
+    import papermill as pm
+    import yaml
+
     # everything the build reads besides the notebooks: toc, pages, bibliography,
     # favicon, CSS, local extension
     support = [
@@ -316,37 +504,41 @@ def cmd_book(args) -> int:
         "off"  # executed below, with the reader's parameters
     )
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    for source in sources:
-        declared = set(
-            pm.inspect_notebook(str(source))
-        )  # Reproducibility declares none
-        params = {
-            k: v
-            for k, v in dict(seed=args.seed, scale=args.scale).items()
-            if k in declared
-        }
-        if (
-            {"p", "q"} <= declared
-        ):  # binary chapters; the k-state and CCMC ones keep their own parameters
-            params.update(p=args.p, q=args.q)
+    for source, given in params.items():
         print(
             f"executing {source.name} with "
-            f"{', '.join(f'{k}={v}' for k, v in params.items())}",
+            f"{', '.join(f'{k}={v}' for k, v in given.items())}",
             flush=True,
         )
-        pm.execute_notebook(
-            str(source),
-            str(out / "book" / source.name),
-            cwd=str(source.parent),
-            parameters=params,
-            progress_bar=False,
-        )
+        try:
+            pm.execute_notebook(
+                str(source),
+                str(out / "book" / source.name),
+                cwd=str(source.parent),
+                parameters=given,
+                progress_bar=False,
+            )
+        except pm.PapermillExecutionError as e:
+            evalue = " ".join(str(e.evalue).split())
+            print(
+                f"markovlib book: error: {source.name} failed ({e.ename}: {evalue}); "
+                f"see {out / 'book' / source.name}",
+                file=sys.stderr,
+            )
+            return 1
     jupyter_book = Path(sys.executable).with_name(
         "jupyter-book"
     )  # installed beside this Python
-    subprocess.run(
-        [str(jupyter_book), "build", str(out), "--path-output", str(out)], check=True
+    built = subprocess.run(
+        [str(jupyter_book), "build", str(out), "--path-output", str(out)]
     )
+    if built.returncode != 0:
+        print(
+            f"markovlib book: error: jupyter-book build of {out} failed (exit status "
+            f"{built.returncode}; its output is above)",
+            file=sys.stderr,
+        )
+        return 1
     print(f"Your edition: file://{out / '_build' / 'html' / 'index.html'}")
     return 0
 
@@ -378,7 +570,7 @@ def cmd_verify(args) -> int:
             exact_only=args.exact_only,
         )
     except (ShippedDataError, VerificationError) as e:
-        print(f"markovlib verify: FAILED: {e}", file=sys.stderr)
+        print(f"markovlib verify: FAILED: {_one_line(e)}", file=sys.stderr)
         return 1
     print(f"verified: {n} of {n} runs reproduced")
     return 0
@@ -405,16 +597,76 @@ def cmd_scorecard(args) -> int:
     return 0
 
 
+class _NoStore:
+    """The result store that is not there (``edition status`` creates none)."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+
+    def keys(self) -> set[str]:
+        return set()
+
+    def __len__(self) -> int:
+        return 0
+
+    def frame(self):
+        import pandas as pd
+
+        return pd.DataFrame()
+
+
+def _edition_paths(args) -> tuple[Path | None, Path | None]:
+    """(data folder, result store folder) of the edition commands: ``--data``, else the
+    first data/paper with a manifest here or above (as ``verify``); ``--results``, else
+    results/paper-edition beside that data/ folder (or in the clone of the book
+    around the working directory). None where there is none."""
+    from .book import find_repository
+
+    data = _data_dir(args)
+    if args.results is not None:
+        return data, Path(args.results)
+    if data is not None and data.parent.name == "data":
+        root = data.resolve().parent.parent
+    else:
+        root = find_repository()
+    return data, None if root is None else root / "results" / "paper-edition"
+
+
+def _edition_store(args, results: Path | None):
+    """The edition's result store: read only where it exists for ``status``, created
+    by ``produce`` and ``export``."""
+    from .sweep import ResultStore
+
+    if args.action == "status":
+        if results is None or not (results / "runs.sqlite").is_file():
+            return _NoStore(results)
+        return ResultStore(results)
+    if results is None:
+        raise UsageError(
+            "argument --results: no data/paper folder or clone of the book here or "
+            "above to put results/paper-edition in; give --results DIR"
+        )
+    return ResultStore(results)
+
+
 def cmd_edition(args) -> int:
     from .edition import produce, status
     from .experiments import paper_edition
     from .shipped import ShippedData, export
-    from .sweep import ResultStore
 
+    directory, results = _edition_paths(args)
+    if args.action == "export" and directory is None:
+        raise UsageError(
+            "argument --data: no data/paper folder with a manifest.json here or "
+            "above; give --data DIR"
+        )
     groups = paper_edition()
-    store = ResultStore(args.results)
-    directory = Path(args.data or "data/paper")
-    shipped = ShippedData(directory) if (directory / "manifest.json").exists() else None
+    store = _edition_store(args, results)
+    shipped = (
+        ShippedData(directory)
+        if directory is not None and (directory / "manifest.json").exists()
+        else None
+    )
     if args.action == "produce":
         try:
             produce(
@@ -463,7 +715,7 @@ def build_parser() -> Parser:
     )
     _add_chain(train, _probability)
     train.add_argument("--tied", action=argparse.BooleanOptionalAction, default=True)
-    train.add_argument("--seed", type=_nonnegative_int, default=0)
+    train.add_argument("--seed", type=_seed, default=0)
     _add_training(train)
     train.set_defaults(run=cmd_train)
 
@@ -475,7 +727,7 @@ def build_parser() -> Parser:
     sweep.add_argument(
         "--seeds", type=_positive_int, default=1, help="number of seeds per cell"
     )
-    sweep.add_argument("--seed", type=_nonnegative_int, default=0, help="first seed")
+    sweep.add_argument("--seed", type=_seed, default=0, help="first seed")
     sweep.add_argument(
         "--results", default="results", help="directory of the result store"
     )
@@ -519,8 +771,14 @@ def build_parser() -> Parser:
         help="execute every chapter with your (p, q) and build your own HTML edition",
     )
     _add_chain(book, _probability)
-    book.add_argument("--seed", type=_nonnegative_int, default=0)
-    book.add_argument("--scale", choices=["auto", *presets.PRESETS], default="auto")
+    book.add_argument("--seed", type=_seed, default=0)
+    book.add_argument(
+        "--scale",
+        choices=["auto", *presets.PRESETS],
+        default=None,
+        help="the chapters' scale (default: $MARKOVLIB_SCALE, else auto); given, it "
+        "wins over $MARKOVLIB_SCALE",
+    )
     book.add_argument(
         "--out", default=None, help="output directory (default: editions/p<p>-q<q>)"
     )
@@ -588,13 +846,14 @@ def build_parser() -> Parser:
     edition.add_argument("action", choices=["status", "produce", "export"])
     edition.add_argument(
         "--results",
-        default="results/paper-edition",
-        help="result store of the edition's runs",
+        default=None,
+        help="result store of the edition's runs (default: results/paper-edition "
+        "beside the data/ folder)",
     )
     edition.add_argument(
         "--data",
         default=None,
-        help="shipped data folder to export to (default data/paper)",
+        help="shipped data folder to export to (default: data/paper here or above)",
     )
     edition.add_argument(
         "--threads",
@@ -615,26 +874,42 @@ def build_parser() -> Parser:
     return parser
 
 
+def _one_line(text) -> str:
+    """A message on one line (some errors quote multi-line text, e.g. a schema)."""
+    return " ".join(str(text).split())
+
+
+def _check_arguments(parser: Parser, args) -> None:
+    """Checks across arguments, after parsing: one line and exit status 2."""
+    if getattr(args, "p", None) is not None and getattr(args, "q", None) is not None:
+        ps = args.p if isinstance(args.p, list) else [args.p]
+        qs = args.q if isinstance(args.q, list) else [args.q]
+        if any(p + q == 0 for p in ps for q in qs):
+            parser.error("argument --q: p + q must be > 0 (p = q = 0 never switches)")
+    if getattr(args, "device", None) is not None:
+        # a Ray task's device is on the cluster's nodes, not necessarily here
+        _check_device(args.device, here=getattr(args, "executor", "local") != "ray")
+
+
 def main(argv: list[str] | None = None) -> int:
     from .shipped import ShippedDataError
     from .sweep import StoreError
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "p", None) is not None and getattr(args, "q", None) is not None:
-        ps = args.p if isinstance(args.p, list) else [args.p]
-        qs = args.q if isinstance(args.q, list) else [args.q]
-        if any(p + q == 0 for p in ps for q in qs):
-            parser.error("argument --q: p + q must be > 0 (p = q = 0 never switches)")
     if args.command == "book" and args.out is None:
         args.out = f"editions/p{args.p:g}-q{args.q:g}"
     try:
+        _check_arguments(parser, args)
         return args.run(args)
+    except UsageError as e:
+        print(f"markovlib {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return 2
     except (
         StoreError,
         ShippedDataError,
-    ) as e:  # a damaged or foreign file: one line naming it
-        print(f"markovlib {args.command}: error: {e}", file=sys.stderr)
+    ) as e:  # a damaged or foreign file, a full disk: one line naming it
+        print(f"markovlib {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return 1
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "EXECUTORS",
     "RAY_MAX_RETRIES",
     "ClusterUnreachable",
+    "InfeasibleRequest",
     "train_chunks",
     "connect",
 ]
@@ -60,6 +61,39 @@ class ClusterUnreachable(ConnectionError):
             + (f" ({reason})" if reason else "")
             + (f"; {hint}" if hint else "")
         )
+
+
+class InfeasibleRequest(ValueError):
+    """A task asks for more of a resource than any node of the Ray cluster has: it
+    would wait forever (:attr:`option`: the CLI option that asked for it)."""
+
+    def __init__(self, option: str, what: str, asked: float, largest: float):
+        self.option, self.asked, self.largest = option, asked, largest
+        super().__init__(
+            f"{asked:g} {what} per task, but the largest node of the Ray cluster "
+            f"has {largest:g} (a task would wait forever); give at most {largest:g}"
+        )
+
+
+def _largest_node(ray, resource: str) -> float:
+    """The most of ``resource`` one live node of the cluster has (the whole cluster's
+    ``ray.cluster_resources()`` where nodes cannot be listed)."""
+    nodes = [n for n in ray.nodes() if n.get("Alive", True)]
+    if not nodes:
+        return float(ray.cluster_resources().get(resource, 0))
+    return max(float(n.get("Resources", {}).get(resource, 0)) for n in nodes)
+
+
+def _check_feasible(ray, cpus: int, gpus: float) -> None:
+    """Refuse (:class:`InfeasibleRequest`) a task that no node of the cluster can
+    run: Ray would keep it pending, the sweep at 0 %, with no message."""
+    for option, what, asked, resource in (
+        ("--cpus-per-task", "CPUs", cpus, "CPU"),
+        ("--gpus-per-task", "GPUs", gpus, "GPU"),
+    ):
+        largest = _largest_node(ray, resource)
+        if asked > 0 and asked > largest:
+            raise InfeasibleRequest(option, what, asked, largest)
 
 
 def train_chunks(
@@ -93,6 +127,12 @@ def train_chunks(
     ray, started = connect(
         address
     )  # here, not at the first result: an unreachable address fails first
+    try:
+        _check_feasible(ray, cpus, gpus)
+    except InfeasibleRequest:
+        if started:
+            ray.shutdown()
+        raise
     # 'auto': the GPU Ray assigns (it sets CUDA_VISIBLE_DEVICES), else the CPU, whatever
     # GPUs the node has
     device = ("cuda" if gpus > 0 else "cpu") if str(device) == "auto" else str(device)

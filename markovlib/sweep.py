@@ -11,10 +11,14 @@ the same sweep trains only what the store does not hold.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
+import numbers
 import os
+import pickle
+import shutil
 import signal
 import sqlite3
 import time
@@ -36,6 +40,7 @@ __all__ = [
     "RunSpec",
     "ResultStore",
     "StoreError",
+    "StoreFull",
     "grid",
     "chain_grid",
     "sweep",
@@ -248,9 +253,57 @@ def _weights_of(blob: bytes) -> dict:
     )  # tensors only: never unpickles objects
 
 
+SEED_LIMIT = 2**63  # a run's seed is stored as an SQLite INTEGER (signed 64-bit)
+
+
 class StoreError(RuntimeError):
     """A result store that cannot be used as it is (damaged, foreign, not writable); the
     message names the file."""
+
+
+class StoreFull(StoreError):
+    """The disk of a result store is full: nothing was written (the store is as it was,
+    not damaged)."""
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
+
+
+def _disk_full(error: Exception, directory: Path) -> bool:
+    """Whether ``error`` (sqlite3 or OS) means that the disk of ``directory`` is full:
+    ENOSPC, SQLITE_FULL, or an SQLite I/O error on a disk with less than 1 MiB free
+    (creating a WAL index on a full disk fails as 'disk I/O error')."""
+    if isinstance(error, OSError):
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    name = getattr(error, "sqlite_errorname", "") or ""
+    if name == "SQLITE_FULL" or "disk is full" in str(error):
+        return True
+    free = _free_bytes(directory)
+    io_error = name.startswith("SQLITE_IOERR") or "disk I/O error" in str(error)
+    return io_error and free is not None and free < 2**20
+
+
+def _disk_full_message(path: Path, doing: str) -> str:
+    free = _free_bytes(path.parent)
+    left = "" if free is None else f" ({free / 2**20:.1f} MiB free on its disk)"
+    return f"disk full: {doing} {path}{left}"
+
+
+def _check_seeds(specs: Iterable[RunSpec]) -> None:
+    """Every seed fits a store's INTEGER column: refused before training, not after."""
+    for spec in specs:
+        seed = spec.seed
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0 and < 2**63; got {seed!r}")
+        if seed >= SEED_LIMIT:
+            raise ValueError(
+                f"seed must be an integer >= 0 and < 2**63 (a result store keeps it "
+                f"as a signed 64-bit integer); got {seed}"
+            )
 
 
 class ResultStore:
@@ -329,8 +382,16 @@ checkpoint BLOB)"""
                         f"table runs with columns {columns}); move it aside or "
                         "give another folder"
                     )
-                con.execute(f"PRAGMA user_version = {self.VERSION}")
-        except sqlite3.DatabaseError as e:
+                if version != self.VERSION:  # written only when it changes
+                    con.execute(f"PRAGMA user_version = {self.VERSION}")
+        except (sqlite3.DatabaseError, OSError) as e:
+            if _disk_full(e, self.directory):
+                raise StoreFull(
+                    _disk_full_message(self.path, "cannot open the result store")
+                    + "; the store is not damaged: free some space and re-run"
+                ) from None
+            if isinstance(e, OSError):
+                raise
             raise StoreError(
                 f"{self.path} is damaged or not an SQLite file ({e}); move it aside "
                 f"(mv {self.path} {self.path}.damaged) and re-run to "
@@ -394,12 +455,21 @@ checkpoint BLOB)"""
                     ckpt,
                 )
             )
-        with self._connect() as con:
-            con.executemany(
-                "INSERT OR REPLACE INTO runs VALUES "
-                f"({', '.join('?' * len(self.COLUMNS))})",
-                rows,
-            )
+        try:
+            with self._connect() as con:
+                con.executemany(
+                    "INSERT OR REPLACE INTO runs VALUES "
+                    f"({', '.join('?' * len(self.COLUMNS))})",
+                    rows,
+                )
+        except (sqlite3.OperationalError, OSError) as e:
+            if not _disk_full(e, self.directory):
+                raise
+            raise StoreFull(
+                _disk_full_message(self.path, f"{len(rows)} new run(s) not written to")
+                + "; the runs stored before are kept: free some space and re-run "
+                "the same command to train the rest"
+            ) from None
 
     def frame(self) -> pd.DataFrame:
         """One row per run: key, created, version, seed, flattened
@@ -474,12 +544,31 @@ checkpoint BLOB)"""
             "metrics": json.loads(r["metrics"]),
             "provenance": prov,
             "history": history_frame(r["history"]),
-            "weights": _weights_of(r["weights"]),
+            "weights": self._weights(key, r["weights"], "weights"),
             "checkpoint_step": r["checkpoint_step"],
             "checkpoint": None
             if r["checkpoint"] is None
-            else _weights_of(r["checkpoint"]),
+            else self._weights(key, r["checkpoint"], "checkpoint"),
         }
+
+    def _weights(self, key: str, blob: bytes, column: str) -> dict:
+        """The tensors of a stored blob; a blob that is not a state dict of tensors is
+        a damaged run (:class:`StoreError` naming it), never unpickled further."""
+        try:
+            state = _weights_of(blob)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as e:
+            why = type(e).__name__
+        else:
+            if isinstance(state, dict) and all(
+                isinstance(v, torch.Tensor) for v in state.values()
+            ):
+                return state
+            why = f"a {type(state).__name__}, not a dict of tensors"
+        raise StoreError(
+            f"{self.path}: run {key} is damaged (its {column} are not tensors "
+            f"markovlib wrote: {why}); delete that row (sqlite3 {self.path} "
+            f"\"DELETE FROM runs WHERE key = '{key}'\") to re-train it"
+        )
 
     def load(self, spec: RunSpec, device: str | torch.device = "cpu") -> TrainResult:
         """The stored run of ``spec`` as a :class:`TrainResult` (trained model
@@ -587,8 +676,9 @@ def sweep(
 
     from .executors import train_chunks
 
-    store = store if isinstance(store, ResultStore) else ResultStore(store)
     check_int("ensemble_size", ensemble_size, 1)
+    _check_seeds(specs)
+    store = store if isinstance(store, ResultStore) else ResultStore(store)
     unique = {spec.key: spec for spec in specs}
     done = store.keys()
     todo = [spec for key, spec in unique.items() if key not in done]
