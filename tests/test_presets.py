@@ -166,3 +166,24 @@ def test_initialisation_adamw_sizes():
     assert (adam.steps, adam.seq_len) == (cpu.steps, cpu.seq_len) == (400, 256)
     assert adam == S.train.replace(steps=400, seq_len=256)  # optimiser as the scale's
     assert S.train.seq_len == 1024
+
+
+@pytest.mark.parametrize("page", ["book/intro.md", "README.md"])
+def test_the_scale_tables_quote_the_presets(page):
+    """Every row of a page's table of scales says the steps, batch × length, seeds and
+    trap seeds of markovlib.presets."""
+    import re
+    from pathlib import Path
+
+    from markovlib.presets import PRESETS
+
+    text = (Path(__file__).resolve().parents[1] / page).read_text()
+    for name, S in PRESETS.items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{name}`"))
+        numbers = re.findall(r"\| (\d+) \| (\d+) × (\d+) \| (\d+) \| (\d+) \|", row)
+        assert numbers == [
+            tuple(
+                str(v)
+                for v in (S.steps, S.batch_size, S.seq_len, S.seeds, S.trap_seeds)
+            )
+        ], (page, row)
