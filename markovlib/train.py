@@ -399,6 +399,7 @@ def train_many(
     progress: bool = True,
     desc: str | None = None,
     checkpoint: int | None = None,
+    stop_after: int | None = None,
     **changes,
 ) -> list[TrainResult]:
     """Train N = len(seeds) independent models of one architecture in one batched step
@@ -406,7 +407,8 @@ def train_many(
 
     Member i has its own seed and chain (``chains`` is one chain for all or a list of N)
     and gives the same history, to float rounding, as
-    ``train(chains[i], config, settings, seed=seeds[i])``.
+    ``train(chains[i], config, settings, seed=seeds[i])``; ``stop_after`` as in
+    :func:`train`.
     """
     settings = TrainConfig.build(settings, **changes)
     seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
@@ -432,6 +434,7 @@ def train_many(
         progress=progress,
         desc=desc,
         checkpoint=checkpoint,
+        stop_after=stop_after,
     )
 
 

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,8 @@ from markovlib.shipped import (
 )
 from markovlib.sweep import ResultStore, grid, sweep_results
 
-SMALL = dict(steps=60, batch_size=2, seq_len=32, eval_every=10, eval_batches=1)
+# 16 test paths per evaluation: enough for verify to estimate the sampling noise
+SMALL = dict(steps=60, batch_size=4, seq_len=32, eval_every=10, eval_batches=4)
 
 
 def _groups():
@@ -133,14 +135,27 @@ def test_sweep_results_reads_shipped_data_before_training(
 
 
 def test_verify_reproduces_runs_bit_for_bit(edition):
+    """A drawn run is re-trained with its whole ensemble, and every member is compared
+    bit for bit (history, weights, metrics)."""
     root, _ = edition
     lines = []
-    assert verify(root / "data", sample=2, seed=0, log=lines.append) == 2
-    assert verify(root / "data", sample=4, seed=1, quick=True, log=lines.append) == 4
+    assert verify(root / "data", sample=1, seed=0, edition=_groups(), log=lines.append)
     assert (
-        sum("bit for bit" in line for line in lines) == 6
-        and "sample seed 0" in lines[1]
+        verify(
+            root / "data",
+            sample=4,
+            seed=1,
+            quick=True,
+            edition=_groups(),
+            log=lines.append,
+        )
+        == 4
     )
+    judged = [line for line in lines if "reproduced" in line]
+    assert len(judged) == 6 and all(
+        "bit for bit" in line and "(ensemble of 2)" in line for line in judged
+    )
+    assert any("sample seed 0" in line for line in lines)
 
 
 def _copy(source, target):
@@ -156,7 +171,7 @@ def test_verify_fails_on_one_changed_byte(edition, tmp_path):
     raw[len(raw) // 2] ^= 0x01
     path.write_bytes(bytes(raw))
     with pytest.raises(ShippedDataError, match="untied-001.parquet is damaged"):
-        verify(data, sample=0, log=lambda *a: None)
+        verify(data, sample=0, edition=_groups(), log=lambda *a: None)
 
 
 def test_verify_names_a_run_that_does_not_reproduce(edition, tmp_path):
@@ -180,7 +195,7 @@ def test_verify_names_a_run_that_does_not_reproduce(edition, tmp_path):
     with pytest.raises(
         VerificationError, match=f"run {key}: train_loss differs first at step 7"
     ):
-        verify(data, sample=4, seed=0, quick=True, log=lambda *a: None)  # all 4 runs
+        verify(data, sample=4, seed=0, quick=True, edition=_groups(), log=print)
 
 
 def test_foreign_files_are_named(tmp_path):
@@ -205,60 +220,110 @@ def test_foreign_files_are_named(tmp_path):
         ShippedData(tmp_path).index()
 
 
+def _verify_cli(*args):
+    """``markovlib verify ARGS`` in a fresh process whose paper edition is
+    :func:`_groups`."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import test_shipped; "
+        "import markovlib.experiments as e; e.paper_edition = test_shipped._groups; "
+        "from markovlib.cli import main; sys.exit(main(sys.argv[2:]))"
+    )
+    here = str(Path(__file__).parent)
+    return subprocess.run(
+        [sys.executable, "-c", code, here, "verify", *args],
+        capture_output=True,
+        text=True,
+    )
+
+
 def test_verify_cli_exit_codes(edition, tmp_path):
     root, _ = edition
-
-    def run(*a):
-        return subprocess.run(
-            [sys.executable, "-m", "markovlib", "verify", *a],
-            capture_output=True,
-            text=True,
-        )
-
-    ok = run("--data", str(root / "data"), "--sample", "1", "--quick")
-    assert ok.returncode == 0 and "verified: 1 of 1 runs reproduced" in ok.stdout
+    ok = _verify_cli("--data", str(root / "data"), "--sample", "1", "--quick")
+    assert ok.returncode == 0, ok.stderr
+    assert "verified: 2 of 2 runs reproduced" in ok.stdout  # the drawn run's ensemble
     assert "sample seed" in ok.stdout
-    bad = run("--data", str(tmp_path / "nowhere"))
+    bad = _verify_cli("--data", str(tmp_path / "nowhere"))
     assert bad.returncode == 2 and "--data" in bad.stderr
-    assert run("--sample", "-1").returncode == 2
+    assert _verify_cli("--sample", "-1").returncode == 2
 
 
-def test_verify_exact_only_draws_runs_this_cpu_reproduces(edition, tmp_path):
-    """Runs produced on another CPU kind are left out of an --exact-only draw; none
-    left: nothing re-trained."""
+def _rehash(data):
+    """Update every file's SHA-256 and size in the manifest (a careful tamperer)."""
     import hashlib
 
-    root, _ = edition
-    data = _copy(root / "data", tmp_path / "data")
+    manifest = json.loads((data / "manifest.json").read_text())
+    for f in manifest["files"]:
+        raw = (data / f["name"]).read_bytes()
+        f["sha256"], f["bytes"] = hashlib.sha256(raw).hexdigest(), len(raw)
+    (data / "manifest.json").write_text(json.dumps(manifest))
 
-    def move_to_other_cpu(name):
-        frame = pd.read_parquet(data / name)
+
+def _rewrite(data, name, change):
+    """Apply ``change`` to the frame of file ``name``, write it back and re-hash."""
+    frame = pd.read_parquet(data / name)
+    change(frame)
+    frame.to_parquet(data / name, compression="zstd", index=False)
+    _rehash(data)
+    return frame
+
+
+def _move_to_other_cpu(data, name):
+    def change(frame):
         frame["provenance"] = [
             json.dumps({**json.loads(p), "cpu_capability": "OTHER"})
             for p in frame["provenance"]
         ]
-        frame.to_parquet(data / name, compression="zstd", index=False)
-        manifest = json.loads((data / "manifest.json").read_text())
-        for f in manifest["files"]:
-            raw = (data / f["name"]).read_bytes()
-            f["sha256"], f["bytes"] = hashlib.sha256(raw).hexdigest(), len(raw)
-        (data / "manifest.json").write_text(json.dumps(manifest))
-        return set(frame["key"])
 
-    other = move_to_other_cpu("untied-001.parquet")
+    return set(_rewrite(data, name, change)["key"])
+
+
+def test_verify_exact_only_draws_runs_this_cpu_reproduces(edition, tmp_path):
+    """Runs produced on another CPU kind are left out of an --exact-only draw and judged
+    by tolerances otherwise; a draw that leaves nothing is an error."""
+    root, _ = edition
+    data = _copy(root / "data", tmp_path / "data")
+    other = _move_to_other_cpu(data, "untied-001.parquet")
     lines = []
-    assert (
-        verify(data, sample=4, seed=0, quick=True, exact_only=True, log=lines.append)
-        == 2
+    run = dict(edition=_groups(), log=lines.append)
+    assert verify(data, sample=4, seed=0, quick=True, exact_only=True, **run) == 2
+    assert any("re-training 2 of 2 runs" in line for line in lines)
+    assert not any(k in "".join(lines) for k in other)
+    lines.clear()
+    assert verify(data, sample=4, seed=0, quick=True, **run) == 4  # without: all four
+    close = [line for line in lines if "CPU capability OTHER" in line]
+    assert len(close) == 2 and all("within 0.001" in line for line in close)
+    lines.clear()
+    assert verify(data, sample=4, seed=0, **run) == 4  # full re-trains
+    close = [line for line in lines if "CPU capability OTHER" in line]
+    assert len(close) == 2 and all("within 0.02 nats" in line for line in close)
+    _move_to_other_cpu(data, "tied-001.parquet")
+    _move_to_other_cpu(data, "tied-002.parquet")
+    with pytest.raises(
+        VerificationError,
+        match="nothing to re-train: no shipped run was produced on a CPU like this",
+    ):
+        verify(data, sample=1, exact_only=True, **run)
+
+
+@pytest.mark.parametrize("other_cpu", [False, True])
+def test_verify_judges_the_checkpoint_weights(edition, tmp_path, other_cpu):
+    """Checkpoint weights scaled by 0.9 fail --quick: bit for bit on this CPU, by the
+    predictions on a fixed batch on another."""
+    root, _ = edition
+    data = _copy(root / "data", tmp_path / "data")
+
+    def scale(frame):
+        ckpt = np.frombuffer(frame.at[0, "checkpoint"], dtype="<f4") * 0.9
+        frame.at[0, "checkpoint"] = ckpt.astype("<f4").tobytes()
+
+    key = _rewrite(data, "tied-002.parquet", scale)["key"][0]
+    if other_cpu:
+        for name in ("tied-001.parquet", "tied-002.parquet"):
+            _move_to_other_cpu(data, name)
+    what = (
+        "(learnt kernel|predictions on a fixed batch) of its step-50 weights differ"
+        if other_cpu
+        else "step-50 weights .* differ"
     )
-    assert "re-training 2 of 2 runs" in lines[1] and not any(
-        k in "".join(lines) for k in other
-    )
-    assert (
-        verify(data, sample=4, seed=0, quick=True, log=lines.append) == 4
-    )  # without: all four
-    assert sum("CPU capability OTHER" in line for line in lines) == 2
-    move_to_other_cpu("tied-001.parquet"), move_to_other_cpu("tied-002.parquet")
-    lines = []
-    assert verify(data, sample=1, exact_only=True, log=lines.append) == 0
-    assert "no shipped run was produced on a CPU like this one" in lines[1]
+    with pytest.raises(VerificationError, match=f"run {key}: .*{what}"):
+        verify(data, sample=4, seed=0, quick=True, edition=_groups(), log=print)
