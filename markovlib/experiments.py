@@ -27,6 +27,8 @@ __all__ = [
     "authors_traps",
     "higher_order",
     "AUTHORS_TRAPS",
+    "precision_variants",
+    "PRECISION_VARIANTS",
     "FIG4_GRID",
     "FIG5_PS",
     "TRAP_VARIANTS",
@@ -154,6 +156,32 @@ def authors_traps(
         )
         for preset, precision in AUTHORS_TRAPS
     }
+
+
+# trapped: what the loss scale and the tokens per batch change in fp16 (tied GPT-2)
+PRECISION_VARIANTS = {
+    "fp16-scaled": dict(precision="fp16-scaled"),
+    "fp16-len256": dict(precision="fp16", seq_len=256),
+    "fp16-len512": dict(precision="fp16", seq_len=512),
+}
+
+
+def precision_variants(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
+    """Tied GPT-2 runs at the authors' budget in fp16 with the 2^16 loss scale, and
+    without it on shorter sequences (the per-token gradient is 1 / (batch x length)),
+    ``S.trap_seeds`` each (:data:`PRECISION_VARIANTS`; lengths at most
+    ``S.seq_len``)."""
+    out = {}
+    for name, change in PRECISION_VARIANTS.items():
+        change = {**change, "seq_len": min(change.get("seq_len", S.seq_len), S.seq_len)}
+        out[name] = grid(
+            [p],
+            [q],
+            **_options(S, seed, n=S.trap_seeds, train=S.train.replace(**change)),
+        )
+    return out
 
 
 def higher_order(S: Scale, seed: int = 0) -> dict[int, list[RunSpec]]:
@@ -309,5 +337,9 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
     fp16, fp32 = fig4_grid(tr, precision="fp16"), fig4_grid(tr, precision="fp32")
     groups += [(f"fig4-400-{tie}-fp16", specs) for tie, specs in fp16.items()]
     groups += [(f"higher-order-L{L}", specs) for L, specs in higher_order(dp).items()]
+    groups += [
+        (f"trap400-gpt2-tied-{name}", specs)
+        for name, specs in precision_variants(0.5, 0.8, tr).items()
+    ]
     groups += [(f"fig4-400-{tie}-fp32", specs) for tie, specs in fp32.items()]
     return groups
