@@ -744,15 +744,21 @@ def sweep_results(
     *,
     device: str = "auto",
     data="auto",
+    shipped_only: bool = False,
     **sweep_kwargs,
 ) -> list[TrainResult]:
     """Every spec's result, in order: from shipped data (``data``: a folder, 'auto' or
     None) by spec key, else from the local store, training there what it lacks
-    (see :func:`sweep`)."""
+    (see :func:`sweep`). ``shipped_only``: only the shipped runs, in order (the paper
+    edition's pages never train a group that is still being produced)."""
     from .presets import resolve_device
 
     shipped = _shipped_data(data)
     device = resolve_device(device)
+    if shipped_only:
+        if shipped is None:
+            return []
+        return [shipped.load(s, device) for s in specs if s.key in shipped]
     rest = [s for s in specs if shipped is None or s.key not in shipped]
     if rest:
         store = (
