@@ -48,11 +48,15 @@ def _claim(directory: Path, key: str):
 
 
 def status(
-    groups: Sequence[tuple[str, Sequence[RunSpec]]], store: ResultStore, shipped=None
+    groups: Sequence[tuple[str, Sequence[RunSpec]]],
+    store: ResultStore | None,
+    shipped=None,
 ) -> list[dict]:
-    """Per group: runs, runs done (stored or shipped), seconds of training stored."""
-    done = store.keys() | (set(shipped.index()) if shipped is not None else set())
-    frame = store.frame()
+    """Per group: runs, runs done (stored or shipped), seconds of training stored;
+    ``store`` None: the shipped runs only (no store is created)."""
+    done = set(store.keys()) if store is not None else set()
+    done |= set(shipped.index()) if shipped is not None else set()
+    frame = store.frame() if store is not None else ()
     seconds = dict(zip(frame["key"], frame["seconds"])) if len(frame) else {}
     return [
         {

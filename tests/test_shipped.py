@@ -327,3 +327,100 @@ def test_verify_judges_the_checkpoint_weights(edition, tmp_path, other_cpu):
     )
     with pytest.raises(VerificationError, match=f"run {key}: .*{what}"):
         verify(data, sample=4, seed=0, quick=True, edition=_groups(), log=print)
+
+
+# a process that exports the edition of _groups() and kills itself (SIGKILL) when it
+# renames a file to a name ending in argv[4]
+KILLED_EXPORT = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+import test_shipped
+from markovlib.shipped import export
+from markovlib.sweep import ResultStore
+
+rename = os.replace
+
+
+def replace(source, target):
+    if str(target).endswith(sys.argv[4]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    rename(source, target)
+
+
+os.replace = replace
+export(test_shipped._groups(), ResultStore(sys.argv[2]), sys.argv[3])
+"""
+
+
+@pytest.mark.parametrize(
+    "at,left",
+    [
+        ("untied-001.parquet", [".untied-001.parquet.partial", "tied-001.parquet"]),
+        ("manifest.json", [".manifest.json.partial", "tied-001.parquet"]),
+    ],
+)
+def test_a_killed_export_resumes(edition, tmp_path, at, left):
+    """Killed before renaming its second file (the manifest lists the first) or its
+    first manifest: the next export removes the temporary file, adopts a renamed file
+    the manifest does not list yet, and the data verifies; nothing is created in the
+    working directory."""
+    import signal
+
+    root, store = edition
+    data, cwd = tmp_path / "data", tmp_path / "cwd"
+    cwd.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-c", KILLED_EXPORT, str(Path(__file__).parent)]
+        + [str(root / "store"), str(data), at],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    assert sorted(p.name for p in data.iterdir() if p.name != "manifest.json") == left
+    if at == "manifest.json":  # the manifest was never replaced: there is none
+        with pytest.raises(ShippedDataError, match="manifest.json is missing"):
+            verify(data, sample=0, edition=_groups(), log=lambda *a: None)
+    else:
+        with pytest.raises(
+            ShippedDataError,
+            match="untied-001.parquet.partial is not listed in the manifest "
+            r"\(a temporary file of an interrupted export",
+        ):
+            verify(data, sample=0, edition=_groups(), log=lambda *a: None)
+    lines = []
+    written = export(_groups(), store, data, log=lines.append)
+    assert any(f"removed {data / left[0]}" in line for line in lines)
+    adopted = [line for line in lines if "adopted" in line]
+    assert len(adopted) == (at == "manifest.json")
+    adopted_too = ["tied-001.parquet"] if at == "manifest.json" else []
+    assert written == adopted_too + ["untied-001.parquet"]
+    assert set(ShippedData(data).index()) == {s.key for _, g in _groups() for s in g}
+    assert verify(data, sample=0, edition=_groups(), log=lambda *a: None) == 0
+    assert not any(cwd.iterdir())
+
+
+def test_export_refuses_a_foreign_file_under_its_next_name(edition, tmp_path):
+    root, store = edition
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(root / "data" / "untied-001.parquet", data / "tied-001.parquet")
+    with pytest.raises(
+        ShippedDataError,
+        match="tied-001.parquet exists, is not in the manifest and does not hold "
+        "exactly the runs to export",
+    ):
+        export(_groups(), store, data, log=lambda *a: None)
+    assert sorted(p.name for p in data.iterdir()) == ["tied-001.parquet"]
+
+
+def test_status_reads_the_shipped_data_without_a_store(edition):
+    from markovlib.edition import status
+
+    root, _ = edition
+    rows = status(_groups(), None, ShippedData(root / "data"))
+    assert [(r["group"], r["stored"], r["runs"]) for r in rows] == [
+        ("tied", 2, 2),
+        ("untied", 2, 2),
+        ("again", 1, 1),
+    ]
