@@ -409,28 +409,25 @@ def survival_curves(curves: Mapping[str, object], ax=None, *, mark: int | None =
     (the authors' budget)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
-    for label, s in curves.items():
+    styles = ("-", "-", "--", ":", "-.")
+    for i, (label, s) in enumerate(curves.items()):
         ax.step(
             s.steps,
             s.at_unigram,
             where="post",
             lw=1.8,
-            color=_color(label),
+            ls=styles[i % len(styles)],
+            color=OKABE_ITO[i % len(OKABE_ITO)],
             label=f"{label} ({s.n} runs)",
         )
     if mark is not None:
-        ax.axvline(mark, color="black", ls=":", lw=1.2)
-        ax.annotate(
-            f"the authors' {mark}",
-            (mark, 1.02),
-            xycoords=("data", "axes fraction"),
-            ha="center",
-            va="bottom",
+        ax.axvline(
+            mark, color="grey", ls=":", lw=1.2, label=f"the authors' {mark} iterations"
         )
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("iteration")
     ax.set_ylabel("fraction of runs at H(π)")
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="center right", fontsize="small")
     return ax
 
 
