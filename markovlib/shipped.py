@@ -515,16 +515,15 @@ LOSS_FLOOR = 1e-4
 HISTORY_MARGIN = 0.02
 # stored entropies and excess against the chain's exact values (float rounding only)
 METRIC_TOLERANCE = 1e-9
-# Re-training where bit identity cannot be expected (other CPU kind, GPU):
-# nats: |Δ test loss| at every evaluation of a full re-train
-TOLERANCE = 0.02
-# up to the step-50 checkpoint (--quick): |Δ| of every train and test loss, of the
-# checkpoint weights' learnt kernel and of their predictions on a fixed batch (measured
-# on another CPU capability: at most 2e-7)
-QUICK_TOLERANCE = 1e-3
-# after a full re-train: |Δ| of the final learnt kernel and of the final predictions on
-# a fixed batch
-FINAL_TOLERANCE = 0.02
+# Re-training where bit identity cannot be expected (other CPU kind, GPU): |Δ| of
+# every stored train and test loss (nats) up to the checkpoint (--quick) or the end,
+# and of the learnt kernel and the predictions on a fixed batch of the checkpoint
+# (--quick) or final weights. Measured on another CPU capability (AMD EPYC AVX2 and
+# AVX512 runs re-trained on Intel AVX512, Intel runs re-trained with AVX2 kernels),
+# 50 steps and full 500- and 1000-step re-trains: at most 1.2e-7 (losses), 5e-8
+# (kernels), 4.5e-7 (predictions). A converged run of another seed predicts 0.007 to
+# 0.05 apart. A run whose drift a saddle amplifies can exceed it: --exact-only.
+TOLERANCE = 1e-3
 # offsets from a run's test-data seed of the streams verify draws from (TrainResult
 # uses +1 for test_sequence and +2 for learnt_kernel)
 FRESH_STREAM, FIXED_STREAM = 3, 4
@@ -856,16 +855,12 @@ def _environment(prov: dict) -> tuple[bool, str]:
 def _compare(
     key: str, stored: pd.DataFrame, fresh: pd.DataFrame, exact: bool, upto: int | None
 ) -> None:
-    """Every stored history value against the re-trained one: equal, or within
-    :data:`QUICK_TOLERANCE` (losses up to ``upto``) or :data:`TOLERANCE` (test
-    losses)."""
+    """Every stored history value (up to ``upto``) against the re-trained one: equal,
+    or losses within :data:`TOLERANCE`."""
     rows = stored.dropna(subset=["lr", "train_loss", "test_loss"], how="all")
     if upto is not None:
         rows = rows[rows["step"] <= upto]
     fresh = fresh.set_index("step")
-    close = {"train_loss": QUICK_TOLERANCE, "test_loss": QUICK_TOLERANCE}
-    if upto is None:
-        close = {"test_loss": TOLERANCE}
     for _, row in rows.iterrows():
         step = int(row["step"])
         for column in ("lr", "train_loss", "test_loss"):
@@ -877,10 +872,10 @@ def _compare(
                     f"run {key}: {column} differs first at step {step}: shipped {a!r}, "
                     f"re-trained {b!r}"
                 )
-            if not exact and column in close and not abs(a - b) <= close[column]:
+            if not exact and column != "lr" and not abs(a - b) <= TOLERANCE:
                 raise VerificationError(
                     f"run {key}: {column.replace('_', ' ')} at step {step} differs by "
-                    f"{abs(a - b):.4g} > {close[column]:g} nats"
+                    f"{abs(a - b):.4g} > {TOLERANCE:g} nats"
                 )
 
 
@@ -896,10 +891,10 @@ def _compare_weights(key: str, what: str, stored: dict, fresh: dict) -> None:
 
 
 def _compare_outputs(
-    key: str, spec: RunSpec, what: str, stored: dict, fresh: dict, tolerance: float
+    key: str, spec: RunSpec, what: str, stored: dict, fresh: dict
 ) -> float:
     """Learnt kernels and predictions on the run's fixed batch of the stored and the
-    re-trained weights within ``tolerance``; returns the larger |Δ|."""
+    re-trained weights within :data:`TOLERANCE`; returns the larger |Δ|."""
     kernel, probs = _outputs(spec, stored)
     fresh_kernel, fresh_probs = _outputs(spec, {k: v.float() for k, v in fresh.items()})
     gaps = {
@@ -907,10 +902,10 @@ def _compare_outputs(
         "predictions on a fixed batch": float((probs - fresh_probs).abs().max()),
     }
     for name, gap in gaps.items():
-        if not gap <= tolerance:
+        if not gap <= TOLERANCE:
             raise VerificationError(
                 f"run {key}: the {name} of its {what} weights differ from the "
-                f"re-trained ones by {gap:.3g} > {tolerance:g}"
+                f"re-trained ones by {gap:.3g} > {TOLERANCE:g}"
             )
     return max(gaps.values())
 
@@ -941,23 +936,13 @@ def _judge(key: str, record: dict, fresh: TrainResult, quick: bool, exact: bool)
             _compare_weights(key, "final", record["weights"], final)
             _compare_metrics(key, record["metrics"], fresh)
         return "bit for bit"
-    if quick:
-        gap = _compare_outputs(
-            key,
-            spec,
-            f"step-{step}",
-            record["checkpoint"],
-            fresh.checkpoint,
-            QUICK_TOLERANCE,
-        )
-        return f"within {QUICK_TOLERANCE:g} (losses, kernel, predictions |Δ| {gap:.2g})"
-    gap = _compare_outputs(
-        key, spec, "final", record["weights"], final, FINAL_TOLERANCE
+    what, weights = (
+        (f"step-{step}", (record["checkpoint"], fresh.checkpoint))
+        if quick
+        else ("final", (record["weights"], final))
     )
-    return (
-        f"within {TOLERANCE} nats (test losses) and {FINAL_TOLERANCE:g} (kernel, "
-        f"predictions |Δ| {gap:.2g})"
-    )
+    gap = _compare_outputs(key, spec, what, *weights)
+    return f"within {TOLERANCE:g} (losses, kernel, predictions; max |Δ| {gap:.2g})"
 
 
 def _ensemble(data: ShippedData, key: str) -> list[str]:
