@@ -420,3 +420,150 @@ def appendix_d(inside: dict[str, dict], records: Sequence[RunRecord], groups=())
 
 
 __all__ += ["NEAR_ZERO", "NEAR_RANK_ONE", "APPD_MATRICES", "appendix_d"]
+
+
+# ------------------------------------- per-run tables and the chapters' own measures
+def _span(values, fmt: str) -> str:
+    """'a to b' of the smallest and largest of ``values`` ('a' when they print alike;
+    'none' when empty)."""
+    if not len(values):
+        return "none"
+    a, b = format(min(values), fmt), format(max(values), fmt)
+    return a if a == b else f"{a} to {b}"
+
+
+def run_table(groups: dict[str, Sequence[RunRecord]]) -> pd.DataFrame:
+    """One row per run (``groups``: label → its records): its chain's p (and q), seed,
+    iterations, share of the gap, class by the rule, the largest |K − P| of its learnt
+    kernel K and the range of K's diagonal (the probabilities of staying put)."""
+    rows = []
+    for label, records in groups.items():
+        for r in records:
+            K, P = np.asarray(r.kernel), np.asarray(r.chain.P)
+            chain = {k: v for k, v in r.spec.chain.items() if k in ("p", "q")}
+            rows.append(
+                {
+                    "runs": label,
+                    **chain,
+                    "seed": r.spec.seed,
+                    "iterations": r.steps,
+                    "share of the gap": round(r.share, 3),
+                    "class": r.cls,
+                    "max |K − P|": round(float(np.abs(K - P).max()), 4),
+                    "K_ii learnt": _span(K.diagonal(), ".3f"),
+                    "K_ii true": _span(P.diagonal(), ".3f"),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def threshold_sides(records: Sequence[RunRecord], star: float, groups=()) -> Measure:
+    """This book: runs on symmetric chains on either side of the k-state threshold
+    ``star``, judged by the rule. The runs *switch* at the threshold when at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of those below it escaped and of those
+    above it are at H(π); the classes and shares above it are reported."""
+    below = [r for r in records if r.spec.chain["p"] < star]
+    above = [r for r in records if r.spec.chain["p"] > star]
+    esc = sum(r.cls == ESCAPED for r in below)
+    count = {c: sum(r.cls == c for r in above) for c in (AT_UNIGRAM, "in between")}
+    span = _span([r.share for r in above], ".2f")
+    n, t = trap_count(records)
+    return Measure(
+        f"below p* = {star:.3f}: {_n(esc, len(below))} escaped; above it: "
+        f"{_n(count[AT_UNIGRAM], len(above))} at H(π), {count['in between']} in "
+        f"between (shares of the gap {span})",
+        esc >= CLAIM_SHARE * len(below)
+        and count[AT_UNIGRAM] >= CLAIM_SHARE * len(above),
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        details={
+            "below": len(below),
+            "escaped_below": esc,
+            "above": len(above),
+            **count,
+        },
+    )
+
+
+def k_threshold(ks: Sequence[int] = (2, 3, 5), tol: float = 1e-4) -> Measure:
+    """This book: the tied k-state θ_π turns into a local minimum at p = (k − 1)/k:
+    the largest |bisection threshold − (k − 1)/k| over ``ks`` (bisection on the exact
+    Hessian to ``tol``), the same computation as the scorecard's row."""
+    from .theory import unigram_threshold
+
+    devs = [abs(unigram_threshold(k, tol) - (k - 1) / k) for k in ks]
+    return Measure(f"{max(devs):.1e} (k = {', '.join(map(str, ks))})", max(devs) < tol)
+
+
+def weights_at(result, which: str = "checkpoint"):
+    """The model of a trained run with its ``"checkpoint"`` weights (those after
+    step ``result.checkpoint_step``) or its ``"final"`` ones; None where the run kept no
+    checkpoint (runs shorter than the checkpoint step)."""
+    import copy
+
+    if which == "final":
+        return result.model
+    if which != "checkpoint":
+        raise ValueError(f"which must be 'checkpoint' or 'final'; got {which!r}")
+    if result.checkpoint is None:
+        return None
+    model = copy.deepcopy(result.model)
+    model.load_state_dict(result.checkpoint)
+    return model.eval()
+
+
+def decay_factor(train, start: int = 0) -> float:
+    """How much AdamW's decoupled weight decay alone shrinks a decayed matrix over the
+    steps after ``start`` of a run trained with ``train`` (a TrainConfig):
+    Π (1 − lr_t · weight_decay) over the schedule's learning rates. (The token and
+    positional embeddings are not decayed unless ``train.decay_embeddings``.)"""
+    from .train import one_cycle_factor
+
+    factors = [
+        one_cycle_factor(t, train.steps) if train.schedule == "one-cycle" else 1.0
+        for t in range(start, train.steps)
+    ]
+    return float(np.prod([1 - train.lr * f * train.weight_decay for f in factors]))
+
+
+def appendix_d_steps(result, x, length: int) -> pd.DataFrame:
+    """App. D's numbers of one run at its checkpoint and at the end (one row per step):
+    the paper's attention ratio, the positional spread with its two norms, and s_1,
+    s_2 and s_2 / s_1 of the matrices App. D names (:data:`APPD_MATRICES`)."""
+    import torch
+
+    from .theory import appendix_d
+
+    rows = {}
+    for which, step in (("checkpoint", result.checkpoint_step), ("final", None)):
+        model = weights_at(result, which)
+        if model is None:
+            continue
+        d = appendix_d(model, x, length)
+        with torch.no_grad():
+            pos = model.wpe.weight[:length].double()
+            emb = model.wte.weight.double()
+        row = {
+            "attention ratio": d["ratio_mean"],
+            "positional spread": d["spread"],
+            "mean ‖p_n − p̄‖": float((pos - pos.mean(0)).norm(dim=-1).mean()),
+            "‖e_1 − e_0‖": float((emb[1] - emb[0]).norm()),
+        }
+        for name, s in d["svals"].items():
+            if name.endswith(APPD_MATRICES):
+                short = name.split(".")[-2]
+                row[f"{short} s_1"], row[f"{short} s_2"] = float(s[0]), float(s[1])
+                row[f"{short} s_2/s_1"] = d["rank_ratio"][name]
+        rows[result.train_config.steps if step is None else int(step)] = row
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("step")
+
+
+__all__ += [
+    "run_table",
+    "threshold_sides",
+    "k_threshold",
+    "weights_at",
+    "decay_factor",
+    "appendix_d_steps",
+]
