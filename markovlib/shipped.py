@@ -734,16 +734,17 @@ def _consistent(data: ShippedData, key: str) -> tuple[float, float]:
 def _check_runs(data: ShippedData, log) -> None:
     """Every run consistent without training (:func:`_consistent`); one line of
     summary."""
-    t0, kernel, loss = time.perf_counter(), 0.0, 0.0
+    t0, cpu0, kernel, loss = time.perf_counter(), time.process_time(), 0.0, 0.0
     for key in sorted(data.index()):
         k, share = _consistent(data, key)
         kernel, loss = max(kernel, k), max(loss, share)
     log(
-        f"every run checked without training in {time.perf_counter() - t0:.0f} s: its "
-        f"stored weights give its learnt kernel (max |Δ| {kernel:.2g} <= "
-        f"{KERNEL_TOLERANCE:g}) and a test loss consistent with its history (max |Δ| "
-        f"{loss:.2f} of {LOSS_SIGMAS:g} standard errors); its metrics are those of its "
-        "history and chain"
+        f"every run checked without training in {time.perf_counter() - t0:.0f} s "
+        f"({time.process_time() - cpu0:.0f} s of CPU): its stored weights give its "
+        f"learnt kernel (max |Δ| {kernel:.2g} <= {KERNEL_TOLERANCE:g}) and a test loss "
+        f"consistent with its history (max |Δ| {loss:.2f} of the tolerance, "
+        f"{LOSS_SIGMAS:g} standard errors); its metrics are those of its history and "
+        "chain"
     )
 
 
