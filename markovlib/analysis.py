@@ -704,3 +704,105 @@ def cell_shares(cells: Mapping, ps: Sequence[float], qs: Sequence[float]) -> np.
 
 
 __all__ += ["cell_shares"]
+
+
+# --- the optimiser crossover (trapped chapter) ---------------------------------------
+CROSSOVER_STARTS = ("θ_π + noise", "standard init")
+CROSSOVER_OPTIMIZERS = ("exact GD", "AdamW")
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Exact population losses (paths of ``length`` states, no sampling noise) of
+    gradient descent and of AdamW, each from θ_π plus noise and from the standard
+    initialisation: ``losses[optimizer, start]`` is (runs, steps + 1)."""
+
+    chain: MarkovChain
+    preset: str
+    losses: dict
+    gd_lr: float
+
+    def shares(self, key) -> np.ndarray:
+        """The share of the gap each run of ``key`` covered at the end."""
+        return loss_share(self.chain, self.losses[key][:, -1])
+
+    def at_unigram(self, key) -> int:
+        """Runs of ``key`` that ended at H(π) by the rule."""
+        return int(np.sum(self.shares(key) < AT_UNIGRAM_BELOW))
+
+
+def optimizer_crossover(
+    chain: MarkovChain,
+    preset: str = "gpt2",
+    *,
+    noise: float = 0.02,
+    n: int = 4,
+    steps: int = 400,
+    seed: int = 0,
+    length: int = 10,
+    adam_lr: float = 2e-3,
+) -> Crossover:
+    """Which of the two differences between the book's exact descent (which returns to
+    θ_π) and training (which leaves it) matters: the start or the optimiser. Tied
+    ``preset`` models on the exact loss: gradient descent at the stable step of
+    :func:`perturb_theta_pi` and AdamW with the authors' settings (betas (0.9, 0.95),
+    weight decay 1e-3 on the linear layers, one-cycle schedule at ``adam_lr``), from
+    θ_π + N(0, noise²) and from the standard N(0, 0.02²) initialisation; seeds
+    ``seed``, ``seed + 1``, ..."""
+    import copy
+
+    import torch
+
+    from ._checks import seeded
+    from .model import Transformer, TransformerConfig
+    from .theory import (
+        exact_loss_function,
+        perturbed,
+        population_descent,
+        unigram_hessian,
+        unigram_point,
+    )
+    from .train import make_optimizer, make_schedule
+
+    if preset not in ("theory", "gpt2"):
+        raise ValueError(f"preset must be 'theory' or 'gpt2'; got {preset!r}")
+    cfg = getattr(TransformerConfig, preset)(tied=True, max_len=length)
+    gd_lr = min(0.5, 1.0 / unigram_hessian(chain, cfg, length=length).eigenvalues[-1])
+    theta_pi = unigram_point(chain, cfg).double()
+
+    def start(kind: str, i: int) -> Transformer:
+        if kind == CROSSOVER_STARTS[0]:
+            return perturbed(theta_pi, noise, seed=seed + i)
+        return Transformer(cfg, generator=seeded(seed + i)).double()
+
+    def adamw(model: Transformer) -> np.ndarray:
+        model = copy.deepcopy(model)
+        loss_of = exact_loss_function(model, chain, length)
+        opt = make_optimizer(model, adam_lr)
+        schedule = make_schedule(opt, "one-cycle", steps, adam_lr)
+        losses = []
+        for _ in range(steps):
+            loss = loss_of()
+            losses.append(float(loss.detach()))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            schedule.step()
+        with torch.no_grad():
+            losses.append(float(loss_of()))
+        return np.array(losses)
+
+    losses = {}
+    for kind in CROSSOVER_STARTS:
+        models = [start(kind, i) for i in range(n)]
+        losses[CROSSOVER_OPTIMIZERS[0], kind] = np.array(
+            [
+                population_descent(m, chain, steps=steps, lr=gd_lr, length=length)[1]
+                for m in models
+            ]
+        )
+        losses[CROSSOVER_OPTIMIZERS[1], kind] = np.array([adamw(m) for m in models])
+    return Crossover(chain, preset, losses, float(gd_lr))
+
+
+__all__ += ["Crossover", "optimizer_crossover", "CROSSOVER_STARTS"]

@@ -81,3 +81,21 @@ def test_survival_counts_runs_until_they_leave_h_pi():
     assert s.escapes == (None, 30, 10)
     np.testing.assert_allclose(s.at_unigram, [1, 2 / 3, 2 / 3, 1 / 3, 1 / 3])
     assert s.at(25) == pytest.approx(2 / 3) and s.median_escape == 20
+
+
+def test_the_optimiser_not_the_start_decides_on_the_exact_loss():
+    """On (0.5, 0.8), tied GPT-2, exact loss: gradient descent stays at θ_π from both
+    starts; AdamW leaves it from θ_π + noise (no sampling noise anywhere)."""
+    import torch
+
+    torch.set_num_threads(1)
+    c = A.optimizer_crossover(binary(0.5, 0.8), "gpt2", n=1, steps=200, length=6)
+    assert set(c.losses) == {
+        (o, s) for o in ("exact GD", "AdamW") for s in A.CROSSOVER_STARTS
+    }
+    assert c.at_unigram(("exact GD", "θ_π + noise")) == 1
+    assert c.at_unigram(("exact GD", "standard init")) == 1
+    assert c.shares(("AdamW", "θ_π + noise"))[0] > A.ESCAPED_ABOVE
+    assert c.losses["AdamW", "θ_π + noise"].shape == (1, 201)
+    with pytest.raises(ValueError, match="preset"):
+        A.optimizer_crossover(binary(0.5, 0.8), "bert")
