@@ -578,14 +578,9 @@ def _exact() -> dict:
     """The exact rows: Thm 1's constructions, Thm 2's and Thm 3's Hessians at the
     paper's chains, the k-state threshold (bisection on the exact Hessian)."""
     from .chains import binary
-    from .measures import Measure
+    from .measures import Measure, k_threshold
     from .model import TransformerConfig
-    from .theory import (
-        construction_checks,
-        unigram_curvature,
-        unigram_hessian,
-        unigram_threshold,
-    )
+    from .theory import construction_checks, unigram_curvature, unigram_hessian
 
     chain = binary(0.2, 0.3)
     built, _ = construction_checks(chain)
@@ -603,9 +598,7 @@ def _exact() -> dict:
             f"{H.min_eigenvalue:.4f} (closed form {closed:.4f})",
             bool(sign and abs(H.min_eigenvalue - closed) < 1e-6),
         )
-    tol = 1e-4
-    devs = [abs(unigram_threshold(k, tol) - (k - 1) / k) for k in (2, 3, 5)]
-    out["k_threshold"] = Measure(f"{max(devs):.1e} (k = 2, 3, 5)", max(devs) < tol)
+    out["k_threshold"] = k_threshold()
     return out
 
 
