@@ -142,6 +142,12 @@ class EscapeStats:
         """Mean final test loss of the runs."""
         return float(self.finals.mean())
 
+    def plateau_text(self, at_end: bool = False) -> str:
+        """Runs on the plateau as the chapters print them: "k of n" at ``at_step``
+        (``at_end``: at the last evaluated step)."""
+        share = self.trap_fraction_end if at_end else self.trap_fraction
+        return f"{round(share * self.n)} of {self.n}"
+
     @property
     def median_text(self) -> str:
         """The median escape step as the chapters print it ("never (...)" unless most

@@ -31,6 +31,10 @@ from .chains import Chain, MarkovChain
 __all__ = [
     "RunRecord",
     "record_of",
+    "records_of",
+    "shares_text",
+    "grid_shares",
+    "change_text",
     "Measure",
     "classes",
     "trap_count",
@@ -80,6 +84,41 @@ def record_of(result, spec=None) -> RunRecord:
     kernel = result.learnt_kernel() if isinstance(result.chain, MarkovChain) else None
     history = result.test_history[["step", "test_loss"]].reset_index(drop=True)
     return RunRecord(result.chain, kernel, history, spec)
+
+
+def records_of(results, specs) -> list[RunRecord]:
+    """:func:`record_of` of each trained run with its spec (``results[i]`` was trained
+    from ``specs[i]``)."""
+    results, specs = list(results), list(specs)
+    if len(results) != len(specs):
+        raise ValueError(f"{len(results)} results for {len(specs)} specs")
+    return [record_of(r, s) for r, s in zip(results, specs)]
+
+
+def shares_text(records: Sequence[RunRecord]) -> str:
+    """Each run's share of the gap, to three decimals, as the chapters print them."""
+    return " ".join(f"{r.share:.3f}" for r in records)
+
+
+def grid_shares(records: Sequence[RunRecord], ps, qs) -> np.ndarray:
+    """Mean share of the gap per binary chain (p, q) of a grid of runs, rows q and
+    columns p (:func:`markovlib.analysis.cell_shares`)."""
+    from .analysis import cell_shares
+
+    cells: dict = {}
+    for r in records:
+        cells.setdefault((r.spec.chain["p"], r.spec.chain["q"]), []).append(r.share)
+    return cell_shares(cells, ps, qs)
+
+
+def change_text(table: pd.DataFrame, column: str) -> str:
+    """How ``column`` of a per-step table (:func:`appendix_d_steps`) changed from its
+    first to its last row: "grew from a to b" or "fell from a to b"; a table of one
+    row (a run shorter than the checkpoint step) says so."""
+    a, b = float(table[column].iloc[0]), float(table[column].iloc[-1])
+    if len(table) < 2:
+        return f"is {b:.3f} (no checkpoint: the run is shorter)"
+    return f"{'grew' if b > a else 'fell'} from {a:.3f} to {b:.3f}"
 
 
 @dataclass(frozen=True)

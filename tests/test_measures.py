@@ -1,0 +1,76 @@
+"""The small helpers the chapters call instead of defining functions in a cell:
+records of runs, printed shares, a grid of shares, the change of a weight statistic,
+and the plateau count of a group of runs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from markovlib import measures
+from markovlib.analysis import EscapeStats
+from markovlib.chains import binary
+from markovlib.measures import RunRecord
+
+
+def _record(p, q, kernel):
+    chain = binary(p, q)
+    history = pd.DataFrame({"step": [0, 10], "test_loss": [0.7, 0.6]})
+    spec = SimpleNamespace(chain={"p": p, "q": q})
+    return RunRecord(chain, np.asarray(kernel, dtype=float), history, spec)
+
+
+def _at_chain(p, q):
+    return _record(p, q, binary(p, q).P)
+
+
+def _at_marginal(p, q):
+    pi = binary(p, q).stationary()
+    return _record(p, q, np.vstack([pi, pi]))
+
+
+def test_shares_text_prints_one_share_per_run():
+    text = measures.shares_text([_at_chain(0.3, 0.6), _at_marginal(0.3, 0.6)])
+    assert text == "1.000 0.000"
+
+
+def test_grid_shares_averages_the_runs_of_each_cell_rows_q_columns_p():
+    ps, qs = (0.3, 0.5), (0.6, 0.8)
+    recs = [_at_chain(0.3, 0.6), _at_marginal(0.3, 0.6), _at_chain(0.5, 0.8)]
+    grid = measures.grid_shares(recs, ps, qs)
+    assert grid.shape == (2, 2)
+    assert grid[0, 0] == pytest.approx(0.5)  # q = 0.6, p = 0.3: one of each
+    assert grid[1, 1] == pytest.approx(1.0)  # q = 0.8, p = 0.5
+    assert np.isnan(grid[0, 1]) and np.isnan(grid[1, 0])  # no runs there
+
+
+def test_records_of_refuses_mismatched_lengths():
+    with pytest.raises(ValueError, match="2 results for 1 specs"):
+        measures.records_of([object(), object()], [object()])
+
+
+def test_change_text_reads_the_first_and_last_rows():
+    table = pd.DataFrame({"s": [0.241, 0.448]}, index=[50, 1000])
+    assert measures.change_text(table, "s") == "grew from 0.241 to 0.448"
+    assert measures.change_text(table.iloc[::-1], "s") == "fell from 0.448 to 0.241"
+    one = table.iloc[[-1]]
+    assert measures.change_text(one, "s").startswith("is 0.448 (no checkpoint")
+
+
+def test_plateau_text_counts_runs_on_the_plateau():
+    st = EscapeStats(
+        tol=0.005,
+        at_step=10,
+        escapes=(None, 20, 10),
+        curve=pd.DataFrame(),
+        trap_fraction=2 / 3,
+        trap_fraction_end=1 / 3,
+        median_escape=None,
+        near_unigram=1 / 3,
+        finals=np.zeros(3),
+    )
+    assert st.plateau_text() == "2 of 3"
+    assert st.plateau_text(at_end=True) == "1 of 3"
