@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ._checks import one_thread
 from .chains import MarkovChain
 from .train import TrainResult, escape_curve
 
@@ -326,6 +327,7 @@ class Perturbation:
         )
 
 
+@one_thread()
 def perturb_theta_pi(
     chain: MarkovChain,
     preset: str,
@@ -390,6 +392,7 @@ class CurvatureGrid:
         return bool(np.all((self.autodiff[off] > 0) == (s > 1)[off]))
 
 
+@one_thread()
 def curvature_grid(
     values: Sequence[float], *, tied: bool = True, length: int = 4
 ) -> CurvatureGrid:
@@ -456,6 +459,7 @@ def hessian_blocks(
     )
 
 
+@one_thread()
 def loss_along(
     hessian, chain: MarkovChain, direction: np.ndarray, ts: Sequence[float], length: int
 ) -> np.ndarray:
@@ -737,6 +741,7 @@ class Crossover:
         return int(np.sum(self.shares(key) < AT_UNIGRAM_BELOW))
 
 
+@one_thread()
 def optimizer_crossover(
     chain: MarkovChain,
     preset: str = "gpt2",

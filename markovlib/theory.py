@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, jvp, vmap
 
-from ._checks import check_int, check_number, check_vocab, seeded
+from ._checks import check_int, check_number, check_vocab, one_thread, seeded
 from .chains import MarkovChain
 from .model import Transformer, TransformerConfig
 
@@ -166,19 +166,24 @@ def unigram_point(chain: MarkovChain, config: TransformerConfig) -> Transformer:
     return model
 
 
-def _all_paths(
-    chain: MarkovChain, length: int, start: str
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _check_enumerable(chain: MarkovChain, length: int) -> None:
     if not isinstance(chain, MarkovChain):
         raise ValueError(
             f"exact enumeration needs a first-order MarkovChain; got {chain!r} "
             "(use Monte Carlo)"
         )
-    k = chain.k
-    if k**length > _MAX_ENUMERATED:
+    if chain.k**length > _MAX_ENUMERATED:
         raise ValueError(
-            f"exact enumeration needs k**length <= {_MAX_ENUMERATED}; got {k}**{length}"
+            f"exact enumeration needs k**length <= {_MAX_ENUMERATED}; got "
+            f"{chain.k}**{length}"
         )
+
+
+def _all_paths(
+    chain: MarkovChain, length: int, start: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_enumerable(chain, length)
+    k = chain.k
     x = torch.tensor(
         list(itertools.product(range(k), repeat=length)), dtype=torch.int64
     )
@@ -210,23 +215,29 @@ def exact_loss_function(
 ):
     """``params ↦`` the exact population loss of ``model`` (its own weights for
     ``params=None``), with the enumerated paths built once: for loops over many
-    evaluations and for torch.func transforms."""
+    evaluations and for torch.func transforms.
+
+    The last state of a path is never an input, so the sum over its k values is done
+    in closed form: the k**(length - 1) inputs x_1..x_{L-1} are enumerated and
+    position n is scored against the law P[x_n, ·] of the next state,
+    Σ_x P(x_1..x_{L-1}) (1/(L-1)) Σ_n Σ_j P[x_n, j] (-log f_j(x_1^n)) — the same sum
+    as over all k**length paths, with 1/k of the forward passes. An ensemble model
+    (``n_models``) gives one loss per member."""
     if not isinstance(length, int) or length < 2:
         raise ValueError(f"length must be an integer >= 2; got {length!r}")
+    _check_enumerable(chain, length)
     param = next(model.parameters())
-    x, prob = (t.to(param.device) for t in _all_paths(chain, length, start))
+    x, prob = (t.to(param.device) for t in _all_paths(chain, length - 1, start))
     prob = prob.to(param.dtype)
+    target = torch.as_tensor(chain.P, dtype=param.dtype, device=param.device)[x]
+    if model.n_models is not None:
+        x = x.expand(model.n_models, *x.shape)
 
     def loss(params: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-        logits = (
-            model(x[:, :-1])
-            if params is None
-            else functional_call(model, params, (x[:, :-1],))
-        )
-        nll = F.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none").mean(
-            1
-        )
-        return (prob * nll).sum()
+        logits = model(x) if params is None else functional_call(model, params, (x,))
+        logp = torch.log_softmax(logits, dim=-1)
+        nll = -(target * logp).sum(-1).mean(-1)  # (..., paths)
+        return (prob * nll).sum(-1)
 
     return loss
 
@@ -316,6 +327,7 @@ def population_loss(
 
 
 @torch.no_grad()
+@one_thread()
 def loss_slice(
     model: Transformer, chain: MarkovChain, ts, *, seed: int = 0, length: int = 10
 ) -> np.ndarray:
@@ -336,6 +348,7 @@ def loss_slice(
     )
 
 
+@one_thread()
 def gradient_norm(model: Transformer, chain: MarkovChain, length: int = 10) -> float:
     """‖∇_θ L(θ)‖ of the exact population loss over paths of ``length``
     states."""
@@ -411,6 +424,7 @@ def _hessian_of(f, x: torch.Tensor, chunk_size: int = 64) -> torch.Tensor:
     return (H + H.T) / 2
 
 
+@one_thread()
 def hessian(
     model: Transformer, chain: MarkovChain, length: int = 10, start: str = "stationary"
 ) -> tuple[np.ndarray, list[str]]:
@@ -498,6 +512,7 @@ def _unigram_params(model: Transformer, v: torch.Tensor) -> dict[str, torch.Tens
     return params
 
 
+@one_thread()
 def unigram_hessian(
     chain: MarkovChain,
     config: TransformerConfig,
@@ -570,6 +585,7 @@ def perturbed(model: Transformer, std: float, *, seed: int = 0) -> Transformer:
     return out
 
 
+@one_thread()
 def population_descent(
     model: Transformer,
     chain: MarkovChain,

@@ -34,7 +34,7 @@ from markovlib.dynamics import (
     saddle_energy,
     saddle_w,
 )
-from markovlib.model import TransformerConfig
+from markovlib.model import Transformer, TransformerConfig
 from markovlib.theory import expected_loss, gradient_norm
 
 CHAINS = [
@@ -325,6 +325,41 @@ def test_manifold_adamw_runs_the_authors_optimiser_from_the_manifold():
     np.testing.assert_array_equal(a.loss, b.loss)  # seeded: reproducible
     np.testing.assert_allclose(a.path[:, 0], [(0.8, 0.6), (1.0, -1.2)], atol=1e-6)
     assert np.abs(a.path[:, -1] - a.path[:, 0]).max() > 1e-3  # it moved
+
+
+@pytest.mark.parametrize("how", ["adamw", "descent"])
+def test_manifold_runs_skip_attention_bit_for_bit(how, monkeypatch):
+    """Skipping the attention layers (off on the manifold) changes no number: the runs
+    equal those that compute them, exactly."""
+    from markovlib import dynamics
+    from markovlib.train import TrainConfig
+
+    starts, settings = [(0.8, 0.6), (1.0, -1.2), (0.3, 0.1)], None
+    if how == "adamw":
+        settings = TrainConfig(steps=25, batch_size=4, seq_len=16, eval_every=10)
+
+    def run():
+        if how == "adamw":
+            return manifold_adamw(starts, 0.5, 0.8, settings, seed=3, n_records=9)
+        return manifold_descent(starts, 0.3, 0.4, steps=60, lr=0.1, n_records=9)
+
+    fast = run()
+    monkeypatch.setattr(dynamics, "_SKIP_ATTENTION", False)
+    slow = run()
+    assert fast.attention_stayed_off and slow.attention_stayed_off
+    for field in ("path", "loss", "found"):
+        np.testing.assert_array_equal(getattr(fast, field), getattr(slow, field))
+    for key in fast.final:
+        np.testing.assert_array_equal(fast.final[key], slow.final[key])
+
+
+def test_attention_skipped_needs_attention_off():
+    from markovlib.dynamics import _attention_skipped
+
+    model = Transformer(TransformerConfig.theory(tied=True, max_len=16))
+    with pytest.raises(ValueError, match="W_V = W_O = 0"):
+        with _attention_skipped(model):
+            pass
 
 
 def test_init_coordinates_scale_with_init_std():

@@ -16,6 +16,7 @@ from markovlib.model import Transformer, TransformerConfig
 from markovlib.theory import (
     ablate_attention,
     attention_ratio,
+    exact_loss_function,
     expected_loss,
     global_minimum,
     gradient_norm,
@@ -801,3 +802,50 @@ def test_n_params_closed_form_counts_the_model(preset, tied, vocab, layers):
         vocab_size=vocab, d_model=8, tied=tied, n_layers=layers, max_len=64
     )
     assert n_params(cfg) == Transformer(cfg).n_params()
+
+
+def _all_paths_loss(model, chain, length):
+    """The population loss over all k**length paths with their realised next states
+    (the enumeration before the last state was summed in closed form)."""
+    x = torch.tensor(list(itertools.product(range(chain.k), repeat=length)))
+    pi, P = chain.stationary(), chain.P
+    prob = torch.tensor(
+        [
+            pi[s[0]] * math.prod(P[a, b] for a, b in zip(s[:-1], s[1:]))
+            for s in x.tolist()
+        ],
+        dtype=torch.float64,
+    )
+    logits = model(x[:, :-1])
+    nll = torch.nn.functional.cross_entropy(
+        logits.transpose(1, 2), x[:, 1:], reduction="none"
+    ).mean(1)
+    return (prob * nll).sum()
+
+
+@pytest.mark.parametrize("preset,k", [("theory", 2), ("gpt2", 2), ("theory", 3)])
+def test_exact_loss_sums_the_last_state_in_closed_form(preset, k):
+    chain = binary(0.3, 0.6) if k == 2 else _chain("random3")
+    config = getattr(TransformerConfig, preset)(vocab_size=k, init_std=0.5, max_len=8)
+    model = Transformer(config, generator=torch.Generator().manual_seed(3)).double()
+    params = list(model.parameters())
+    fast, slow = expected_loss(model, chain, 6), _all_paths_loss(model, chain, 6)
+    assert float(fast) == pytest.approx(float(slow), abs=1e-13)
+    for a, b in zip(
+        torch.autograd.grad(fast, params), torch.autograd.grad(slow, params)
+    ):
+        assert torch.allclose(a, b, atol=1e-13, rtol=0)
+
+
+def test_exact_loss_of_an_ensemble_is_per_member():
+    chain = binary(0.3, 0.6)
+    config = TransformerConfig.gpt2(init_std=0.5, max_len=8)
+    gens = [torch.Generator().manual_seed(s) for s in (1, 2, 3)]
+    ens = Transformer(config, n_models=3, generators=gens).double()
+    losses = exact_loss_function(ens, chain, 5)()
+    assert losses.shape == (3,)
+    for i in range(3):
+        member = ens.member(i).double()
+        assert float(losses[i]) == pytest.approx(
+            float(expected_loss(member, chain, 5)), abs=1e-13
+        )
