@@ -40,6 +40,8 @@ __all__ = [
     "trap_count",
     "at_step",
     "cell_classes",
+    "cells_at_unigram",
+    "by_seed",
     "fig3a",
     "float32_plateau",
     "precision_traps",
@@ -293,8 +295,32 @@ def cell_classes(records: Sequence[RunRecord]) -> dict[tuple[float, float], str]
     return out
 
 
+def by_seed(records: Sequence[RunRecord]) -> dict[int, tuple[int, int]]:
+    """(runs, runs at H(π)) per seed: in a grid every cell trains seed i from the same
+    initialisation, so a seed's runs across cells share their starting weights."""
+    out: dict[int, list] = {}
+    for r in records:
+        out.setdefault(int(r.spec.seed), []).append(r)
+    return {s: trap_count(rs) for s, rs in sorted(out.items())}
+
+
+def cells_at_unigram(records: Sequence[RunRecord]) -> list[tuple[float, float]]:
+    """The cells (p, q) that :func:`cell_classes` puts at H(π) (for a figure's
+    marks)."""
+    return [c for c, v in cell_classes(records).items() if v == AT_UNIGRAM]
+
+
 def _above(cells: dict) -> dict:
     return {c: v for c, v in cells.items() if c[0] + c[1] > 1}
+
+
+def _above_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
+    return [r for r in records if r.spec.chain["p"] + r.spec.chain["q"] > 1]
+
+
+def _trapped_text(records: Sequence[RunRecord]) -> str:
+    n, t = trap_count(records)
+    return f"{t} of {n} runs"
 
 
 def _cells_text(cells) -> str:
@@ -309,14 +335,22 @@ def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()) -> M
     tt = [c for c, v in ct.items() if v == AT_UNIGRAM]
     tu = [c for c, v in cu.items() if v == AT_UNIGRAM]
     n, t = trap_count([*tied, *untied])
+    rt, ru = _above_runs(tied), _above_runs(untied)
     return Measure(
         f"tied: {_n(len(tt), len(ct), 'cells')} above the line at H(π) "
-        f"({_cells_text(tt)}); untied: {_n(len(tu), len(cu), 'cells')}",
+        f"({_cells_text(tt)}), {_trapped_text(rt)}; untied: "
+        f"{_n(len(tu), len(cu), 'cells')}, {_trapped_text(ru)}",
         len(tt) >= CLAIM_SHARE * len(ct) and len(tu) < CLAIM_SHARE * len(cu),
         runs=n,
         trapped=t,
         groups=tuple(groups),
-        details={"tied_cells": tt, "untied_cells": tu},
+        details={
+            "tied_cells": tt,
+            "untied_cells": tu,
+            "tied_below": _trapped_text(
+                [r for r in tied if r.spec.chain["p"] + r.spec.chain["q"] < 1]
+            ),
+        },
     )
 
 

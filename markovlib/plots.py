@@ -213,13 +213,15 @@ def heatmap(
     cmap: str = "viridis",
     fmt: str | None = None,
     switching_line: bool = False,
+    marked: Sequence[tuple[float, float]] = (),
     **kw,
 ):
     """A (p, q) grid as a heatmap: rows q (increasing upwards), columns p;
     ``values[i, j]`` is at (qs[i], ps[j]).
 
     ``switching_line`` draws p + q = 1 as a white dashed line (sorted ``ps`` and
-    ``qs``), the boundary of Thm 2; say so in the caption or the title.
+    ``qs``), the boundary of Thm 2; say so in the caption or the title. ``marked``
+    cells (p, q) get a vermillion frame (e.g. the cells at H(π) by the rule).
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 4.2))
@@ -245,6 +247,19 @@ def heatmap(
         ax.plot(
             x, y, color="white", ls="--", lw=2, label="p + q = 1"
         )  # no legend: it would hide a cell
+    for p, q in marked:
+        j = int(np.argmin(np.abs(np.asarray(ps) - p)))
+        i = int(np.argmin(np.abs(np.asarray(qs) - q)))
+        ax.add_patch(
+            plt.Rectangle(
+                (j + 0.04, len(qs) - 1 - i + 0.04),
+                0.92,
+                0.92,
+                fill=False,
+                edgecolor=OKABE_ITO[3],
+                lw=2.5,
+            )
+        )
     ax.set_xlabel(r"$p = P(1 \mid 0)$")
     ax.set_ylabel(r"$q = P(0 \mid 1)$")
     ax.set_title(title)

@@ -16,10 +16,10 @@ from markovlib.chains import binary
 from markovlib.measures import RunRecord
 
 
-def _record(p, q, kernel):
+def _record(p, q, kernel, seed=0):
     chain = binary(p, q)
     history = pd.DataFrame({"step": [0, 10], "test_loss": [0.7, 0.6]})
-    spec = SimpleNamespace(chain={"p": p, "q": q})
+    spec = SimpleNamespace(chain={"p": p, "q": q}, seed=seed)
     return RunRecord(chain, np.asarray(kernel, dtype=float), history, spec)
 
 
@@ -74,3 +74,27 @@ def test_plateau_text_counts_runs_on_the_plateau():
     )
     assert st.plateau_text() == "2 of 3"
     assert st.plateau_text(at_end=True) == "1 of 3"
+
+
+def test_fig4_counts_cells_by_majority_and_runs_above_and_below_the_line():
+    # tied: (0.8, 0.5) 2 of 3 runs at H(pi) -> the cell is at H(pi); (0.6, 0.6) 1 of 3
+    tied = [_at_marginal(0.8, 0.5)] * 2 + [_at_chain(0.8, 0.5)]
+    tied += [_at_marginal(0.6, 0.6)] + [_at_chain(0.6, 0.6)] * 2
+    tied += [_at_marginal(0.2, 0.4)]  # below the line
+    untied = [_at_chain(0.8, 0.5)] * 3 + [_at_chain(0.6, 0.6)] * 3
+    m = measures.fig4(tied, untied)
+    assert m.details["tied_cells"] == [(0.8, 0.5)]
+    assert measures.cells_at_unigram(tied) == [(0.2, 0.4), (0.8, 0.5)]
+    assert "1 of 2 cells" in m.value and "3 of 6 runs" in m.value
+    assert m.details["tied_below"] == "1 of 1 runs"
+    assert m.ok  # 1 of 2 tied cells (>= half), 0 of 2 untied
+    assert (m.runs, m.trapped) == (13, 4)
+
+
+def test_by_seed_counts_each_seeds_runs_across_cells():
+    recs = [
+        _record(0.8, 0.5, np.vstack([binary(0.8, 0.5).stationary()] * 2), seed=0),
+        _record(0.6, 0.6, np.vstack([binary(0.6, 0.6).stationary()] * 2), seed=0),
+        _record(0.6, 0.6, binary(0.6, 0.6).P, seed=1),
+    ]
+    assert measures.by_seed(recs) == {0: (2, 2), 1: (1, 0)}

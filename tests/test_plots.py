@@ -219,6 +219,22 @@ def test_heatmap_switching_line_passes_through_the_cells_with_p_plus_q_one():
     ]
 
 
+def test_heatmap_frames_the_marked_cells():
+    ps, qs = [0.2, 0.4, 0.6], [0.1, 0.3]
+    ax = plots.heatmap(np.zeros((2, 3)), ps, qs, marked=[(0.6, 0.3), (0.2, 0.1)])
+    frames = [p for p in ax.patches if isinstance(p, plt.Rectangle) and not p.fill]
+    # cell (p_j, q_i) spans x in [j, j + 1], y in [n - 1 - i, n - i] (q upwards)
+    centres = sorted(
+        (
+            round(f.get_x() + f.get_width() / 2, 2),
+            round(f.get_y() + f.get_height() / 2, 2),
+        )
+        for f in frames
+    )
+    assert centres == [(0.5, 1.5), (2.5, 0.5)]
+    plt.close("all")
+
+
 def test_palette_is_okabe_ito_and_distinct():
     # Okabe & Ito's eight colours, as published (sRGB 0-255)
     published = [
