@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from ._checks import check_int as _check_int
 from ._checks import check_square as _check_square
 from ._checks import generator as _generator
-from ._checks import seeded
+from ._checks import one_thread, seeded
 from .chains import MarkovChain, stationary_law
 from .presets import CCMC_SIZES as SIZES
 from .presets import CCMCSizes, ccmc_sizes
@@ -188,11 +188,11 @@ def token_counts(x, k: int, pos=None) -> torch.Tensor:
     k = _check_int("k", k, 2)
     x = _check_prompts(x, k)
     pos = _check_pos(pos, x.shape[1], torch.float64)
-    weight = (
-        torch.ones(x.shape, dtype=torch.float64)
-        if pos is None
-        else torch.exp(pos[: x.shape[1]]).expand(x.shape)
-    )
+    if pos is None:  # integer counts, one bincount over all prompts
+        B = x.shape[0]
+        bins = (x + k * torch.arange(B)[:, None]).reshape(-1)
+        return torch.bincount(bins, minlength=B * k).view(B, k).double()
+    weight = torch.exp(pos[: x.shape[1]]).expand(x.shape)
     return torch.zeros(x.shape[0], k, dtype=torch.float64).scatter_add_(1, x, weight)
 
 
@@ -266,6 +266,7 @@ def balanced_prompt(k: int, length: int, *, seed: int = 0) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- generation
+@one_thread()
 def generate(
     W,
     prompt,
@@ -478,6 +479,7 @@ def nll(W, x, y, pos=None) -> float:
     return float(F.cross_entropy(log_c + W[x[:, -1]], y))
 
 
+@one_thread()
 def fit_W(
     x,
     y,
@@ -508,7 +510,10 @@ def fit_W(
     log_c = _log_counts(x, k, pos)
     y = _check_outputs(x, y, log_c, k)
     last, n = x[:, -1], x.shape[0]
-    rows = [torch.nonzero(last == i).squeeze(1) for i in range(k)]
+    order = torch.argsort(last, stable=True)  # each row's prompts side by side
+    log_c, y, last = log_c[order], y[order], last[order]
+    ends = torch.bincount(last, minlength=k).cumsum(0).tolist()
+    rows = [slice(a, b) for a, b in zip([0, *ends[:-1]], ends)]  # views, no copies
     target = F.one_hot(y, k).double()
     eye = torch.eye(k, dtype=torch.float64)
 
@@ -556,6 +561,7 @@ def estimation_error(W_hat, W) -> float:
     return float(torch.linalg.norm(row_centred(W_hat) - row_centred(W)))
 
 
+@one_thread()
 def estimation_curve(
     W,
     T: int,

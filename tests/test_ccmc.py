@@ -487,3 +487,31 @@ def test_chapter_parameters_go_through_the_one_helper():
         ccmc.check_chapter_parameters(**GOOD, scale="huge")
     with pytest.raises(ValueError, match="no parameter"):
         check_chapter_parameters("ccmc", **GOOD, p=0.5)
+
+
+def test_token_counts_equal_a_one_hot_sum():
+    x = ccmc.sample_prompts(500, 9, 5, seed=3)
+    slow = torch.nn.functional.one_hot(x, 5).sum(1).double()
+    assert torch.equal(ccmc.token_counts(x, 5), slow)
+
+
+def test_fit_W_is_the_stationary_point_of_the_penalised_likelihood():
+    """Independent of the Newton steps' bookkeeping: autograd's gradient of
+    -1/n Σ log P_W(y|x) + ridge/2 ‖W‖² vanishes at the fitted W."""
+    k, T, ridge = 5, 7, 1e-3
+    W = ccmc.random_W(k, sigma=1.0, seed=8)
+    x = ccmc.sample_prompts(6000, T, k, seed=9)
+    pos = torch.linspace(0, 1, T, dtype=torch.float64)
+    for p in (None, pos):
+        y = ccmc.sample_next(W, x, pos=p, seed=10)
+        W_hat = ccmc.fit_W(x, y, k, pos=p, ridge=ridge).requires_grad_(True)
+        c = torch.zeros(len(x), k, dtype=torch.float64)
+        weight = torch.ones(x.shape, dtype=torch.float64) if p is None else p.exp()
+        c = c.scatter_add(1, x, weight.expand(x.shape))
+        logits = c.log() + W_hat[x[:, -1]]
+        f = (
+            torch.nn.functional.cross_entropy(logits, y)
+            + 0.5 * ridge * (W_hat**2).sum()
+        )
+        (g,) = torch.autograd.grad(f, W_hat)
+        assert g.abs().max() < 1e-9
