@@ -50,8 +50,8 @@ def install_cell_source() -> str:
     from markovlib.book import install_requirement
 
     return ruff_formatted(
-        "# In Google Colab, install markovlib (this book's library) first; anywhere "
-        "else this cell does nothing.\n"
+        "# In Google Colab, install markovlib (this book's library) first;\n"
+        "# anywhere else this cell does nothing.\n"
         "import subprocess\n"
         "import sys\n\n"
         'if "google.colab" in sys.modules:\n'
