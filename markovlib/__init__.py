@@ -1,8 +1,7 @@
 """markovlib: the library behind the executable companion to "Attention with Markov"
 (Makkuva et al., ICLR 2025)."""
 
-from importlib.metadata import PackageNotFoundError, version
-
+from ._version import __version__
 from .chains import (
     HigherOrderChain,
     MarkovChain,
@@ -13,13 +12,6 @@ from .chains import (
 )
 from .model import Transformer, TransformerConfig
 from .presets import resolve
-
-try:
-    __version__ = version("markovlib")
-except (
-    PackageNotFoundError
-):  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0+local"
 
 # (train() lives in markovlib.train; re-exporting it here would shadow the module of the
 # same name)

@@ -21,6 +21,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import NamedTuple
 
+import pandas as pd
+import torch
+
+from .measures import record_of
+from .presets import PRESETS
+from .runs.shipped import shipped_data
+from .runs.sweep import sweep_results
 from .train import cpu_model
 
 __all__ = [
@@ -61,11 +68,11 @@ def find_repository(start: str | Path | None = None) -> Path | None:
 def glue(name: str, value, display: bool = True) -> None:
     """myst-nb's ``glue`` (values referenced from the prose); without myst-nb, show the
     value or nothing."""
-    try:
+    try:  # optional: the book's dependencies (myst-nb, IPython), not the library's
         from myst_nb import glue as myst_glue
     except ImportError:
         if display:
-            from IPython.display import display as show
+            from IPython.display import display as show  # optional, as above
 
             show(value)
         return
@@ -75,7 +82,7 @@ def glue(name: str, value, display: bool = True) -> None:
 def glue_scale(S, n_seeds: int) -> None:
     """Glue the edition a page was built at: ``scale_name``, ``seq_len``, ``steps`` and
     ``n_seeds``."""
-    from IPython.display import Markdown
+    from IPython.display import Markdown  # optional: the book's dependency (IPython)
 
     glue("scale_name", Markdown(f"`{S.name}`"), display=False)
     glue("scale_text", S.name, display=False)  # plain text, for pages that paste it
@@ -159,8 +166,6 @@ def check_chapter_parameters(chapter: str, **params) -> None:
     chapter's rules (``_RULES``). Parameters are checked in the order given, so the
     first one out of range is named.
     """
-    from .presets import PRESETS
-
     if chapter not in _RULES:
         raise ValueError(f"chapter must be one of {', '.join(map(repr, _RULES))}")
     rules = {
@@ -278,7 +283,7 @@ def rerun_box(chapter: str, scale_used: str, **params) -> RerunBox:
 def chapter_parameters(path: str | Path) -> dict:
     """The default parameters of a chapter: the literal assignments of its
     ``parameters`` cell."""
-    import nbformat
+    import nbformat  # optional: the book's dependency (nbformat)
 
     nb = nbformat.read(str(path), as_version=4)
     cell = next(
@@ -334,8 +339,6 @@ def build_info(
 ) -> dict:
     """Facts about the machine and software this book was built with, read now (for the
     Reproducibility page)."""
-    import torch
-
     versions = {}
     for name in packages:
         try:
@@ -389,10 +392,6 @@ SCALE_FIELDS = (
 def scales_table():
     """One row per scale of :data:`markovlib.presets.PRESETS`: its name and
     :data:`SCALE_FIELDS`."""
-    import pandas as pd
-
-    from .presets import PRESETS
-
     return pd.DataFrame(
         [
             {"scale": s.name, **{f: getattr(s, f) for f in SCALE_FIELDS}}
@@ -406,11 +405,8 @@ def runs_and_records(specs, S, *, ensemble_size: int = 32):
     At the ``paper`` scale only the shipped runs (a page of the paper edition never
     trains a group that is still being produced); at other scales every run, trained
     where the local store lacks it."""
-    from .measures import record_of
-    from .sweep import _shipped_data, sweep_results
-
     if S.name == "paper":
-        data = _shipped_data("auto")
+        data = shipped_data("auto")
         specs = [s for s in specs if data is not None and s.key in data]
     results = sweep_results(specs, ensemble_size=ensemble_size) if specs else []
     return results, [record_of(r, s) for r, s in zip(results, specs)]

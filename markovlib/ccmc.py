@@ -43,7 +43,6 @@ __all__ = [
     "CCMCSizes",
     "SIZES",
     "sizes",
-    "check_chapter_parameters",
     "SelfAttentionSampler",
     "token_counts",
     "ccmc_probs",
@@ -73,32 +72,6 @@ __all__ = [
 
 # ------------------------------------------------- sizes per scale (defined in presets)
 sizes = ccmc_sizes
-
-
-def check_chapter_parameters(
-    *, k, prompt_len, sigma, beta, gamma, seed, n_traj=None, gen_len=None, scale="auto"
-) -> None:
-    """The ranges of the chapter's ``parameters`` cell; raises ``ValueError`` naming the
-    first one out of range.
-
-    The rules live with every other chapter's in
-    :func:`markovlib.book.check_chapter_parameters` (chapter ``"ccmc"``); this is the
-    same check with the chapter's keywords.
-    """
-    from .book import check_chapter_parameters as check
-
-    check(
-        "ccmc",
-        k=k,
-        prompt_len=prompt_len,
-        sigma=sigma,
-        beta=beta,
-        gamma=gamma,
-        seed=seed,
-        n_traj=n_traj,
-        gen_len=gen_len,
-        scale=scale,
-    )
 
 
 # ---------------------------------------------------------------- validation

@@ -23,7 +23,34 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
+import torch
+
 from . import presets
+from .book import (
+    _RULES,
+    chapter_parameters,
+    check_chapter_parameters,
+    find_repository,
+)
+from .chains import binary
+from .model import TransformerConfig
+from .runs.edition import produce, status
+from .runs.executors import ClusterUnreachable, InfeasibleRequest
+from .runs.experiments import paper_edition
+from .runs.shipped import (
+    ShippedData,
+    ShippedDataError,
+    VerificationError,
+    default_data_dir,
+    export,
+    verify,
+)
+from .runs.spec import grid
+from .runs.store import ResultStore, StoreError
+from .runs.sweep import sweep
+from .scorecard import compute
+from .train import train
 
 SEED_LIMIT = 2**63  # seeds in [0, 2**63): a result store keeps them as SQLite INTEGERs
 PLAN_BYTES_PER_RUN = 4096  # memory to plan and report one run of a sweep (generous)
@@ -178,7 +205,6 @@ def _scale(args) -> presets.Scale:
 def _check_device(device: str, *, here: bool = True) -> None:
     """``device`` is auto, cpu, cuda, cuda:N or mps, and (``here``) present on this
     machine."""
-    import torch
 
     try:
         parsed = None if device == "auto" else torch.device(device)
@@ -229,10 +255,6 @@ def _settings(args) -> tuple[dict, dict]:
 
 
 def cmd_train(args) -> int:
-    from .chains import binary
-    from .model import TransformerConfig
-    from .train import train
-
     chain = binary(args.p, args.q)
     train_kwargs, config_kwargs = _settings(args)
     config = getattr(TransformerConfig, args.preset)(tied=args.tied, **config_kwargs)
@@ -303,9 +325,6 @@ def _check_seed_count(args, cells: int) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from .executors import ClusterUnreachable, InfeasibleRequest
-    from .sweep import ResultStore, grid, sweep
-
     train_kwargs, config_kwargs = _settings(args)
     tied = {"both": (True, False), "tied": (True,), "untied": (False,)}[args.tied]
     _check_seed_count(args, len(args.p) * len(args.q) * len(tied))
@@ -409,7 +428,6 @@ def _chapter_parameters(args, sources: list[Path]) -> dict[Path, dict]:
     """Per notebook, the parameters ``book`` gives it; refused in one line where the
     chapter itself would refuse them (:func:`markovlib.book.check_chapter_parameters`),
     before anything is written."""
-    from .book import _RULES, chapter_parameters, check_chapter_parameters
 
     given = dict(seed=args.seed, scale=args.scale or "auto")
     out = {}
@@ -457,8 +475,6 @@ def _write_marker(fd: int, args) -> None:
 
 
 def cmd_book(args) -> int:
-    from .book import find_repository
-
     root = find_repository(args.source)
     if root is None:
         raise UsageError(
@@ -484,7 +500,7 @@ def cmd_book(args) -> int:
 def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
     """Copy the book's sources to ``out``, execute each chapter with its ``params`` and
     build the HTML."""
-    import papermill as pm
+    import papermill as pm  # optional: the book's dependencies (papermill, PyYAML)
     import yaml
 
     # everything the build reads besides the notebooks: toc, pages, bibliography,
@@ -544,14 +560,10 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
 
 
 def _data_dir(args) -> Path | None:
-    from .shipped import default_data_dir
-
     return Path(args.data) if args.data else default_data_dir()
 
 
 def cmd_verify(args) -> int:
-    from .shipped import ShippedDataError, VerificationError, verify
-
     directory = _data_dir(args)
     if directory is None or not directory.is_dir():
         print(
@@ -582,10 +594,6 @@ def cmd_verify(args) -> int:
 
 
 def cmd_scorecard(args) -> int:
-    import json
-
-    from .scorecard import compute
-
     t0 = time.perf_counter()
     rows = compute(args.data)
     if args.json:
@@ -615,7 +623,6 @@ class _NoStore:
         return 0
 
     def frame(self):
-        import pandas as pd
 
         return pd.DataFrame()
 
@@ -625,7 +632,6 @@ def _edition_paths(args) -> tuple[Path | None, Path | None]:
     first data/paper with a manifest here or above (as ``verify``); ``--results``, else
     results/paper-edition beside that data/ folder (or in the clone of the book
     around the working directory). None where there is none."""
-    from .book import find_repository
 
     data = _data_dir(args)
     if args.results is not None:
@@ -640,7 +646,6 @@ def _edition_paths(args) -> tuple[Path | None, Path | None]:
 def _edition_store(args, results: Path | None):
     """The edition's result store: read only where it exists for ``status``, created
     by ``produce`` and ``export``."""
-    from .sweep import ResultStore
 
     if args.action == "status":
         if results is None or not (results / "runs.sqlite").is_file():
@@ -655,10 +660,6 @@ def _edition_store(args, results: Path | None):
 
 
 def cmd_edition(args) -> int:
-    from .edition import produce, status
-    from .experiments import paper_edition
-    from .shipped import ShippedData, export
-
     directory, results = _edition_paths(args)
     if args.action == "export" and directory is None:
         raise UsageError(
@@ -902,9 +903,6 @@ def _check_arguments(parser: Parser, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .shipped import ShippedDataError
-    from .sweep import StoreError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "book" and args.out is None:

@@ -16,6 +16,28 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from .device import resolve_device
+from .train import TrainConfig
+
+__all__ = [
+    "Scale",
+    "PRESETS",
+    "CHAPTERS",
+    "CCMCSizes",
+    "CCMC_SIZES",
+    "ccmc_sizes",
+    "InitSizes",
+    "INIT_SIZES",
+    "init_sizes",
+    "HigherOrderSizes",
+    "HIGHER_ORDER_SIZES",
+    "higher_order_sizes",
+    "resolve",
+    "with_overrides",
+    "resolve_device",  # re-exported from markovlib.device (its old home)
+    "ENV_VAR",
+]
+
 ENV_VAR = "MARKOVLIB_SCALE"
 
 
@@ -49,8 +71,6 @@ class Scale:
     def train(self):
         """The :class:`~markovlib.train.TrainConfig` of this scale (AdamW, one-cycle,
         weight decay 1e-3)."""
-        from .train import TrainConfig
-
         return TrainConfig(
             steps=self.steps,
             batch_size=self.batch_size,
@@ -357,10 +377,3 @@ def resolve(
 def with_overrides(scale: Scale, **changes) -> Scale:
     """A copy of ``scale`` with some fields changed (e.g. ``steps=2000``)."""
     return replace(scale, **changes)
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """'auto' → CUDA when present, else CPU."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)

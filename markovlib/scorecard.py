@@ -22,7 +22,29 @@ The rule (:func:`verdict`, stated on the page):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import measures
+from .analysis import AT_UNIGRAM_BELOW, CLAIM_SHARE, ESCAPED_ABOVE
+from .book import glue
+from .chains import binary
+from .measures import Measure, RunRecord, k_threshold
+from .model import TransformerConfig
+from .presets import resolve
+from .runs.experiments import paper_edition
+from .runs.shipped import ShippedData, default_data_dir
+from .runs.spec import make_chain
+from .theory import (
+    appendix_d,
+    construction_checks,
+    unigram_curvature,
+    unigram_hessian,
+)
 
 __all__ = [
     "Claim",
@@ -359,7 +381,6 @@ def record(
 ) -> str:
     """Glue ``sc_<id>_value`` (the measured number, as text) and ``sc_<id>_verdict``;
     return the verdict."""
-    from .book import glue
 
     c = claim(claim_id)
     if not isinstance(value, str):
@@ -460,7 +481,6 @@ def _chapter_rows() -> list[str]:
 def page(rows=None) -> str:
     """The scorecard page (MyST): the rule, the paper edition's computed rows
     (:func:`compute`, default: from the shipped data) and the chapters' rows pasted."""
-    from .analysis import AT_UNIGRAM_BELOW, CLAIM_SHARE, ESCAPED_ABOVE
 
     rows = compute() if rows is None else rows
     header = [
@@ -485,15 +505,12 @@ def page(rows=None) -> str:
 def write_page(path="book/scorecard.md", rows=None) -> None:
     """Write :func:`page` to ``path`` (``python -m markovlib.scorecard`` from the
     repository root)."""
-    from pathlib import Path
 
     Path(path).write_text(page(rows), encoding="utf-8")
 
 
 def pin(path="tests/scorecard_paper.json", rows=None) -> None:
     """Write the verdicts and counts of :func:`compute` to the test's pinned table."""
-    import json
-    from pathlib import Path
 
     rows = compute() if rows is None else rows
     table = [
@@ -528,7 +545,6 @@ class Row:
     groups: tuple = ()
 
     def as_dict(self) -> dict:
-        from dataclasses import asdict
 
         d = asdict(self)
         d["groups"] = list(self.groups)
@@ -541,13 +557,6 @@ def shipped_records(data, specs) -> list:
     """:class:`~markovlib.measures.RunRecord` of every run of ``specs`` that the
     shipped data (a :class:`~markovlib.shipped.ShippedData`) holds, without loading
     a model."""
-    import json
-
-    import numpy as np
-    import pandas as pd
-
-    from .measures import RunRecord
-    from .sweep import make_chain
 
     index, out = data.index(), []
     for spec in specs:
@@ -577,10 +586,6 @@ def shipped_records(data, specs) -> list:
 def _exact() -> dict:
     """The exact rows: Thm 1's constructions, Thm 2's and Thm 3's Hessians at the
     paper's chains, the k-state threshold (bisection on the exact Hessian)."""
-    from .chains import binary
-    from .measures import Measure, k_threshold
-    from .model import TransformerConfig
-    from .theory import construction_checks, unigram_curvature, unigram_hessian
 
     chain = binary(0.2, 0.3)
     built, _ = construction_checks(chain)
@@ -604,8 +609,6 @@ def _exact() -> dict:
 
 def _appendix_d(data, records) -> dict:
     """App. D's rows from the shipped Fig 3(b) models (weights loaded)."""
-    from . import measures
-    from .theory import appendix_d
 
     inside = {}
     for r in records:
@@ -621,8 +624,6 @@ def _appendix_d(data, records) -> dict:
 def _trained(data) -> dict:
     """Every trained row's :class:`~markovlib.measures.Measure` from the shipped data
     (``None`` for a row whose groups are not all shipped yet)."""
-    from . import measures as M
-    from .experiments import paper_edition
 
     edition = dict(paper_edition())
     recs = {g: shipped_records(data, edition[g]) for c in CLAIMS for g in c.groups}
@@ -632,21 +633,21 @@ def _trained(data) -> dict:
         return [r for g in groups for r in recs[g]]
 
     rules = {
-        "fig3b": lambda g: M.escape_claim(runs(*g)),
-        "fig3a": lambda g: M.fig3a(runs(*g)),
-        "fig3c": lambda g: M.fig3c(runs(*g)),
-        "fig3a_fp32": lambda g: M.float32_plateau(recs[g[0]], recs[g[1]]),
-        "trap_models": lambda g: M.trap_models(recs[g[0]], recs[g[1]]),
-        "precision": lambda g: M.precision_traps(recs[g[0]], recs[g[1]]),
-        "untied_escape": lambda g: M.escape_claim(runs(*g)),
-        "fig4": lambda g: M.fig4(recs[g[0]], recs[g[1]]),
-        "fig4_fp32": lambda g: M.fig4_float32(recs[g[0]], recs[g[1]]),
-        "fig5": lambda g: M.fig5(recs[g[0]], recs[g[1]]),
-        "fig1": lambda g: M.fig1({int(x.rsplit("L", 1)[1]): recs[x] for x in g}),
-        "higher_order": lambda g: M.higher_order(
+        "fig3b": lambda g: measures.escape_claim(runs(*g)),
+        "fig3a": lambda g: measures.fig3a(runs(*g)),
+        "fig3c": lambda g: measures.fig3c(runs(*g)),
+        "fig3a_fp32": lambda g: measures.float32_plateau(recs[g[0]], recs[g[1]]),
+        "trap_models": lambda g: measures.trap_models(recs[g[0]], recs[g[1]]),
+        "precision": lambda g: measures.precision_traps(recs[g[0]], recs[g[1]]),
+        "untied_escape": lambda g: measures.escape_claim(runs(*g)),
+        "fig4": lambda g: measures.fig4(recs[g[0]], recs[g[1]]),
+        "fig4_fp32": lambda g: measures.fig4_float32(recs[g[0]], recs[g[1]]),
+        "fig5": lambda g: measures.fig5(recs[g[0]], recs[g[1]]),
+        "fig1": lambda g: measures.fig1({int(x.rsplit("L", 1)[1]): recs[x] for x in g}),
+        "higher_order": lambda g: measures.higher_order(
             {int(x.rsplit("L", 1)[1]): recs[x] for x in g}
         ),
-        "poster_masking": lambda g: M.masking(recs[g[0]], recs[g[1]]),
+        "poster_masking": lambda g: measures.masking(recs[g[0]], recs[g[1]]),
     }
     out = {}
     for c in CLAIMS:
@@ -670,8 +671,6 @@ def compute(data=None) -> list[Row]:
     :class:`~markovlib.shipped.ShippedData`; default :func:`default_data_dir`) and the
     exact theory, in the page's order. Trains nothing; a row whose runs are not all
     shipped yet is *not tested*, with how many are there."""
-    from .presets import resolve
-    from .shipped import ShippedData, default_data_dir
 
     if not isinstance(data, ShippedData):
         directory = default_data_dir() if data is None else data

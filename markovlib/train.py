@@ -26,9 +26,10 @@ from tqdm import (
 )  # text bars (stderr): no widget dependency in notebooks and the built book
 
 from ._checks import check_choice, check_int, check_number, check_vocab, seeded
+from ._version import __version__
 from .chains import Chain
+from .device import resolve_device
 from .model import Transformer, TransformerConfig
-from .presets import resolve_device
 
 __all__ = [
     "TrainConfig",
@@ -171,8 +172,6 @@ def provenance(
 ) -> dict:
     """Where and how a run was computed: library and torch versions, device, CPU model
     and capability, threads."""
-    from . import __version__
-
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
     return {
         "markovlib": __version__,

@@ -11,6 +11,7 @@ import torch
 from scipy import stats
 
 from markovlib import ccmc
+from markovlib.book import check_chapter_parameters
 from markovlib.presets import PRESETS
 
 # a correct sampler with a fixed seed passes a goodness-of-fit test at this level
@@ -355,12 +356,13 @@ GOOD = dict(
     ],
 )
 def test_chapter_parameters_out_of_range_are_named(name, value):
-    ccmc.check_chapter_parameters(**GOOD)  # the chapter's defaults pass
-    ccmc.check_chapter_parameters(
-        **{**GOOD, "k": 3, "prompt_len": 3, "n_traj": 10, "gen_len": 10, "gamma": -20}
+    check_chapter_parameters("ccmc", **GOOD)  # the chapter's defaults pass
+    check_chapter_parameters(
+        "ccmc",
+        **{**GOOD, "k": 3, "prompt_len": 3, "n_traj": 10, "gen_len": 10, "gamma": -20},
     )
     with pytest.raises(ValueError, match=f"^{name} must be"):
-        ccmc.check_chapter_parameters(**{**GOOD, name: value})
+        check_chapter_parameters("ccmc", **{**GOOD, name: value})
 
 
 def test_bad_parameters_raise():
@@ -476,15 +478,13 @@ def test_context_shares_by_hand():
 
 
 def test_chapter_parameters_go_through_the_one_helper():
-    from markovlib.book import check_chapter_parameters
-
     check_chapter_parameters("ccmc", **GOOD, scale="auto")
     with pytest.raises(
         ValueError, match=r"^prompt_len must be an integer in \[8, 256\]"
     ):
         check_chapter_parameters("ccmc", **{**GOOD, "prompt_len": 7})
     with pytest.raises(ValueError, match="^scale must be one of"):
-        ccmc.check_chapter_parameters(**GOOD, scale="huge")
+        check_chapter_parameters("ccmc", **GOOD, scale="huge")
     with pytest.raises(ValueError, match="no parameter"):
         check_chapter_parameters("ccmc", **GOOD, p=0.5)
 

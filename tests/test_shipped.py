@@ -124,7 +124,8 @@ def test_sweep_results_reads_shipped_data_before_training(
 ):
     root, store = edition
     monkeypatch.setattr(
-        "markovlib.sweep.sweep", lambda *a, **k: pytest.fail("trained a shipped run")
+        "markovlib.runs.sweep.sweep",
+        lambda *a, **k: pytest.fail("trained a shipped run"),
     )
     specs = [s for _, group in _groups()[:2] for s in group]
     results = sweep_results(specs, tmp_path / "empty", device="cpu", data=root / "data")

@@ -97,7 +97,7 @@ def test_sweep_stores_what_train_computes_and_skips_it_next_time(tmp_path, monke
     )
     # second run: nothing is trained again
     monkeypatch.setattr(
-        "markovlib.sweep.train_many",
+        "markovlib.runs.spec.train_many",
         lambda *a, **k: pytest.fail("re-trained a stored run"),
     )
     again = sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=False)
@@ -206,7 +206,7 @@ def test_sweep_results_reload_models_equal_to_fresh_training(tmp_path, monkeypat
         )
     # loading again trains nothing
     monkeypatch.setattr(
-        "markovlib.sweep.train_many",
+        "markovlib.runs.spec.train_many",
         lambda *a, **k: pytest.fail("re-trained a stored run"),
     )
     again = sweep_results(specs, tmp_path, device="cpu", progress=False)

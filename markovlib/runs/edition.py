@@ -1,0 +1,186 @@
+"""Producing the paper edition: train every run of
+:func:`~markovlib.runs.experiments.paper_edition` into a result store, resumably and
+from several processes at once, then export finished groups as shipped data.
+
+Each process trains ensembles of runs (:func:`ensembles`: one batched step for up to
+``ensemble_size`` runs of one group, 1.5-2x cheaper per run than single runs on a CPU
+core) with a fixed thread count, and claims an ensemble with an exclusive lock on a
+file named after its members' keys before training it: a second process skips a
+claimed ensemble, a killed process releases its claims, and every finished ensemble is
+committed to the store at once. ``markovlib verify`` reproduces a member by re-training
+its ensemble.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ..presets import CHAPTERS, resolve
+from .experiments import paper_edition
+from .shipped import ShippedData, default_data_dir
+from .spec import RunSpec, spec_key, train_specs
+from .store import ResultStore
+
+__all__ = ["produce", "status", "ensembles", "settings_table", "progress"]
+
+
+@contextmanager
+def _claim(directory: Path, key: str):
+    """Yield True if this process holds the lock of ``key`` (released on exit or when
+    the process dies)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def status(
+    groups: Sequence[tuple[str, Sequence[RunSpec]]],
+    store: ResultStore | None,
+    shipped=None,
+) -> list[dict]:
+    """Per group: runs, runs done (stored or shipped), seconds of training stored;
+    ``store`` None: the shipped runs only (no store is created)."""
+    done = set(store.keys()) if store is not None else set()
+    done |= set(shipped.index()) if shipped is not None else set()
+    frame = store.frame() if store is not None else ()
+    seconds = dict(zip(frame["key"], frame["seconds"])) if len(frame) else {}
+    return [
+        {
+            "group": name,
+            "runs": len(specs),
+            "stored": sum(s.key in done for s in specs),
+            "seconds": round(sum(seconds.get(s.key, 0.0) for s in specs), 1),
+        }
+        for name, specs in groups
+    ]
+
+
+def ensembles(specs: Sequence[RunSpec], size: int) -> list[list[RunSpec]]:
+    """``specs`` cut into ensembles of at most ``size`` runs of one architecture and
+    training settings (:attr:`RunSpec.group`), in order; the same cut in every
+    process, whatever is already trained."""
+    by_group: dict[str, list[RunSpec]] = {}
+    for spec in {s.key: s for s in specs}.values():
+        by_group.setdefault(spec.group, []).append(spec)
+    return [
+        members[lo : lo + size]
+        for members in by_group.values()
+        for lo in range(0, len(members), size)
+    ]
+
+
+def produce(
+    groups: Sequence[tuple[str, Sequence[RunSpec]]],
+    store: ResultStore | str | Path,
+    *,
+    threads: int = 1,
+    only: Sequence[str] | None = None,
+    device: str = "cpu",
+    shipped=None,
+    ensemble_size: int = 8,
+    log=print,
+) -> int:
+    """Train every run of ``groups`` that neither ``store`` nor the ``shipped`` data
+    (a ShippedData) holds, as ensembles of at most ``ensemble_size`` runs that no other
+    process has claimed; returns the number of runs trained.
+
+    An ensemble's members record each other's keys (``ensemble_members`` in their
+    provenance): ``markovlib verify`` re-trains the same ensemble to reproduce one.
+    """
+    store = store if isinstance(store, ResultStore) else ResultStore(store)
+    skip = set(shipped.index()) if shipped is not None else set()
+    torch.set_num_threads(threads)
+    locks = store.directory / "claims"
+    trained = 0
+    for name, specs in groups:
+        if only and not any(name.startswith(prefix) for prefix in only):
+            continue
+        for chunk in ensembles(specs, ensemble_size):
+            done = skip | store.keys()
+            todo = [s for s in chunk if s.key not in done]
+            if not todo:
+                continue
+            claim = spec_key({"ensemble": [s.key for s in chunk]})
+            with _claim(locks, claim) as mine:
+                if not mine:
+                    continue
+                done = store.keys()
+                todo = [s for s in todo if s.key not in done]
+                if not todo:
+                    continue
+                t0 = time.perf_counter()
+                results = train_specs(todo, device=device)
+                store.put(list(zip(todo, results)))
+                trained += len(todo)
+                losses = " ".join(f"{r.final_test_loss:.3f}" for r in results)
+                log(
+                    f"{time.strftime('%H:%M:%S')} {name}: {len(todo)} run(s), seeds "
+                    f"{todo[0].seed}..{todo[-1].seed}, final test losses {losses} in "
+                    f"{time.perf_counter() - t0:.0f} s",
+                    flush=True,
+                )
+    return trained
+
+
+def settings_table():
+    """Per chapter, the paper-scale settings (:data:`~markovlib.presets.CHAPTERS`) and
+    where they come from."""
+    rows = []
+    for chapter in CHAPTERS:
+        S = resolve("paper", chapter)
+        rows.append(
+            {
+                "chapter": chapter,
+                "steps": S.steps,
+                "length": S.seq_len,
+                "batch": S.batch_size,
+                "runs": S.seeds,
+                "trap runs": S.trap_seeds,
+                "source": S.source,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def progress(data=None):
+    """Per group of :func:`~markovlib.runs.experiments.paper_edition`: runs wanted, runs
+    shipped, training hours."""
+    directory = data or default_data_dir()
+    shipped = ShippedData(directory) if directory is not None else None
+    index = shipped.index() if shipped is not None else {}
+    rows = []
+    for name, specs in paper_edition():
+        seconds = sum(
+            json.loads(shipped.row(s.key)["provenance"]).get("seconds", 0.0)
+            for s in specs
+            if s.key in index
+        )
+        rows.append(
+            {
+                "group": name,
+                "runs": len(specs),
+                "shipped": sum(s.key in index for s in specs),
+                "training hours": round(seconds / 3600, 2),
+            }
+        )
+    return pd.DataFrame(rows)

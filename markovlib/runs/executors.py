@@ -1,0 +1,263 @@
+"""Executors of a sweep: where its ensembles are trained; the driver (the process that
+calls :func:`~markovlib.runs.sweep.sweep`) alone writes the result store.
+
+- ``"local"``: one ensemble after the other, in this process, with its torch threads.
+- ``"ray"``: one Ray task per ensemble on a Ray cluster (``address``; None:
+  ``$RAY_ADDRESS``, else a new single-machine cluster), ``cpus_per_task`` CPUs and
+  ``gpus_per_task`` GPUs each (0.125: 8 ensembles share a GPU; ``device='auto'``: CUDA
+  when ``gpus_per_task > 0``, else the CPU). A task whose worker died is retried (up to
+  :data:`RAY_MAX_RETRIES` times); a task sends its results back as plain data (CPU
+  tensors, the history frame, the provenance) and the driver rebuilds them. Each task
+  trains with ``torch.set_num_threads(
+  cpus_per_task)``: on the CPU its runs are bit for bit those of the local executor in a
+  process with ``cpus_per_task`` torch threads. Every node needs this markovlib
+  installed (and ray).
+
+Ray is imported here, lazily (inside :func:`connect`: an optional heavy dependency),
+only when the Ray executor runs: ``import markovlib`` never loads it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from .._checks import check_choice, check_int, check_number
+from ..train import TrainResult
+from .spec import RunSpec, train_specs
+from .store import result_from_record
+
+__all__ = [
+    "EXECUTORS",
+    "RAY_MAX_RETRIES",
+    "ClusterUnreachable",
+    "InfeasibleRequest",
+    "train_chunks",
+    "connect",
+]
+
+EXECUTORS = ("local", "ray")
+RAY_MAX_RETRIES = (
+    3  # re-runs of a task whose worker process or node died (not of one that raised)
+)
+CONNECT_TIMEOUT = 5.0  # seconds to reach a cluster's address before giving up
+
+Chunk = Sequence[RunSpec]
+
+
+class ClusterUnreachable(ConnectionError):
+    """No Ray cluster answers at :attr:`address` (:attr:`reason`: why; :attr:`hint`:
+    what to try, or '')."""
+
+    def __init__(self, address: str, reason: str = "", hint: str = ""):
+        self.address, self.reason, self.hint = address, reason, hint
+        super().__init__(
+            f"cannot reach a Ray cluster at {address}"
+            + (f" ({reason})" if reason else "")
+            + (f"; {hint}" if hint else "")
+        )
+
+
+class InfeasibleRequest(ValueError):
+    """A task asks for more of a resource than any node of the Ray cluster has: it
+    would wait forever (:attr:`option`: the CLI option that asked for it)."""
+
+    def __init__(self, option: str, what: str, asked: float, largest: float):
+        self.option, self.asked, self.largest = option, asked, largest
+        super().__init__(
+            f"{asked:g} {what} per task, but the largest node of the Ray cluster "
+            f"has {largest:g} (a task would wait forever); give at most {largest:g}"
+        )
+
+
+def _largest_node(ray, resource: str) -> float:
+    """The most of ``resource`` one live node of the cluster has (the whole cluster's
+    ``ray.cluster_resources()`` where nodes cannot be listed)."""
+    nodes = [n for n in ray.nodes() if n.get("Alive", True)]
+    if not nodes:
+        return float(ray.cluster_resources().get(resource, 0))
+    return max(float(n.get("Resources", {}).get(resource, 0)) for n in nodes)
+
+
+def _check_feasible(ray, cpus: int, gpus: float) -> None:
+    """Refuse (:class:`InfeasibleRequest`) a task that no node of the cluster can
+    run: Ray would keep it pending, the sweep at 0 %, with no message."""
+    for option, what, asked, resource in (
+        ("--cpus-per-task", "CPUs", cpus, "CPU"),
+        ("--gpus-per-task", "GPUs", gpus, "GPU"),
+    ):
+        largest = _largest_node(ray, resource)
+        if asked > 0 and asked > largest:
+            raise InfeasibleRequest(option, what, asked, largest)
+
+
+def train_chunks(
+    chunks: Sequence[Chunk],
+    *,
+    executor: str = "local",
+    device: str | torch.device = "auto",
+    compile: bool = False,
+    address: str | None = None,
+    cpus_per_task: int = 1,
+    gpus_per_task: float = 0.0,
+) -> Iterator[tuple[Chunk, list[TrainResult]]]:
+    """Train each chunk (specs of one group) as one ensemble; yields (chunk, results) as
+    each one finishes."""
+    check_choice("executor", executor, EXECUTORS)
+    cpus = check_int("cpus_per_task", cpus_per_task, 1)
+    gpus = check_number("gpus_per_task", gpus_per_task, low=0.0)
+    if executor == "local":
+        if address is not None:
+            raise ValueError(
+                f"address is for executor='ray'; got address={address!r} with "
+                "executor='local'"
+            )
+        return (
+            (chunk, train_specs(chunk, device=device, compile=compile))
+            for chunk in chunks
+        )
+    chunks = list(chunks)
+    if not chunks:
+        return iter(())
+    ray, started = connect(
+        address
+    )  # here, not at the first result: an unreachable address fails first
+    try:
+        _check_feasible(ray, cpus, gpus)
+    except InfeasibleRequest:
+        if started:
+            ray.shutdown()
+        raise
+    # 'auto': the GPU Ray assigns (it sets CUDA_VISIBLE_DEVICES), else the CPU, whatever
+    # GPUs the node has
+    device = ("cuda" if gpus > 0 else "cpu") if str(device) == "auto" else str(device)
+    return _ray_chunks(ray, started, chunks, device, compile, cpus, gpus)
+
+
+def _probe(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Raise :class:`ClusterUnreachable` unless a TCP connection to host:port opens
+    within ``timeout`` seconds (``ray.init`` itself retries an unreachable address for
+    minutes)."""
+    host, _, port = address.split("://")[-1].rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except ValueError:
+        raise ClusterUnreachable(address, "give it as host:port") from None
+    except OSError as e:
+        raise ClusterUnreachable(address, e.strerror or type(e).__name__) from None
+
+
+def connect(address: str | None = None):
+    """(ray, started): ray connected to the cluster at ``address``; ``started`` if this
+    call connected it (the caller then shuts it down). An existing connection
+    (``ray.init`` done by the caller) is used as it is."""
+    import ray  # optional heavy dependency: imported only when the Ray executor runs
+
+    if ray.is_initialized():
+        current = ray.get_runtime_context().gcs_address
+        if address not in (None, "auto", current):
+            raise ValueError(
+                f"ray is connected to the cluster at {current}, not {address}: "
+                "call ray.shutdown() "
+                "first, or give address=None to use that cluster"
+            )
+        return ray, False
+    if address not in (None, "auto", "local"):
+        _probe(address)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        ray.init(address=address, logging_level=logging.WARNING)
+    except (ConnectionError, RuntimeError) as e:
+        hint = (
+            ""
+            if os.environ.get("RAY_AUTH_MODE") == "token"
+            else "if it uses token authentication, set RAY_AUTH_MODE=token (and "
+            "RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+        )
+        raise ClusterUnreachable(
+            address or "auto", str(e).split("\n")[0], hint
+        ) from None
+    finally:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and previous is not None
+        ):
+            signal.signal(
+                signal.SIGTERM, previous
+            )  # ray.init's own handler exits at once: keep the caller's
+    return ray, True
+
+
+def _cpu(state: dict) -> dict:
+    return {k: v.detach().cpu().clone() for k, v in state.items()}
+
+
+def _train_chunk(chunk: Chunk, device: str, compile: bool, threads: int) -> list[dict]:
+    """The Ray task: train one ensemble with ``threads`` torch threads; its results as
+    plain data."""
+    torch.set_num_threads(threads)
+    return [
+        {
+            "weights": _cpu(r.model.state_dict()),
+            "history": r.history,
+            "metrics": {},
+            "provenance": {**r.provenance, "seconds": r.seconds},
+            "checkpoint_step": r.checkpoint_step,
+            "checkpoint": None if r.checkpoint is None else _cpu(r.checkpoint),
+        }
+        for r in train_specs(chunk, device=device, compile=compile)
+    ]
+
+
+def _ray_chunks(
+    ray,
+    started: bool,
+    chunks: list[Chunk],
+    device: str,
+    compile: bool,
+    cpus: int,
+    gpus: float,
+) -> Iterator[tuple[Chunk, list[TrainResult]]]:
+    """Every chunk submitted at once as a task; (chunk, results) as tasks finish
+    (``ray.wait``). Stopped early (Ctrl-C, SIGTERM, an error), ray is shut down if
+    ``started`` (the cluster then ends the tasks in flight), otherwise the tasks in
+    flight are cancelled."""
+    pending = {}
+    try:
+        task = ray.remote(_train_chunk).options(
+            num_cpus=cpus, num_gpus=gpus, max_retries=RAY_MAX_RETRIES
+        )
+        pending = {task.remote(chunk, device, compile, cpus): chunk for chunk in chunks}
+        while pending:
+            done, _ = ray.wait(
+                list(pending), num_returns=1, timeout=1.0
+            )  # wakes up for signals
+            for ref in done:
+                chunk = pending.pop(ref)
+                yield (
+                    chunk,
+                    [
+                        result_from_record(spec, plain)
+                        for spec, plain in zip(chunk, ray.get(ref))
+                    ],
+                )
+    finally:
+        # the cluster ends a disconnected driver's tasks itself; cancelling them here
+        # as well races with task replies in ray's core worker and can crash it
+        # (ray PR 54798)
+        if started:
+            ray.shutdown()
+        else:
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except (
+                    Exception
+                ):  # the cluster or the connection is gone: nothing left to cancel
+                    pass

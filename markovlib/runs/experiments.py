@@ -1,0 +1,345 @@
+"""The training runs of each chapter, as named groups of
+:class:`~markovlib.sweep.RunSpec`.
+
+A chapter asks for its runs here and gets them through
+:func:`~markovlib.sweep.sweep_results`; the paper edition (:func:`paper_edition`) is the
+same calls at the chapters' default parameters and the ``paper`` scale. One definition
+for both, so the shipped runs are found by the chapters' spec hashes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..presets import Scale, higher_order_sizes, resolve
+from ..train import TrainConfig
+from .spec import RunSpec, chain_grid, grid
+
+__all__ = [
+    "global_minimum",
+    "trap_variants",
+    "saddle_sides",
+    "fig4_grid",
+    "fig5",
+    "threshold_runs",
+    "depth_fig1",
+    "lag_runs",
+    "authors_traps",
+    "higher_order",
+    "AUTHORS_TRAPS",
+    "precision_variants",
+    "PRECISION_VARIANTS",
+    "FIG4_GRID",
+    "FIG5_PS",
+    "TRAP_VARIANTS",
+    "threshold_ps",
+    "lag_windows",
+    "paper_edition",
+]
+
+FIG4_GRID = (0.2, 0.4, 0.5, 0.6, 0.8)  # Fig 4's p and q values
+FIG5_PS = (0.1, 0.3, 0.6, 0.9)  # Fig 5's switching probabilities (k = 5)
+# bad_local_minima: the tied models whose plateaus are counted, (preset, architecture
+# changes)
+TRAP_VARIANTS = {
+    "gpt2": ("gpt2", {}),
+    "theory": ("theory", {}),
+    "theory + LN": ("theory", {"layer_norm": True}),
+    "gpt2, init 0.2": ("gpt2", {"init_std": 0.2}),
+}
+MAIN_VARIANTS = (
+    "gpt2",
+    "theory",
+)  # the paper's two models; the others are side variants
+
+
+def _options(
+    S: Scale,
+    seed: int,
+    *,
+    tied: bool = True,
+    n: int | None = None,
+    preset: str = "gpt2",
+    train: TrainConfig | None = None,
+    **changes,
+) -> dict:
+    """The keywords of :func:`grid` and :func:`chain_grid` in every chapter: one tying,
+    ``n`` seeds from ``seed`` (default ``S.seeds``), the architecture (d from the scale,
+    a positional table of at least 1024, with ``changes``) and ``train`` (default
+    ``S.train``)."""
+    return dict(
+        tied=[tied],
+        seeds=range(seed, seed + (S.seeds if n is None else n)),
+        preset=preset,
+        config_kwargs=dict(d_model=S.d_model, max_len=max(1024, S.seq_len), **changes),
+        train=S.train if train is None else train,
+    )
+
+
+def global_minimum(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
+    """Fig 3(b): the GPT-2 model, tied and untied, ``S.seeds`` runs each."""
+    return {
+        label: grid([p], [q], **_options(S, seed, tied=tied))
+        for label, tied in (("tied", True), ("untied", False))
+    }
+
+
+def trap_variants(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
+    """Fig 3(a) and the trap statistics: tied runs of each of :data:`TRAP_VARIANTS`."""
+    out = {}
+    for name, (preset, changes) in TRAP_VARIANTS.items():
+        n = S.trap_seeds if name in MAIN_VARIANTS else S.n_variant_seeds
+        out[name] = grid(
+            [p],
+            [q],
+            **_options(S, seed, n=n, preset=preset, train=S.trap_train, **changes),
+        )
+    return out
+
+
+def saddle_sides(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[tuple[str, str], list[RunSpec]]:
+    """Thm 3 in training: GPT-2 and theory models, tied and untied, ``S.trap_seeds``
+    runs each."""
+    return {
+        (preset, "tied" if tied else "untied"): grid(
+            [p],
+            [q],
+            **_options(
+                S, seed, tied=tied, n=S.trap_seeds, preset=preset, train=S.trap_train
+            ),
+        )
+        for preset in MAIN_VARIANTS
+        for tied in (True, False)
+    }
+
+
+def fig4_grid(
+    S: Scale, seed: int = 0, precision: str = "fp32"
+) -> dict[str, list[RunSpec]]:
+    """Fig 4: the GPT-2 model on every (p, q) of :data:`FIG4_GRID`, tied and untied,
+    ``S.seeds`` runs per cell, trained in ``precision``."""
+    train = S.train.replace(precision=precision)
+    return {
+        tie: grid(
+            FIG4_GRID, FIG4_GRID, **_options(S, seed, tied=tie == "tied", train=train)
+        )
+        for tie in ("tied", "untied")
+    }
+
+
+# trapped: the tied runs at the authors' budget, per (preset, precision)
+AUTHORS_TRAPS = (("gpt2", "fp32"), ("gpt2", "fp16"), ("theory", "fp32"))
+
+
+def authors_traps(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[tuple[str, str], list[RunSpec]]:
+    """Tied runs at the authors' budget (``S.steps``) in float32 and in fp16 without
+    loss scaling, ``S.trap_seeds`` each (:data:`AUTHORS_TRAPS`)."""
+    return {
+        (preset, precision): grid(
+            [p],
+            [q],
+            **_options(
+                S,
+                seed,
+                n=S.trap_seeds,
+                preset=preset,
+                train=S.train.replace(precision=precision),
+            ),
+        )
+        for preset, precision in AUTHORS_TRAPS
+    }
+
+
+# trapped: what the loss scale and the tokens per batch change in fp16 (tied GPT-2)
+PRECISION_VARIANTS = {
+    "fp16-scaled": dict(precision="fp16-scaled"),
+    "fp16-len256": dict(precision="fp16", seq_len=256),
+    "fp16-len512": dict(precision="fp16", seq_len=512),
+}
+
+
+def precision_variants(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
+    """Tied GPT-2 runs at the authors' budget in fp16 with the 2^16 loss scale, and
+    without it on shorter sequences (the per-token gradient is 1 / (batch x length)),
+    ``S.trap_seeds`` each (:data:`PRECISION_VARIANTS`; lengths at most
+    ``S.seq_len``)."""
+    out = {}
+    for name, change in PRECISION_VARIANTS.items():
+        change = {**change, "seq_len": min(change.get("seq_len", S.seq_len), S.seq_len)}
+        out[name] = grid(
+            [p],
+            [q],
+            **_options(S, seed, n=S.trap_seeds, train=S.train.replace(**change)),
+        )
+    return out
+
+
+def higher_order(S: Scale, seed: int = 0) -> dict[int, list[RunSpec]]:
+    """ICLR Sec. 4.4: tied GPT-2 models of each depth on random order-2 binary chains
+    (rows Dirichlet(1)); run ``seed + i`` learns the chain of seed ``seed + i``."""
+    H = higher_order_sizes(S)
+    chains = [
+        {"kind": "random", "order": 2, "k": 2, "alpha": 1.0, "seed": s}
+        for s in range(seed, seed + H.seeds)
+    ]
+    out = {}
+    for L in H.depths:
+        specs = chain_grid(
+            chains,
+            tied=[True],
+            seeds=[0],
+            config_kwargs=dict(
+                d_model=H.d_model,
+                n_heads=H.n_heads,
+                n_layers=L,
+                max_len=H.seq_len,
+            ),
+            train=H.train(S),
+        )
+        out[L] = [replace(s, seed=c["seed"]) for s, c in zip(specs, chains)]
+    return out
+
+
+def fig5(k: int, S: Scale, seed: int = 0, ps=FIG5_PS) -> dict[str, list[RunSpec]]:
+    """Fig 5: symmetric k-state chains at each p, the GPT-2 model tied and untied,
+    ``S.seeds`` runs each."""
+    chains = [{"kind": "symmetric", "k": k, "p": float(p)} for p in ps]
+    return {
+        tie: chain_grid(chains, **_options(S, seed, tied=tie == "tied"))
+        for tie in ("tied", "untied")
+    }
+
+
+def threshold_ps(star: float) -> list[float]:
+    """Switching probabilities around a k-state threshold ``star``: three below it, two
+    above."""
+    return sorted(
+        {
+            round(x, 3)
+            for x in (
+                star - 0.2,
+                star - 0.1,
+                star - 0.05,
+                min(star + 0.05, 0.99),
+                min(star + 0.1, 1.0),
+            )
+            if 0 < x <= 1
+        }
+    )
+
+
+def threshold_runs(
+    k: int, star: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
+    """Tied theory and GPT-2 models on symmetric chains around the threshold ``star``,
+    ``S.seeds`` runs each."""
+    chains = [{"kind": "symmetric", "k": k, "p": p} for p in threshold_ps(star)]
+    return {
+        preset: chain_grid(
+            chains, **_options(S, seed, preset=preset, train=S.trap_train)
+        )
+        for preset in ("theory", "gpt2")
+    }
+
+
+def depths(S: Scale) -> list[int]:
+    """Fig 1's depths at the paper scale; 1, 2, 4 below it."""
+    return [1, 2, 4, 8] if S.name == "paper" else [1, 2, 4]
+
+
+def depth_fig1(p: float, q: float, S: Scale, seed: int = 0) -> dict[int, list[RunSpec]]:
+    """Fig 1: tied GPT-2 models of each depth on the binary chain, ``S.seeds`` runs
+    each."""
+    base = {"kind": "binary", "p": float(p), "q": float(q)}
+    return {L: chain_grid([base], **_options(S, seed, n_layers=L)) for L in depths(S)}
+
+
+def lag_windows(order: int) -> list[int]:
+    """Attention windows tried on a lag-``order`` chain: none, the matched one
+    (order - 1) and wider ones."""
+    return sorted({0, order - 1, order, 2 * order, 4 * order})
+
+
+def lag_runs(
+    order: int, p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, dict[int, list[RunSpec]]]:
+    """Poster: a lag-``order`` chain, full attention at each depth, and one layer with
+    each window."""
+    lag = {"kind": "lag", "order": order, "p": float(p), "q": float(q)}
+    return {
+        "depth": {
+            L: chain_grid([lag], **_options(S, seed, n_layers=L)) for L in depths(S)
+        },
+        "window": {
+            w: chain_grid([lag], **_options(S, seed, window=w))
+            for w in lag_windows(order)
+        },
+    }
+
+
+def paper_edition() -> list[tuple[str, list[RunSpec]]]:
+    """Every run the chapters need at the paper scale with their default parameters, in
+    groups, most wanted first.
+
+    A group's name is the shipped file it goes to (``data/paper/<name>.parquet``).
+    """
+    gm, blm, sad, ms, dp, tr = (
+        resolve("paper", c, environ=False)
+        for c in (
+            "global_minimum",
+            "bad_local_minima",
+            "saddles",
+            "multi_state",
+            "depth",
+            "trapped",
+        )
+    )
+    groups: list[tuple[str, list[RunSpec]]] = []
+    groups += [
+        (f"global_minimum-{label}", specs)
+        for label, specs in global_minimum(0.2, 0.3, gm).items()
+    ]
+    groups += [
+        (f"depth-fig1-L{L}", specs) for L, specs in depth_fig1(0.5, 0.8, dp).items()
+    ]
+    lag = lag_runs(2, 0.5, 0.8, dp)
+    groups += [(f"depth-lag2-L{L}", specs) for L, specs in lag["depth"].items()]
+    groups += [(f"depth-lag2-window{w}", specs) for w, specs in lag["window"].items()]
+    traps = trap_variants(0.5, 0.8, blm)
+    groups += [(f"trap-{name}-tied", traps[name]) for name in MAIN_VARIANTS]
+    sides = saddle_sides(0.5, 0.8, sad)
+    groups += [(f"trap-{name}-untied", sides[name, "untied"]) for name in MAIN_VARIANTS]
+    groups += [
+        ("trap-theory-ln-tied", traps["theory + LN"]),
+        ("trap-gpt2-init0.2-tied", traps["gpt2, init 0.2"]),
+    ]
+    groups += [(f"fig4-{tie}", specs) for tie, specs in fig4_grid(sad).items()]
+    groups += [(f"fig5-k5-{tie}", specs) for tie, specs in fig5(5, ms).items()]
+    groups += [
+        (f"threshold-k5-{preset}", specs)
+        for preset, specs in threshold_runs(5, 0.8, ms).items()
+    ]
+    # the authors' budget (400 iterations) and precision (fp16 without loss scaling)
+    groups += [
+        (f"trap400-{preset}-tied-{precision}", specs)
+        for (preset, precision), specs in authors_traps(0.5, 0.8, tr).items()
+    ]
+    fp16, fp32 = fig4_grid(tr, precision="fp16"), fig4_grid(tr, precision="fp32")
+    groups += [(f"fig4-400-{tie}-fp16", specs) for tie, specs in fp16.items()]
+    groups += [(f"higher-order-L{L}", specs) for L, specs in higher_order(dp).items()]
+    groups += [
+        (f"trap400-gpt2-tied-{name}", specs)
+        for name, specs in precision_variants(0.5, 0.8, tr).items()
+    ]
+    groups += [(f"fig4-400-{tie}-fp32", specs) for tie, specs in fp32.items()]
+    return groups

@@ -1,0 +1,195 @@
+"""What one training run is: :class:`RunSpec` (chain, architecture, training settings,
+seed), its key (the SHA-256 of its canonical JSON, by which shipped data and the local
+store find it), chain construction from a spec's chain dict, grids of specs, and how a
+group of specs is trained (:func:`train_specs`).
+
+The bottom of the run layer: it imports only the maths layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..chains import Chain, binary, lag_switching, random_kth_order, symmetric
+from ..model import TransformerConfig
+from ..train import TrainConfig, TrainResult, train, train_many
+
+__all__ = [
+    "RunSpec",
+    "spec_key",
+    "make_chain",
+    "grid",
+    "chain_grid",
+    "train_specs",
+    "CHECKPOINT_STEP",
+]
+
+CHECKPOINT_STEP = (
+    50  # every stored run also keeps its weights after this step (quick verification)
+)
+
+
+def make_chain(spec: dict) -> Chain:
+    """A chain from its description: {'kind': 'binary', 'p', 'q'},
+    {'kind': 'symmetric', 'k', 'p'}, {'kind': 'lag', 'order', 'p', 'q'}
+    (:func:`~markovlib.chains.lag_switching`) or
+    {'kind': 'random', 'order', 'k', 'alpha', 'seed'}
+    (:func:`~markovlib.chains.random_kth_order`)."""
+    kind = spec.get("kind")
+    if kind == "binary":
+        return binary(spec["p"], spec["q"])
+    if kind == "symmetric":
+        return symmetric(spec["k"], spec["p"])
+    if kind == "lag":
+        return lag_switching(spec["order"], spec["p"], spec["q"])
+    if kind == "random":
+        return random_kth_order(
+            spec["order"], spec["k"], alpha=spec["alpha"], seed=spec["seed"]
+        )
+    raise ValueError(
+        f"chain kind must be 'binary', 'symmetric', 'lag' or 'random'; got {kind!r}"
+    )
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines one training run."""
+
+    chain: dict  # e.g. {"kind": "binary", "p": 0.5, "q": 0.8}
+    config: TransformerConfig
+    train: TrainConfig
+    seed: int
+
+    def as_dict(self) -> dict:
+        return {
+            "chain": dict(self.chain),
+            "config": asdict(self.config),
+            "train": self.train.to_dict(),
+            "seed": int(self.seed),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunSpec:
+        """The spec of a stored run (specs stored by older versions are read with their
+        old meaning)."""
+        return cls(
+            dict(d["chain"]),
+            TransformerConfig(**d["config"]),
+            TrainConfig.from_dict(d["train"]),
+            int(d["seed"]),
+        )
+
+    @property
+    def key(self) -> str:
+        """SHA-256 of the canonical JSON of the specification (the library version is
+        stored, not hashed)."""
+        return spec_key(self.as_dict())
+
+    @property
+    def group(self) -> str:
+        """Runs with the same group share an architecture and settings, so they can form
+        one ensemble."""
+        d = self.as_dict()
+        return json.dumps({"config": d["config"], "train": d["train"]}, sort_keys=True)
+
+
+def spec_key(spec: dict) -> str:
+    """The key of a spec given as a dict (:meth:`RunSpec.as_dict`): first 20 hex digits
+    of its SHA-256."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def grid(
+    ps: Sequence[float],
+    qs: Sequence[float],
+    *,
+    tied: Iterable[bool] = (True, False),
+    seeds: Iterable[int] = (0,),
+    preset: str = "gpt2",
+    config_kwargs: dict | None = None,
+    train: TrainConfig | None = None,
+    **train_kwargs,
+) -> list[RunSpec]:
+    """Specs for binary chains over ps × qs × tying × seeds (``train`` and/or its
+    fields: steps, batch_size, ...)."""
+    for p in ps:
+        for q in qs:
+            binary(p, q)  # validates p, q (ValueError naming the parameter)
+    return chain_grid(
+        [{"kind": "binary", "p": float(p), "q": float(q)} for p in ps for q in qs],
+        tied=tied,
+        seeds=seeds,
+        preset=preset,
+        config_kwargs=config_kwargs,
+        train=train,
+        **train_kwargs,
+    )
+
+
+def chain_grid(
+    chains: Sequence[dict],
+    *,
+    tied: Iterable[bool] = (True, False),
+    seeds: Iterable[int] = (0,),
+    preset: str = "gpt2",
+    config_kwargs: dict | None = None,
+    train: TrainConfig | None = None,
+    **train_kwargs,
+) -> list[RunSpec]:
+    """Specs for any chains (dicts as in :func:`make_chain`) × tying × seeds; the
+    vocabulary is each chain's k."""
+    if preset not in ("gpt2", "theory"):
+        raise ValueError(f"preset must be 'gpt2' or 'theory'; got {preset!r}")
+    settings = TrainConfig.build(train, **train_kwargs)
+    make = {"gpt2": TransformerConfig.gpt2, "theory": TransformerConfig.theory}[preset]
+    tied, seeds = list(tied), list(seeds)
+    return [
+        RunSpec(
+            dict(c),
+            make(vocab_size=make_chain(c).k, tied=t, **(config_kwargs or {})),
+            settings,
+            int(s),
+        )
+        for t in tied
+        for c in chains
+        for s in seeds
+    ]
+
+
+def train_specs(
+    specs: Sequence[RunSpec],
+    *,
+    device: str | torch.device = "auto",
+    compile: bool = False,
+    progress: bool = False,
+) -> list[TrainResult]:
+    """Train specs of one group: a single spec with :func:`~markovlib.train.train`,
+    several as one ensemble.
+
+    Both keep the weights after :data:`CHECKPOINT_STEP`; an ensemble's members record
+    each other's keys, since a member is reproduced bit for bit only by re-training the
+    same ensemble.
+    """
+    first = specs[0]
+    if any(s.group != first.group for s in specs):
+        raise ValueError(
+            "train_specs needs specs of one group (same architecture and "
+            "training settings)"
+        )
+    options = dict(
+        device=device, compile=compile, progress=progress, checkpoint=CHECKPOINT_STEP
+    )
+    if len(specs) == 1:
+        chain = make_chain(first.chain)
+        return [train(chain, first.config, first.train, seed=first.seed, **options)]
+    chains = [make_chain(s.chain) for s in specs]
+    seeds = [s.seed for s in specs]
+    results = train_many(chains, first.config, first.train, seeds=seeds, **options)
+    for r in results:
+        r.provenance = {**r.provenance, "ensemble_members": [s.key for s in specs]}
+    return results

@@ -1,0 +1,456 @@
+"""The local result store: one SQLite file (standard library) with one row per run: the
+run's key (:attr:`~markovlib.runs.spec.RunSpec.key`), its specification, the library
+version, the metrics, the per-step history and the weights. Each ensemble's rows are
+committed in one transaction as soon as it finishes, so an interrupted sweep (Ctrl-C,
+SIGTERM) loses at most the ensemble in flight, and re-running the same sweep trains only
+what the store does not hold.
+
+Nothing here is unpickled but tensors (``torch.load(weights_only=True)``); specs,
+metrics, histories and provenance are JSON, so moving classes between modules never
+changes how a stored row reads.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import json
+import numbers
+import os
+import pickle
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from .._version import __version__
+from ..model import Transformer
+from ..train import TrainResult
+from .spec import RunSpec, make_chain
+
+__all__ = [
+    "ResultStore",
+    "StoreError",
+    "StoreFull",
+    "default_results_dir",
+    "result_from_record",
+    "history_json",
+    "history_frame",
+    "SEED_LIMIT",
+]
+
+
+def default_results_dir() -> Path:
+    """``$MARKOVLIB_RESULTS`` if set, else the user's cache
+    (``$XDG_CACHE_HOME/markovlib/results``, by default ``~/.cache/markovlib/results``):
+    never inside the installed package. ``make`` sets it to ``results/``."""
+    if os.environ.get("MARKOVLIB_RESULTS"):
+        return Path(os.environ["MARKOVLIB_RESULTS"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "markovlib" / "results"
+
+
+def _metrics(result: TrainResult) -> dict:
+    chain = result.chain
+    return {
+        "final_test_loss": result.final_test_loss,
+        "entropy_rate": chain.entropy_rate(),
+        "unigram_entropy": chain.unigram_entropy(),
+        "excess": result.final_test_loss - chain.entropy_rate(),
+        "escape_step": result.escape_step(0.005),
+        "learnt_kernel": result.learnt_kernel().tolist(),
+        "seconds": result.seconds,
+    }
+
+
+def history_json(history: pd.DataFrame) -> str:
+    """A history as JSON that reads back bit for bit (Python's float repr; pandas'
+    to_json rounds to 10 digits)."""
+    return json.dumps(
+        {"format": 2, "columns": {c: history[c].tolist() for c in history.columns}}
+    )
+
+
+def history_frame(text: str) -> pd.DataFrame:
+    """Inverse of :func:`history_json`; also reads the rounded pandas 'split' JSON of
+    markovlib 0.1 stores."""
+    data = json.loads(text)
+    if data.get("format") == 2:
+        return pd.DataFrame(data["columns"])
+    return pd.read_json(io.StringIO(text), orient="split")
+
+
+def _digest(*parts: str | bytes | None) -> str:
+    """SHA-256 over a run's stored fields (SQLite checks its pages, not the bytes of a
+    blob)."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = (
+            b""
+            if part is None
+            else part.encode()
+            if isinstance(part, str)
+            else bytes(part)
+        )
+        h.update(len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
+
+
+def _weights_blob(state: dict) -> bytes:
+    buffer = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in state.items()}, buffer)
+    return buffer.getvalue()
+
+
+def _weights_of(blob: bytes) -> dict:
+    return torch.load(
+        io.BytesIO(blob), weights_only=True
+    )  # tensors only: never unpickles objects
+
+
+SEED_LIMIT = 2**63  # a run's seed is stored as an SQLite INTEGER (signed 64-bit)
+
+
+class StoreError(RuntimeError):
+    """A result store that cannot be used as it is (damaged, foreign, not writable); the
+    message names the file."""
+
+
+class StoreFull(StoreError):
+    """The disk of a result store is full: nothing was written (the store is as it was,
+    not damaged)."""
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
+
+
+def _disk_full(error: Exception, directory: Path) -> bool:
+    """Whether ``error`` (sqlite3 or OS) means that the disk of ``directory`` is full:
+    ENOSPC, SQLITE_FULL, or an SQLite I/O error on a disk with less than 1 MiB free
+    (creating a WAL index on a full disk fails as 'disk I/O error')."""
+    if isinstance(error, OSError):
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    name = getattr(error, "sqlite_errorname", "") or ""
+    if name == "SQLITE_FULL" or "disk is full" in str(error):
+        return True
+    free = _free_bytes(directory)
+    io_error = name.startswith("SQLITE_IOERR") or "disk I/O error" in str(error)
+    return io_error and free is not None and free < 2**20
+
+
+def _disk_full_message(path: Path, doing: str) -> str:
+    free = _free_bytes(path.parent)
+    left = "" if free is None else f" ({free / 2**20:.1f} MiB free on its disk)"
+    return f"disk full: {doing} {path}{left}"
+
+
+def _check_seeds(specs: Iterable[RunSpec]) -> None:
+    """Every seed fits a store's INTEGER column: refused before training, not after."""
+    for spec in specs:
+        seed = spec.seed
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0 and < 2**63; got {seed!r}")
+        if seed >= SEED_LIMIT:
+            raise ValueError(
+                f"seed must be an integer >= 0 and < 2**63 (a result store keeps it "
+                f"as a signed 64-bit integer); got {seed}"
+            )
+
+
+class ResultStore:
+    """One SQLite file of finished runs, keyed by :attr:`RunSpec.key`; checked when
+    opened (integrity, schema)."""
+
+    # PRAGMA user_version; 0/1: the 8 columns of markovlib 0.1 (no provenance, no
+    # checkpoint)
+    VERSION = 2
+    COLUMNS = (
+        "key",
+        "created",
+        "version",
+        "seed",
+        "spec",
+        "metrics",
+        "history",
+        "weights",
+        "provenance",
+        "checkpoint_step",
+        "checkpoint",
+    )
+    SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
+        key TEXT PRIMARY KEY, created REAL NOT NULL, version TEXT NOT NULL, \
+seed INTEGER NOT NULL,
+        spec TEXT NOT NULL, metrics TEXT NOT NULL, history TEXT NOT NULL, \
+weights BLOB NOT NULL,
+        provenance TEXT NOT NULL DEFAULT '{}', checkpoint_step INTEGER, \
+checkpoint BLOB)"""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.path = self.directory / "runs.sqlite"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(
+                f"cannot create the result store folder {self.directory}: {e.strerror}"
+            ) from None
+        if not os.access(self.directory, os.W_OK):
+            raise StoreError(
+                f"the result store folder {self.directory} is not writable; "
+                "give another one "
+                "(--results DIR or $MARKOVLIB_RESULTS)"
+            )
+        try:
+            with self._connect() as con:
+                check = con.execute("PRAGMA integrity_check(1)").fetchall()
+                if check != [("ok",)]:
+                    what = " ".join(
+                        check[0][0].replace("*** in database main ***", "").split()
+                    )
+                    raise StoreError(
+                        f"{self.path} is damaged (SQLite integrity_check: {what}); "
+                        f"{self._readable(con)}move it aside (mv {self.path} "
+                        f"{self.path}.damaged) and "
+                        "re-run to train its runs again"
+                    )
+                version = con.execute("PRAGMA user_version").fetchone()[0]
+                columns = [row[1] for row in con.execute("PRAGMA table_info(runs)")]
+                if not columns:
+                    con.execute(self.SCHEMA)
+                elif version < self.VERSION and columns == list(
+                    self.COLUMNS[:8]
+                ):  # markovlib 0.1: migrate
+                    con.execute(
+                        "ALTER TABLE runs ADD COLUMN provenance TEXT NOT "
+                        "NULL DEFAULT '{}'"
+                    )
+                    con.execute("ALTER TABLE runs ADD COLUMN checkpoint_step INTEGER")
+                    con.execute("ALTER TABLE runs ADD COLUMN checkpoint BLOB")
+                elif columns != list(self.COLUMNS) or version > self.VERSION:
+                    raise StoreError(
+                        f"{self.path} is not a result store of this markovlib (schema "
+                        f"version {version}, "
+                        f"table runs with columns {columns}); move it aside or "
+                        "give another folder"
+                    )
+                if version != self.VERSION:  # written only when it changes
+                    con.execute(f"PRAGMA user_version = {self.VERSION}")
+        except (sqlite3.DatabaseError, OSError) as e:
+            if _disk_full(e, self.directory):
+                raise StoreFull(
+                    _disk_full_message(self.path, "cannot open the result store")
+                    + "; the store is not damaged: free some space and re-run"
+                ) from None
+            if isinstance(e, OSError):
+                raise
+            raise StoreError(
+                f"{self.path} is damaged or not an SQLite file ({e}); move it aside "
+                f"(mv {self.path} {self.path}.damaged) and re-run to "
+                "train its runs again"
+            ) from None
+
+    def _readable(self, con) -> str:
+        try:
+            n = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            return f"{n} runs can still be listed; "
+        except sqlite3.DatabaseError:
+            return ""
+
+    @contextmanager
+    def _connect(self):
+        con = sqlite3.connect(self.path, timeout=60)
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            with con:  # one transaction: committed on success, rolled back on error
+                yield con
+        finally:
+            con.close()
+
+    def keys(self) -> set[str]:
+        with self._connect() as con:
+            return {row[0] for row in con.execute("SELECT key FROM runs")}
+
+    def __len__(self) -> int:
+        with self._connect() as con:
+            return con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+    def put(self, pairs: Sequence[tuple[RunSpec, TrainResult]]) -> None:
+        """Write finished runs, all in one transaction."""
+        rows = []
+        for spec, result in pairs:
+            ckpt = (
+                None if result.checkpoint is None else _weights_blob(result.checkpoint)
+            )
+            payload = (
+                json.dumps(spec.as_dict(), sort_keys=True),
+                json.dumps(_metrics(result)),
+                history_json(result.history),
+                _weights_blob(result.model.state_dict()),
+            )
+            prov = {
+                **result.provenance,
+                "seconds": result.seconds,
+                "digest": _digest(*payload, ckpt),
+            }
+            rows.append(
+                (
+                    spec.key,
+                    time.time(),
+                    __version__,
+                    spec.seed,
+                    *payload,
+                    json.dumps(prov, sort_keys=True),
+                    result.checkpoint_step,
+                    ckpt,
+                )
+            )
+        try:
+            with self._connect() as con:
+                con.executemany(
+                    "INSERT OR REPLACE INTO runs VALUES "
+                    f"({', '.join('?' * len(self.COLUMNS))})",
+                    rows,
+                )
+        except (sqlite3.OperationalError, OSError) as e:
+            if not _disk_full(e, self.directory):
+                raise
+            raise StoreFull(
+                _disk_full_message(self.path, f"{len(rows)} new run(s) not written to")
+                + "; the runs stored before are kept: free some space and re-run "
+                "the same command to train the rest"
+            ) from None
+
+    def frame(self) -> pd.DataFrame:
+        """One row per run: key, created, version, seed, flattened
+        chain / config / train fields, metrics."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT key, created, version, seed, spec, metrics FROM runs "
+                "ORDER BY created"
+            ).fetchall()
+        records = []
+        for key, created, version, seed, spec, metrics in rows:
+            try:
+                spec, metrics = json.loads(spec), json.loads(metrics)
+                records.append(
+                    {
+                        "key": key,
+                        "created": created,
+                        "version": version,
+                        "seed": seed,
+                        **{f"chain.{k}": v for k, v in spec["chain"].items()},
+                        **{f"config.{k}": v for k, v in spec["config"].items()},
+                        **{f"train.{k}": v for k, v in spec["train"].items()},
+                        **metrics,
+                    }
+                )
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise StoreError(
+                    f"{self.path}: run {key} is unreadable ({type(e).__name__}: {e}); "
+                    "delete that row "
+                    f'(sqlite3 {self.path} "DELETE FROM runs WHERE key = '
+                    f"'{key}'\") to re-train it"
+                ) from None
+        return pd.DataFrame.from_records(records)
+
+    def history(self, key: str) -> pd.DataFrame:
+        with self._connect() as con:
+            row = con.execute(
+                "SELECT history FROM runs WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            raise KeyError(key)
+        return history_frame(row[0])
+
+    def record(self, key: str) -> dict:
+        """Everything stored of one run: spec (dict), metrics, provenance, history,
+        weights, checkpoint."""
+        with self._connect() as con:
+            row = con.execute(
+                f"SELECT {', '.join(self.COLUMNS)} FROM runs WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            raise KeyError(f"run {key} is not in {self.path}")
+        r = dict(zip(self.COLUMNS, row))
+        prov = json.loads(r["provenance"])
+        digest = prov.pop(
+            "digest", None
+        )  # rows written before digests existed have none
+        if digest is not None and digest != _digest(
+            r["spec"], r["metrics"], r["history"], r["weights"], r["checkpoint"]
+        ):
+            raise StoreError(
+                f"{self.path}: run {key} is damaged (its contents differ from their "
+                "digest); delete that "
+                f'row (sqlite3 {self.path} "DELETE FROM runs WHERE key = '
+                f"'{key}'\") to re-train it"
+            )
+        return {
+            "key": key,
+            "created": r["created"],
+            "version": r["version"],
+            "spec": json.loads(r["spec"]),
+            "metrics": json.loads(r["metrics"]),
+            "provenance": prov,
+            "history": history_frame(r["history"]),
+            "weights": self._weights(key, r["weights"], "weights"),
+            "checkpoint_step": r["checkpoint_step"],
+            "checkpoint": None
+            if r["checkpoint"] is None
+            else self._weights(key, r["checkpoint"], "checkpoint"),
+        }
+
+    def _weights(self, key: str, blob: bytes, column: str) -> dict:
+        """The tensors of a stored blob; a blob that is not a state dict of tensors is
+        a damaged run (:class:`StoreError` naming it), never unpickled further."""
+        try:
+            state = _weights_of(blob)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as e:
+            why = type(e).__name__
+        else:
+            if isinstance(state, dict) and all(
+                isinstance(v, torch.Tensor) for v in state.values()
+            ):
+                return state
+            why = f"a {type(state).__name__}, not a dict of tensors"
+        raise StoreError(
+            f"{self.path}: run {key} is damaged (its {column} are not tensors "
+            f"markovlib wrote: {why}); delete that row (sqlite3 {self.path} "
+            f"\"DELETE FROM runs WHERE key = '{key}'\") to re-train it"
+        )
+
+    def load(self, spec: RunSpec, device: str | torch.device = "cpu") -> TrainResult:
+        """The stored run of ``spec`` as a :class:`TrainResult` (trained model
+        included)."""
+        return result_from_record(spec, self.record(spec.key), device)
+
+
+def result_from_record(
+    spec: RunSpec, record: dict, device: str | torch.device = "cpu"
+) -> TrainResult:
+    """A :class:`TrainResult` from a stored run (result store or shipped data)."""
+    model = Transformer(spec.config)
+    model.load_state_dict(record["weights"])
+    prov = dict(record["provenance"])
+    return TrainResult(
+        chain=make_chain(spec.chain),
+        config=spec.config,
+        model=model.to(device).eval(),
+        history=record["history"],
+        seed=spec.seed,
+        train_config=spec.train,
+        seconds=prov.pop("seconds", record["metrics"].get("seconds", float("nan"))),
+        provenance=prov,
+        checkpoint_step=record["checkpoint_step"],
+        checkpoint=record["checkpoint"],
+    )
