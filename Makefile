@@ -36,10 +36,12 @@ book: $(STAMP)
 
 test: $(STAMP) lint unit verify notebooks book-strict browser
 
-# ruff format (88 columns) and ruff check over the library, tests, tools and the notebooks (pyproject.toml)
+# ruff format (88 columns) and ruff check over the library, tests, tools and the notebooks (pyproject.toml);
+# import-linter's contracts on the library's layers
 lint: $(STAMP)
 	$(BIN)/ruff format --check markovlib tests benchmarks tools book
 	$(BIN)/ruff check markovlib tests benchmarks tools book
+	$(BIN)/lint-imports  # the layers and no import cycle: [tool.importlinter] in pyproject.toml
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -q --ignore=tests/browser
