@@ -54,6 +54,7 @@ at p + q = 1.
 
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -536,6 +537,16 @@ def _attention_skipped(model: Transformer):
             block.attn = attn
 
 
+@functools.lru_cache(maxsize=256)
+def _joint_law(p: float, q: float) -> np.ndarray:
+    """π_x P(y|x) of the binary chain (p, q), built once per chain: the loops of the
+    manifold runs evaluate the loss thousands of times (read-only)."""
+    chain = binary(p, q)
+    joint = chain.stationary()[:, None] * chain.P
+    joint.setflags(write=False)
+    return joint
+
+
 def attention_off_loss(
     model: Transformer, p: float, q: float, length: int
 ) -> torch.Tensor:
@@ -553,16 +564,14 @@ def attention_off_loss(
         raise ValueError(
             "attention_off_loss needs W_V = W_O = 0 in every layer (attention off)"
         )
-    chain = binary(p, q)
+    joint = _joint_law(float(p), float(q))
     dtype = next(model.parameters()).dtype
     device = next(model.parameters()).device
     idx = torch.tensor([[0] * (length - 1), [1] * (length - 1)], device=device)
     if model.n_models is not None:
         idx = idx.expand(model.n_models, 2, length - 1)
     logp = torch.log_softmax(model(idx).to(dtype), dim=-1)  # (..., 2 [x], L-1, 2 [y])
-    weight = torch.as_tensor(
-        chain.stationary()[:, None] * chain.P, dtype=dtype, device=device
-    )  # π_x P(y|x)
+    weight = torch.tensor(joint, dtype=dtype, device=device)  # π_x P(y|x)
     return -(weight[:, None, :] * logp).sum((-3, -1)).mean(-1)
 
 
