@@ -23,6 +23,7 @@ The rule (:func:`verdict`, stated on the page):
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -509,6 +510,50 @@ def write_page(path="book/scorecard.md", rows=None) -> None:
     Path(path).write_text(page(rows), encoding="utf-8")
 
 
+README_START = "<!-- scorecard: python -m markovlib.scorecard --pin writes it -->"
+README_END = "<!-- /scorecard -->"
+
+
+def readme_table(rows) -> str:
+    """The computed rows as the README's Markdown table (id, claim, value, verdict,
+    runs judged, runs at H(π))."""
+
+    def cell(x) -> str:
+        return "–" if x is None else str(x).replace("|", "\\|")
+
+    lines = [
+        "| id | claim | measured | verdict | runs | at H(π) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| `{r.id}` | {cell(r.claim)} | {cell(r.value)} | {r.verdict} "
+            f"| {cell(r.runs)} | {cell(r.trapped)} |"
+        )
+    counts = Counter(r.verdict for r in rows)
+    summary = ", ".join(f"{n} {v}" for v, n in counts.most_common())
+    return "\n".join([*lines, "", f"{len(rows)} rows: {summary}."])
+
+
+def readme_block(rows) -> str:
+    """:func:`readme_table` between the README's markers."""
+    return f"{README_START}\n{readme_table(rows)}\n{README_END}"
+
+
+def write_readme(path="README.md", rows=None) -> None:
+    """Replace the scorecard block of the README (between :data:`README_START` and
+    :data:`README_END`) with the computed rows."""
+    rows = compute() if rows is None else rows
+    text = Path(path).read_text(encoding="utf-8")
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(
+            f"{path} has no scorecard block ({README_START!r} … {README_END!r})"
+        )
+    new = text[:start] + readme_block(rows) + text[end + len(README_END) :]
+    Path(path).write_text(new, encoding="utf-8")
+
+
 def pin(path="tests/scorecard_paper.json", rows=None) -> None:
     """Write the verdicts and counts of :func:`compute` to the test's pinned table."""
 
@@ -722,3 +767,4 @@ if __name__ == "__main__":  # python -m markovlib.scorecard [--pin]
     write_page(rows=computed)
     if "--pin" in sys.argv[1:]:
         pin(rows=computed)
+        write_readme(rows=computed)

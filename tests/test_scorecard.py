@@ -78,6 +78,13 @@ def test_the_page_is_in_sync_and_right_after_the_introduction(rows):
     assert _toc_files()[0] == "book/scorecard"
 
 
+def test_the_readme_table_is_the_computed_scorecard(rows):
+    text = (ROOT / "README.md").read_text()
+    assert scorecard.readme_block(rows) in text, (
+        "README's scorecard table is stale: python -m markovlib.scorecard --pin"
+    )
+
+
 PINNED = ROOT / "tests" / "scorecard_paper.json"
 
 
