@@ -490,15 +490,17 @@ def fit_W(
     target = F.one_hot(y, k).double()
     eye = torch.eye(k, dtype=torch.float64)
 
-    def objective(W):
-        return float(
-            F.cross_entropy(log_c + W[last], y, reduction="sum")
-        ) / n + 0.5 * ridge * float((W * W).sum())
+    def objective(W) -> tuple[float, torch.Tensor]:
+        """The penalised mean negative log-likelihood at W, and the log-probabilities
+        (reused: the next Newton step needs their exponentials)."""
+        log_p = torch.log_softmax(log_c + W[last], dim=-1)
+        nll = -float(log_p.gather(1, y[:, None]).sum()) / n
+        return nll + 0.5 * ridge * float((W * W).sum()), log_p
 
     W = torch.zeros(k, k, dtype=torch.float64)
-    f = objective(W)
+    f, log_p = objective(W)
     for _ in range(max_iter):
-        p = torch.softmax(log_c + W[last], dim=-1)
+        p = log_p.exp()
         grad = (
             torch.zeros(k, k, dtype=torch.float64).index_add_(0, last, p - target) / n
             + ridge * W
@@ -512,11 +514,13 @@ def fit_W(
         step = torch.linalg.solve(hess, grad.unsqueeze(-1)).squeeze(-1)
         decrease, t = float((grad * step).sum()), 1.0
         while t > 1e-10:  # backtracking (Armijo) line search
-            f_new = objective(W - t * step)
+            f_new, log_p_new = objective(W - t * step)
             if f_new <= f - 0.25 * t * decrease:
                 break
             t /= 2
-        W, f = W - t * step, f_new
+        else:  # no step accepted: W moves by the last halved t, as before
+            log_p_new = objective(W - t * step)[1]
+        W, f, log_p = W - t * step, f_new, log_p_new
     return row_centred(W)
 
 
