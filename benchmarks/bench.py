@@ -110,7 +110,13 @@ import markovlib
 from markovlib.chains import MarkovChain, binary, symmetric
 from markovlib.model import Transformer, TransformerConfig
 from markovlib.presets import resolve_device
-from markovlib.train import cross_entropy, make_optimizer, make_schedule, train
+from markovlib.train import (
+    Execution,
+    cross_entropy,
+    make_optimizer,
+    make_schedule,
+    train,
+)
 
 ROOT = (
     Path(__file__).resolve().parent.parent
@@ -503,9 +509,8 @@ class Context:
             seq_len=seq_len,
             lr=LR,
             seed=SEED,
-            device=self.device,
-            progress=False,
             **kw,
+            execution=Execution(device=self.device, progress=False),
         )
 
 

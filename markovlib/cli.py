@@ -50,7 +50,7 @@ from .runs.spec import grid
 from .runs.store import ResultStore, StoreError
 from .runs.sweep import sweep
 from .scorecard import compute
-from .train import train
+from .train import Execution, train
 
 SEED_LIMIT = 2**63  # seeds in [0, 2**63): a result store keeps them as SQLite INTEGERs
 PLAN_BYTES_PER_RUN = 4096  # memory to plan and report one run of a sweep (generous)
@@ -262,8 +262,7 @@ def cmd_train(args) -> int:
         chain,
         config,
         seed=args.seed,
-        device=args.device,
-        compile=args.compile,
+        execution=Execution(device=args.device, compile=args.compile),
         **train_kwargs,
     )
     final, h_rate, h_pi = (

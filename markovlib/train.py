@@ -33,6 +33,7 @@ from .model import Transformer, TransformerConfig
 
 __all__ = [
     "TrainConfig",
+    "Execution",
     "train",
     "train_many",
     "TrainResult",
@@ -346,45 +347,72 @@ class TrainResult:
         return (sums / counts.clamp(min=1)).numpy()
 
 
+@dataclass(frozen=True)
+class Execution:
+    """How a run is executed, none of which changes what it computes (nothing here is
+    hashed into a run's key): ``device`` ('auto' picks CUDA when present; data are
+    sampled on the device), ``compile`` (train through ``torch.compile``),
+    ``progress`` (a text bar) and its ``desc``, ``checkpoint=s`` (also keep a copy of
+    the weights after step s), ``stop_after=s`` (end the run after step s: its first s
+    steps, exactly as in the full run; verification)."""
+
+    device: str | torch.device = "auto"
+    compile: bool = False
+    progress: bool = True
+    desc: str | None = None
+    checkpoint: int | None = None
+    stop_after: int | None = None
+
+    def replace(self, **changes) -> Execution:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+EXECUTION_FIELDS = tuple(f.name for f in dataclasses.fields(Execution))
+
+
+def _execution(execution: Execution | None, changes: dict) -> Execution:
+    """``execution`` (default :class:`Execution()`), refusing its fields given loose
+    (the signature before :class:`Execution`) with a message that says where they
+    go."""
+    loose = [name for name in EXECUTION_FIELDS if name in changes]
+    if loose:
+        given = ", ".join(f"{name}={changes[name]!r}" for name in loose)
+        raise TypeError(
+            f"{', '.join(loose)} belong(s) to how a run executes: pass "
+            f"execution=Execution({given})"
+        )
+    if execution is None:
+        return Execution()
+    if not isinstance(execution, Execution):
+        raise TypeError(
+            f"execution must be an Execution; got {type(execution).__name__}"
+        )
+    return execution
+
+
 def train(
     chain: Chain,
     config: TransformerConfig,
     settings: TrainConfig | None = None,
     *,
     seed: int = 0,
-    device: str | torch.device = "auto",
-    compile: bool = False,
-    progress: bool = True,
-    desc: str | None = None,
-    checkpoint: int | None = None,
-    stop_after: int | None = None,
+    execution: Execution | None = None,
     **changes,
 ) -> TrainResult:
     """Train a fresh :class:`Transformer` on samples of ``chain``; returns a
     :class:`TrainResult`.
 
     ``settings`` is a :class:`TrainConfig`; keyword ``changes``
-    (``steps=400, batch_size=16, ...``) build or amend it. ``device="auto"`` picks CUDA
-    when present (data are sampled on the device); ``compile=True`` trains through
-    ``torch.compile``; ``checkpoint=s`` also keeps a copy of the weights after step s;
-    ``stop_after=s`` ends the run after step s (its first s steps, exactly as in the
-    full run: verification).
+    (``steps=400, batch_size=16, ...``) build or amend it. ``execution`` says how the
+    run executes (:class:`Execution`: device, compile, progress bar, checkpoint,
+    early stop), e.g. ``execution=Execution(device="cpu", progress=False)``.
     """
+    run = _execution(execution, changes)
     settings = TrainConfig.build(settings, **changes)
-    desc = desc or f"{chain.name} {'tied' if config.tied else 'untied'}"
-    return _fit(
-        [chain],
-        config,
-        settings,
-        [seed],
-        False,
-        device=device,
-        compile=compile,
-        progress=progress,
-        desc=desc,
-        checkpoint=checkpoint,
-        stop_after=stop_after,
-    )[0]
+    if run.desc is None:
+        run = run.replace(desc=f"{chain.name} {'tied' if config.tied else 'untied'}")
+    return _fit([chain], config, settings, [seed], False, run)[0]
 
 
 def train_many(
@@ -393,12 +421,7 @@ def train_many(
     settings: TrainConfig | None = None,
     *,
     seeds: Sequence[int],
-    device: str | torch.device = "auto",
-    compile: bool = False,
-    progress: bool = True,
-    desc: str | None = None,
-    checkpoint: int | None = None,
-    stop_after: int | None = None,
+    execution: Execution | None = None,
     **changes,
 ) -> list[TrainResult]:
     """Train N = len(seeds) independent models of one architecture in one batched step
@@ -406,9 +429,10 @@ def train_many(
 
     Member i has its own seed and chain (``chains`` is one chain for all or a list of N)
     and gives the same history, to float rounding, as
-    ``train(chains[i], config, settings, seed=seeds[i])``; ``stop_after`` as in
+    ``train(chains[i], config, settings, seed=seeds[i])``; ``execution`` as in
     :func:`train`.
     """
+    run = _execution(execution, changes)
     settings = TrainConfig.build(settings, **changes)
     seeds = [seeds] if isinstance(seeds, (int, np.integer)) else list(seeds)
     if not seeds or not all(
@@ -421,20 +445,10 @@ def train_many(
             f"chains must be one chain or one per seed ({len(seeds)}); "
             f"got {len(chains)}"
         )
-    desc = desc or f"ensemble of {len(seeds)} {'tied' if config.tied else 'untied'}"
-    return _fit(
-        chains,
-        config,
-        settings,
-        seeds,
-        True,
-        device=device,
-        compile=compile,
-        progress=progress,
-        desc=desc,
-        checkpoint=checkpoint,
-        stop_after=stop_after,
-    )
+    if run.desc is None:
+        tying = "tied" if config.tied else "untied"
+        run = run.replace(desc=f"ensemble of {len(seeds)} {tying}")
+    return _fit(chains, config, settings, seeds, True, run)
 
 
 def _fit(
@@ -443,17 +457,13 @@ def _fit(
     settings: TrainConfig,
     seeds: list[int],
     ensemble: bool,
-    *,
-    device,
-    compile: bool,
-    progress: bool,
-    desc: str,
-    checkpoint: int | None,
-    stop_after: int | None = None,
+    run: Execution,
 ) -> list[TrainResult]:
     """The training loop of :func:`train` (one model) and :func:`train_many`
     (an ensemble)."""
     s = settings
+    device, compile, progress, desc = run.device, run.compile, run.progress, run.desc
+    checkpoint, stop_after = run.checkpoint, run.stop_after
     if s.seq_len > config.max_len:
         raise ValueError(
             f"seq_len must be <= config.max_len ({config.max_len}); got {s.seq_len}"

@@ -10,7 +10,7 @@ import torch
 
 from markovlib.chains import binary
 from markovlib.model import Transformer, TransformerConfig
-from markovlib.train import make_optimizer, train, train_many
+from markovlib.train import Execution, make_optimizer, train, train_many
 
 SMALL = dict(
     steps=12,
@@ -18,9 +18,8 @@ SMALL = dict(
     seq_len=32,
     eval_every=4,
     eval_batches=2,
-    device="cpu",
-    progress=False,
 )
+CPU = Execution(device="cpu", progress=False)
 
 
 @pytest.mark.parametrize(
@@ -36,9 +35,9 @@ SMALL = dict(
 def test_member_equals_single_run(config):
     chains = [binary(0.2, 0.3), binary(0.6, 0.7), binary(0.5, 0.8)]
     seeds = [3, 11, 12]
-    members = train_many(chains, config, seeds=seeds, **SMALL)
+    members = train_many(chains, config, seeds=seeds, **SMALL, execution=CPU)
     for chain, seed, member in zip(chains, seeds, members):
-        single = train(chain, config, seed=seed, **SMALL)
+        single = train(chain, config, seed=seed, **SMALL, execution=CPU)
         pd.testing.assert_frame_equal(
             member.history, single.history, check_exact=False, rtol=0, atol=2e-5
         )
@@ -59,12 +58,13 @@ def test_member_equals_single_run(config):
 def test_members_do_not_interact():
     """Member 0's history does not depend on who else is in the ensemble."""
     config = TransformerConfig.gpt2(tied=True, max_len=64)
-    alone = train_many(binary(0.2, 0.3), config, seeds=[5], **SMALL)[0]
+    alone = train_many(binary(0.2, 0.3), config, seeds=[5], **SMALL, execution=CPU)[0]
     crowd = train_many(
         [binary(0.2, 0.3), binary(0.9, 0.9), binary(0.1, 0.1)],
         config,
         seeds=[5, 6, 7],
         **SMALL,
+        execution=CPU,
     )
     pd.testing.assert_frame_equal(
         alone.history, crowd[0].history, check_exact=False, rtol=0, atol=2e-5
@@ -116,8 +116,7 @@ def test_escape_step():
         seq_len=64,
         eval_every=5,
         eval_batches=2,
-        device="cpu",
-        progress=False,
+        execution=Execution(device="cpu", progress=False),
     )[0]
     h_rate = result.chain.entropy_rate()
     step = result.escape_step(0.005)
@@ -143,7 +142,12 @@ def test_train_many_bad_arguments(bad, match):
     kwargs = dict(chains=binary(0.2, 0.3), seeds=[0], **SMALL)
     kwargs.update(bad)
     with pytest.raises(ValueError, match=match):
-        train_many(kwargs.pop("chains"), TransformerConfig.gpt2(max_len=64), **kwargs)
+        train_many(
+            kwargs.pop("chains"),
+            TransformerConfig.gpt2(max_len=64),
+            execution=CPU,
+            **kwargs,
+        )
 
 
 def test_n_models_must_be_positive():

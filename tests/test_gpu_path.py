@@ -10,11 +10,9 @@ import torch
 from markovlib.chains import binary
 from markovlib.model import TransformerConfig
 from markovlib.presets import resolve_device
-from markovlib.train import train, train_many
+from markovlib.train import Execution, train, train_many
 
-KW = dict(
-    steps=10, batch_size=4, seq_len=32, eval_every=5, eval_batches=1, progress=False
-)
+KW = dict(steps=10, batch_size=4, seq_len=32, eval_every=5, eval_batches=1)
 CONFIG = TransformerConfig.gpt2(max_len=64)
 
 
@@ -24,7 +22,12 @@ def test_auto_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") == torch.device("cuda")
     monkeypatch.undo()
-    result = train(binary(0.2, 0.3), CONFIG, device="auto", **KW)
+    result = train(
+        binary(0.2, 0.3),
+        CONFIG,
+        **KW,
+        execution=Execution(device="auto", progress=False),
+    )
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert result.device.type == expected and result.settings["device"].startswith(
         expected
@@ -32,8 +35,21 @@ def test_auto_device(monkeypatch):
 
 
 def test_bf16_autocast_runs_and_stays_close_to_fp32():
-    fp32 = train(binary(0.2, 0.3), CONFIG, seed=0, device="cpu", **KW)
-    bf16 = train(binary(0.2, 0.3), CONFIG, seed=0, device="cpu", precision="bf16", **KW)
+    fp32 = train(
+        binary(0.2, 0.3),
+        CONFIG,
+        seed=0,
+        **KW,
+        execution=Execution(device="cpu", progress=False),
+    )
+    bf16 = train(
+        binary(0.2, 0.3),
+        CONFIG,
+        seed=0,
+        precision="bf16",
+        **KW,
+        execution=Execution(device="cpu", progress=False),
+    )
     a, b = (
         fp32.history["train_loss"][1:].to_numpy(),
         bf16.history["train_loss"][1:].to_numpy(),
@@ -47,16 +63,32 @@ def test_bf16_autocast_runs_and_stays_close_to_fp32():
     )  # master weights stay fp32
     assert bf16.settings["precision"] == "bf16"
     with pytest.raises(ValueError, match="precision"):
-        train(binary(0.2, 0.3), CONFIG, device="cpu", precision="fp8", **KW)
+        train(
+            binary(0.2, 0.3),
+            CONFIG,
+            precision="fp8",
+            **KW,
+            execution=Execution(device="cpu", progress=False),
+        )
 
 
 def test_compile_matches_eager():
     """torch.compile (inductor on the CPU) trains the same ensemble as eager mode, to
     float rounding."""
     chains = [binary(0.2, 0.3), binary(0.6, 0.7)]
-    eager = train_many(chains, CONFIG, seeds=[0, 1], device="cpu", **KW)
+    eager = train_many(
+        chains,
+        CONFIG,
+        seeds=[0, 1],
+        **KW,
+        execution=Execution(device="cpu", progress=False),
+    )
     compiled = train_many(
-        chains, CONFIG, seeds=[0, 1], device="cpu", compile=True, **KW
+        chains,
+        CONFIG,
+        seeds=[0, 1],
+        **KW,
+        execution=Execution(device="cpu", progress=False, compile=True),
     )
     for e, c in zip(eager, compiled):
         np.testing.assert_allclose(

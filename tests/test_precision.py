@@ -10,24 +10,35 @@ import torch
 from markovlib.chains import binary
 from markovlib.model import TransformerConfig
 from markovlib.sweep import grid
-from markovlib.train import LOSS_SCALE, train, train_many
+from markovlib.train import LOSS_SCALE, Execution, train, train_many
 
-KW = dict(
-    steps=12, batch_size=4, seq_len=64, eval_every=4, eval_batches=1, progress=False
-)
+KW = dict(steps=12, batch_size=4, seq_len=64, eval_every=4, eval_batches=1)
 CONFIG = TransformerConfig.gpt2(max_len=64)
 
 
 def test_fp16_is_bit_reproducible_and_really_half_precision():
     torch.set_num_threads(1)
     a, b = (
-        train(binary(0.5, 0.8), CONFIG, seed=3, device="cpu", precision="fp16", **KW)
+        train(
+            binary(0.5, 0.8),
+            CONFIG,
+            seed=3,
+            precision="fp16",
+            **KW,
+            execution=Execution(device="cpu", progress=False),
+        )
         for _ in range(2)
     )
     assert a.history.equals(b.history)
     for p, q in zip(a.model.parameters(), b.model.parameters()):
         assert torch.equal(p, q) and p.dtype == torch.float32  # fp32 master weights
-    fp32 = train(binary(0.5, 0.8), CONFIG, seed=3, device="cpu", **KW)
+    fp32 = train(
+        binary(0.5, 0.8),
+        CONFIG,
+        seed=3,
+        **KW,
+        execution=Execution(device="cpu", progress=False),
+    )
     x, y = (r.history["train_loss"][1:].to_numpy() for r in (a, fp32))
     assert not np.array_equal(x, y)  # it ran in another precision ...
     np.testing.assert_allclose(x, y, atol=0.02)  # ... and computed the same loss
@@ -37,9 +48,20 @@ def test_static_loss_scale_is_undone_before_the_step():
     """With 2^16 the fp16 gradients are those of the loss, not 2^16 times them: the
     weights move as in float32 (AdamW is scale-free but its eps is not)."""
     scaled = train(
-        binary(0.5, 0.8), CONFIG, seed=1, device="cpu", precision="fp16-scaled", **KW
+        binary(0.5, 0.8),
+        CONFIG,
+        seed=1,
+        precision="fp16-scaled",
+        **KW,
+        execution=Execution(device="cpu", progress=False),
     )
-    fp32 = train(binary(0.5, 0.8), CONFIG, seed=1, device="cpu", **KW)
+    fp32 = train(
+        binary(0.5, 0.8),
+        CONFIG,
+        seed=1,
+        **KW,
+        execution=Execution(device="cpu", progress=False),
+    )
     assert LOSS_SCALE == 2.0**16
     for p, q in zip(scaled.model.parameters(), fp32.model.parameters()):
         torch.testing.assert_close(p, q, atol=5e-3, rtol=0)
@@ -58,9 +80,21 @@ def test_precision_is_part_of_the_key_and_ensembles_match_single_runs():
     )
     assert a.key != b.key and b.train.precision == "fp16"
     many = train_many(
-        binary(0.5, 0.8), CONFIG, seeds=[3, 4], device="cpu", precision="fp16", **KW
+        binary(0.5, 0.8),
+        CONFIG,
+        seeds=[3, 4],
+        precision="fp16",
+        **KW,
+        execution=Execution(device="cpu", progress=False),
     )
-    one = train(binary(0.5, 0.8), CONFIG, seed=4, device="cpu", precision="fp16", **KW)
+    one = train(
+        binary(0.5, 0.8),
+        CONFIG,
+        seed=4,
+        precision="fp16",
+        **KW,
+        execution=Execution(device="cpu", progress=False),
+    )
     np.testing.assert_allclose(
         many[1].history["train_loss"][1:], one.history["train_loss"][1:], atol=2e-3
     )

@@ -19,7 +19,7 @@ from markovlib.presets import (
     resolve_device,
     with_overrides,
 )
-from markovlib.train import TrainConfig
+from markovlib.train import Execution, TrainConfig
 
 
 def test_auto_is_cpu_without_cuda(monkeypatch):
@@ -111,8 +111,7 @@ def test_scale_train_config_is_accepted_by_train():
         markovlib.binary(0.2, 0.3),
         markovlib.TransformerConfig.theory(max_len=16),
         scale.train,
-        device="cpu",
-        progress=False,
+        execution=Execution(device="cpu", progress=False),
     )
     assert (
         result.history["step"].tolist() == [0, 1, 2, 3]

@@ -15,7 +15,7 @@ from markovlib.model import TransformerConfig
 from markovlib.presets import resolve
 from markovlib.shipped import ShippedData, default_data_dir
 from markovlib.sweep import ResultStore, RunSpec, StoreError, grid, spec_key
-from markovlib.train import TrainConfig, train_many
+from markovlib.train import Execution, TrainConfig, train_many
 
 BASE = dict(steps=10, batch_size=2, seq_len=8)
 
@@ -198,7 +198,6 @@ def test_chains_share_one_protocol_and_train_many_takes_any_chain():
         TransformerConfig.gpt2(max_len=16),
         TrainConfig(**BASE),
         seeds=[0, 1],
-        device="cpu",
-        progress=False,
+        execution=Execution(device="cpu", progress=False),
     )
     assert len(runs) == 2 and all(r.chain.order == 2 for r in runs)

@@ -16,7 +16,7 @@ import torch
 
 from markovlib.chains import binary
 from markovlib.sweep import ResultStore, grid, make_chain, sweep
-from markovlib.train import train
+from markovlib.train import Execution, train
 
 TINY = dict(steps=6, batch_size=2, seq_len=16, eval_every=3, eval_batches=1)
 
@@ -83,8 +83,7 @@ def test_sweep_stores_what_train_computes_and_skips_it_next_time(tmp_path, monke
         spec.config,
         spec.train,
         seed=spec.seed,
-        device="cpu",
-        progress=False,
+        execution=Execution(device="cpu", progress=False),
     )
     row = frame.set_index("key").loc[spec.key]
     assert row["final_test_loss"] == pytest.approx(single.final_test_loss, abs=2e-5)
@@ -192,8 +191,7 @@ def test_sweep_results_reload_models_equal_to_fresh_training(tmp_path, monkeypat
             spec.config,
             spec.train,
             seed=spec.seed,
-            device="cpu",
-            progress=False,
+            execution=Execution(device="cpu", progress=False),
         )
         assert result.test_seed == fresh.test_seed and result.seed == fresh.seed
         assert torch.equal(result.test_sequence(16), fresh.test_sequence(16))

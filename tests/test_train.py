@@ -21,6 +21,7 @@ from markovlib.theory import (
     unigram_point,
 )
 from markovlib.train import (
+    Execution,
     TrainConfig,
     TrainResult,
     cross_entropy,
@@ -30,14 +31,15 @@ from markovlib.train import (
     train,
 )
 
-TINY = dict(batch_size=4, seq_len=32, device="cpu", progress=False)
+TINY = dict(batch_size=4, seq_len=32)
+CPU = Execution(device="cpu", progress=False)
 
 
 def _run(seed=0, steps=20, config=None, chain=None, **kw):
     chain = chain or binary(0.2, 0.3)
     config = config or TransformerConfig.theory(max_len=64)
     kw = {**TINY, "eval_every": 5, "eval_batches": 2, **kw}
-    return train(chain, config, steps=steps, seed=seed, **kw)
+    return train(chain, config, steps=steps, seed=seed, execution=CPU, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +84,7 @@ def test_loss_decreases_on_an_easy_chain():
         seed=0,
         eval_every=20,
         eval_batches=2,
-        device="cpu",
-        progress=False,
+        execution=Execution(device="cpu", progress=False),
     )
     tests = result.test_history["test_loss"].to_numpy()
     assert tests[0] == pytest.approx(
@@ -286,10 +287,30 @@ def test_cross_entropy_uses_next_state_targets():
     ],
 )
 def test_train_rejects_bad_arguments(kw, pattern):
-    args = dict(steps=2, batch_size=2, seq_len=8, device="cpu", progress=False)
+    args = dict(steps=2, batch_size=2, seq_len=8)
     args.update(kw)
     with pytest.raises(ValueError, match=pattern):
-        train(binary(0.2, 0.3), TransformerConfig.theory(max_len=64), **args)
+        train(
+            binary(0.2, 0.3),
+            TransformerConfig.theory(max_len=64),
+            execution=CPU,
+            **args,
+        )
+
+
+@pytest.mark.parametrize("name", ["device", "compile", "progress", "checkpoint"])
+def test_execution_fields_given_loose_say_where_they_go(name):
+    """How a run executes is one object (Execution), never a TrainConfig field."""
+    value = {"device": "cpu", "compile": False, "progress": False, "checkpoint": 1}
+    with pytest.raises(TypeError, match=rf"execution=Execution\({name}="):
+        train(
+            binary(0.2, 0.3),
+            TransformerConfig.theory(max_len=64),
+            steps=2,
+            **{name: value[name]},
+        )
+    with pytest.raises(TypeError, match="must be an Execution"):
+        train(binary(0.2, 0.3), TransformerConfig.theory(max_len=64), execution="cpu")
 
 
 def test_train_rejects_vocab_mismatch():
@@ -300,8 +321,7 @@ def test_train_rejects_vocab_mismatch():
             steps=2,
             batch_size=2,
             seq_len=8,
-            device="cpu",
-            progress=False,
+            execution=Execution(device="cpu", progress=False),
         )
 
 

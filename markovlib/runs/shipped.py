@@ -36,7 +36,14 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..train import TrainResult, cpu_model, one_cycle_factor, train, train_many
+from ..train import (
+    Execution,
+    TrainResult,
+    cpu_model,
+    one_cycle_factor,
+    train,
+    train_many,
+)
 from . import experiments
 from .spec import CHECKPOINT_STEP, RunSpec, make_chain, spec_key
 from .store import ResultStore, _metrics, result_from_record
@@ -988,19 +995,19 @@ def _ensemble(data: ShippedData, key: str) -> list[str]:
 def _retrain(specs: list[RunSpec], upto: int | None) -> list[TrainResult]:
     """Re-train ``specs`` as they were trained: one run, or one ensemble in order."""
     first = specs[0]
-    options = dict(
+    run = Execution(
         device="cpu", progress=False, checkpoint=CHECKPOINT_STEP, stop_after=upto
     )
     if len(specs) == 1:
         chain = make_chain(first.chain)
-        return [train(chain, first.config, first.train, seed=first.seed, **options)]
+        return [train(chain, first.config, first.train, seed=first.seed, execution=run)]
     if any(s.group != first.group for s in specs):
         raise VerificationError(
             f"the ensemble of run {first.key} mixes architectures or training settings"
         )
     chains = [make_chain(s.chain) for s in specs]
     seeds = [s.seed for s in specs]
-    return train_many(chains, first.config, first.train, seeds=seeds, **options)
+    return train_many(chains, first.config, first.train, seeds=seeds, execution=run)
 
 
 def _reproduce(data: ShippedData, members: list[str], quick: bool, log) -> int:

@@ -17,7 +17,7 @@ import torch
 
 from ..chains import Chain, binary, lag_switching, random_kth_order, symmetric
 from ..model import TransformerConfig
-from ..train import TrainConfig, TrainResult, train, train_many
+from ..train import Execution, TrainConfig, TrainResult, train, train_many
 
 __all__ = [
     "RunSpec",
@@ -181,15 +181,15 @@ def train_specs(
             "train_specs needs specs of one group (same architecture and "
             "training settings)"
         )
-    options = dict(
+    run = Execution(
         device=device, compile=compile, progress=progress, checkpoint=CHECKPOINT_STEP
     )
     if len(specs) == 1:
         chain = make_chain(first.chain)
-        return [train(chain, first.config, first.train, seed=first.seed, **options)]
+        return [train(chain, first.config, first.train, seed=first.seed, execution=run)]
     chains = [make_chain(s.chain) for s in specs]
     seeds = [s.seed for s in specs]
-    results = train_many(chains, first.config, first.train, seeds=seeds, **options)
+    results = train_many(chains, first.config, first.train, seeds=seeds, execution=run)
     for r in results:
         r.provenance = {**r.provenance, "ensemble_members": [s.key for s in specs]}
     return results
