@@ -161,10 +161,17 @@ def token_counts(x, k: int, pos=None) -> torch.Tensor:
     k = _check_int("k", k, 2)
     x = _check_prompts(x, k)
     pos = _check_pos(pos, x.shape[1], torch.float64)
-    if pos is None:  # integer counts, one bincount over all prompts
-        B = x.shape[0]
-        bins = (x + k * torch.arange(B)[:, None]).reshape(-1)
-        return torch.bincount(bins, minlength=B * k).view(B, k).double()
+    if pos is None:  # integer counts: bincounts over blocks of prompts
+        B, block = x.shape[0], 1 << 16
+        out = torch.empty(B, k, dtype=torch.float64)
+        offset = k * torch.arange(min(B, block))[:, None]
+        for lo in range(0, B, block):
+            xb = x[lo : lo + block]
+            bins = (xb + offset[: len(xb)]).reshape(-1)
+            out[lo : lo + len(xb)] = torch.bincount(bins, minlength=len(xb) * k).view(
+                -1, k
+            )
+        return out
     weight = torch.exp(pos[: x.shape[1]]).expand(x.shape)
     return torch.zeros(x.shape[0], k, dtype=torch.float64).scatter_add_(1, x, weight)
 
@@ -482,7 +489,12 @@ def fit_W(
     max_iter = _check_int("max_iter", max_iter, 1)
     log_c = _log_counts(x, k, pos)
     y = _check_outputs(x, y, log_c, k)
-    last, n = x[:, -1], x.shape[0]
+    return _fit_W(log_c, x[:, -1], y, k, ridge, max_iter, tol)
+
+
+def _fit_W(log_c, last, y, k: int, ridge: float, max_iter: int, tol: float):
+    """:func:`fit_W` on checked data: the log counts (n, k), last tokens and outputs."""
+    n = last.shape[0]
     order = torch.argsort(last, stable=True)  # each row's prompts side by side
     log_c, y, last = log_c[order], y[order], last[order]
     ends = torch.bincount(last, minlength=k).cumsum(0).tolist()
@@ -567,8 +579,13 @@ def estimation_curve(
         errs = []
         for _ in range(reps):
             x = sample_prompts(n, T, k, generator=g)
-            y = sample_next(W, x, pos=pos, generator=g)
-            errs.append(estimation_error(fit_W(x, y, k, pos=pos), W))
+            # sample_next and fit_W, sharing one count of the prompts (valid by
+            # construction: drawn in range, every answer occurs in its prompt)
+            log_c, last = _log_counts(x, k, pos), x[:, -1]
+            probs = torch.softmax(log_c + W[last], dim=-1)  # ccmc_probs(W, x, pos)
+            y = torch.multinomial(probs, 1, generator=g).squeeze(1)
+            W_hat = _fit_W(log_c, last, y, k, 1e-6, 100, 1e-10)  # fit_W's defaults
+            errs.append(estimation_error(W_hat, W))
         curve[n] = np.array(errs)
     return curve
 
