@@ -65,6 +65,7 @@ def group_by(items: Iterable, key: Callable[[object], Hashable]) -> dict:
     return out
 
 
+@one_thread()
 def grid_means(
     specs: Sequence,
     results: Sequence[TrainResult],
