@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ._checks import one_thread
 from .analysis import (
     AT_UNIGRAM,
     AT_UNIGRAM_BELOW,
@@ -81,6 +82,7 @@ class RunRecord:
         return int(self.history["step"].max())
 
 
+@one_thread()  # the learnt kernel runs the model on a few short paths: small tensors
 def record_of(result, spec=None) -> RunRecord:
     """A :class:`RunRecord` of a trained run (its learnt kernel computed here)."""
     kernel = result.learnt_kernel() if isinstance(result.chain, MarkovChain) else None
