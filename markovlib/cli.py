@@ -47,12 +47,11 @@ from .runs.shipped import (
     verify,
 )
 from .runs.spec import grid
-from .runs.store import ResultStore, StoreError
+from .runs.store import SEED_LIMIT, ResultStore, StoreError
 from .runs.sweep import sweep
 from .scorecard import compute
 from .train import Execution, train
 
-SEED_LIMIT = 2**63  # seeds in [0, 2**63): a result store keeps them as SQLite INTEGERs
 PLAN_BYTES_PER_RUN = 4096  # memory to plan and report one run of a sweep (generous)
 EDITION_MARKER = ".markovlib-edition"  # in every folder `markovlib book` writes
 
