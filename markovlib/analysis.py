@@ -16,15 +16,28 @@ them afterwards. Mean loss curves are drawn by :func:`markovlib.plots.loss_curve
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import torch
 
-from ._checks import one_thread
-from .chains import MarkovChain
-from .train import TrainResult, escape_curve
+from ._checks import one_thread, seeded
+from .chains import MarkovChain, binary
+from .model import Transformer, TransformerConfig
+from .theory import (
+    exact_loss_function,
+    expected_loss,
+    perturbed,
+    population_descent,
+    population_loss,
+    unigram_curvature,
+    unigram_hessian,
+    unigram_point,
+)
+from .train import TrainResult, escape_curve, make_optimizer, make_schedule
 
 __all__ = [
     "NEVER",
@@ -227,7 +240,6 @@ def paired_excess(
     (default: its training length + 1), with the paired excess over the Bayes predictor
     P(x_{n+1} | past) on the same paths (``.excess`` ± ``.excess_stderr``): a
     :class:`~markovlib.theory.PopulationLoss`."""
-    from .theory import population_loss
 
     length = run.train_config.seq_len + 1 if length is None else length
     return population_loss(
@@ -344,8 +356,6 @@ def perturb_theta_pi(
     ``preset`` model ("theory" or "gpt2") plus N(0, noise^2) on every parameter, for
     ``n`` noise draws (seeds ``seed``, ``seed + 1``, ...). The step is min(0.5,
     1 / largest curvature at θ_π), stable there."""
-    from .model import TransformerConfig
-    from .theory import perturbed, population_descent, unigram_hessian, unigram_point
 
     if preset not in ("theory", "gpt2"):
         raise ValueError(f"preset must be 'theory' or 'gpt2'; got {preset!r}")
@@ -400,9 +410,6 @@ def curvature_grid(
     """The Hessian of the theory model's exact loss at θ_π (paths of ``length``) on
     every chain (p, q) of ``values`` x ``values``, against the closed form
     :func:`markovlib.theory.unigram_curvature`."""
-    from .chains import binary
-    from .model import TransformerConfig
-    from .theory import unigram_curvature, unigram_hessian
 
     g = np.asarray(values, dtype=float)
     cfg = TransformerConfig.theory(tied=tied, max_len=length)
@@ -467,7 +474,6 @@ def loss_along(
     """Exact loss at θ_π + t · direction for each t (``hessian``: a
     :class:`~markovlib.theory.UnigramHessian`, whose coordinates ``direction`` is
     in)."""
-    from .theory import expected_loss
 
     direction = np.asarray(direction)
     return np.array(
@@ -761,20 +767,6 @@ def optimizer_crossover(
     weight decay 1e-3 on the linear layers, one-cycle schedule at ``adam_lr``), from
     θ_π + N(0, noise²) and from the standard N(0, 0.02²) initialisation; seeds
     ``seed``, ``seed + 1``, ..."""
-    import copy
-
-    import torch
-
-    from ._checks import seeded
-    from .model import Transformer, TransformerConfig
-    from .theory import (
-        exact_loss_function,
-        perturbed,
-        population_descent,
-        unigram_hessian,
-        unigram_point,
-    )
-    from .train import make_optimizer, make_schedule
 
     if preset not in ("theory", "gpt2"):
         raise ValueError(f"preset must be 'theory' or 'gpt2'; got {preset!r}")

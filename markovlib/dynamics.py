@@ -57,16 +57,18 @@ from __future__ import annotations
 import functools
 import math
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
-from ._checks import one_thread
+from ._checks import one_thread, seeded
 from .chains import MarkovChain, binary
 from .model import Transformer, TransformerConfig
+from .theory import expected_loss
+from .train import cross_entropy, make_optimizer, make_schedule, seed_streams
 
 __all__ = [
     "logits",
@@ -735,7 +737,6 @@ def manifold_adamw(
     ``markovlib.train`` (``settings``: a ``TrainConfig``), on batches sampled from the
     chain (stream seeded by ``seed``), float32 as in training; the class is read from
     the exact loss at the training length."""
-    from .train import cross_entropy, make_optimizer, make_schedule
 
     s = settings
     length = s.seq_len + 1
@@ -784,10 +785,6 @@ def init_coordinates(
     zero. ``init_std`` replaces the config's initialisation scale (the same draws,
     scaled).
     """
-    from dataclasses import replace
-
-    from ._checks import seeded
-    from .train import seed_streams
 
     if init_std is not None:
         config = replace(config, init_std=init_std)
@@ -811,7 +808,6 @@ def attention_off_gap(model: Transformer, p: float, q: float, length: int) -> fl
     """Largest difference between ``attention_off_loss`` and the enumerated exact loss
     (``theory.expected_loss``) of ``model``, over the value and every entry of the
     gradient."""
-    from .theory import expected_loss
 
     params = list(model.parameters())
     fast = attention_off_loss(model, p, q, length)

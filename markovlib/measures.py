@@ -10,12 +10,15 @@ the gap H(π) − H_rate a run has learnt), never a tolerance in nats.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import torch
 
+from . import theory
 from ._checks import one_thread
 from .analysis import (
     AT_UNIGRAM,
@@ -23,11 +26,14 @@ from .analysis import (
     CLAIM_SHARE,
     ESCAPED,
     ESCAPED_ABOVE,
+    cell_shares,
     classify,
     final_share,
     survival,
 )
 from .chains import Chain, MarkovChain
+from .theory import unigram_threshold
+from .train import one_cycle_factor
 
 __all__ = [
     "RunRecord",
@@ -107,7 +113,6 @@ def shares_text(records: Sequence[RunRecord]) -> str:
 def grid_shares(records: Sequence[RunRecord], ps, qs) -> np.ndarray:
     """Mean share of the gap per binary chain (p, q) of a grid of runs, rows q and
     columns p (:func:`markovlib.analysis.cell_shares`)."""
-    from .analysis import cell_shares
 
     cells: dict = {}
     for r in records:
@@ -565,7 +570,6 @@ def k_threshold(ks: Sequence[int] = (2, 3, 5), tol: float = 1e-4) -> Measure:
     """This book: the tied k-state θ_π turns into a local minimum at p = (k − 1)/k:
     the largest |bisection threshold − (k − 1)/k| over ``ks`` (bisection on the exact
     Hessian to ``tol``), the same computation as the scorecard's row."""
-    from .theory import unigram_threshold
 
     devs = [abs(unigram_threshold(k, tol) - (k - 1) / k) for k in ks]
     return Measure(f"{max(devs):.1e} (k = {', '.join(map(str, ks))})", max(devs) < tol)
@@ -575,7 +579,6 @@ def weights_at(result, which: str = "checkpoint"):
     """The model of a trained run with its ``"checkpoint"`` weights (those after
     step ``result.checkpoint_step``) or its ``"final"`` ones; None where the run kept no
     checkpoint (runs shorter than the checkpoint step)."""
-    import copy
 
     if which == "final":
         return result.model
@@ -593,7 +596,6 @@ def decay_factor(train, start: int = 0) -> float:
     steps after ``start`` of a run trained with ``train`` (a TrainConfig):
     Π (1 − lr_t · weight_decay) over the schedule's learning rates. (The token and
     positional embeddings are not decayed unless ``train.decay_embeddings``.)"""
-    from .train import one_cycle_factor
 
     factors = [
         one_cycle_factor(t, train.steps) if train.schedule == "one-cycle" else 1.0
@@ -606,16 +608,13 @@ def appendix_d_steps(result, x, length: int) -> pd.DataFrame:
     """App. D's numbers of one run at its checkpoint and at the end (one row per step):
     the paper's attention ratio, the positional spread with its two norms, and s_1,
     s_2 and s_2 / s_1 of the matrices App. D names (:data:`APPD_MATRICES`)."""
-    import torch
-
-    from .theory import appendix_d
 
     rows = {}
     for which, step in (("checkpoint", result.checkpoint_step), ("final", None)):
         model = weights_at(result, which)
         if model is None:
             continue
-        d = appendix_d(model, x, length)
+        d = theory.appendix_d(model, x, length)
         with torch.no_grad():
             pos = model.wpe.weight[:length].double()
             emb = model.wte.weight.double()

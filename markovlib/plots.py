@@ -16,14 +16,17 @@ it).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import to_rgba
 from matplotlib.font_manager import font_scalings
 
+from . import dynamics
 from .chains import MarkovChain
 
 __all__ = [
@@ -289,9 +292,6 @@ def phase_portrait(
     the saddle. ``points`` maps a legend label to an (n, 2) array of (e, w) to mark
     (e.g. initialisations). Returns the axes.
     """
-    import math
-
-    from . import dynamics
 
     if ax is None:
         _, ax = plt.subplots(figsize=(3.5, 3.2))
@@ -412,7 +412,6 @@ def phase_portrait(
 
 def to_rgba_safe(color, alpha: float):
     """``color`` with transparency ``alpha`` (an RGBA tuple)."""
-    from matplotlib.colors import to_rgba
 
     return to_rgba(color, alpha)
 

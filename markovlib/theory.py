@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, jvp, vmap
 
 from ._checks import check_int, check_number, check_vocab, one_thread, seeded
-from .chains import MarkovChain
+from .chains import MarkovChain, symmetric
 from .model import Transformer, TransformerConfig
 
 __all__ = [
@@ -692,7 +692,6 @@ def unigram_min_eigenvalue(k: int, p: float) -> float:
     Exact enumeration of all k^3 paths of length 3 (the Hessian at θ_π does not depend
     on the length under the stationary start), float64.
     """
-    from .chains import symmetric
 
     config = TransformerConfig.theory(vocab_size=k, tied=True, max_len=3)
     return unigram_hessian(symmetric(k, p), config, length=3).min_eigenvalue
