@@ -207,6 +207,31 @@ def test_two_sweeps_share_one_store(tmp_path, overlap):
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+def test_a_locked_store_is_waited_for_never_called_damaged(tmp_path, monkeypatch):
+    from markovlib.runs import store as store_module
+
+    ResultStore(tmp_path)  # a healthy store
+    real_open, calls = store_module.ResultStore._open, []
+
+    def locked_twice(self):
+        calls.append(1)
+        if len(calls) <= 2:  # what a second process creating the store can cause
+            raise sqlite3.OperationalError("database is locked")
+        return real_open(self)
+
+    monkeypatch.setattr(store_module.ResultStore, "_open", locked_twice)
+    assert len(ResultStore(tmp_path)) == 0 and len(calls) == 3
+
+    def always_locked(self):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(store_module.ResultStore, "_open", always_locked)
+    monkeypatch.setattr(store_module, "LOCK_WAIT", 0.2)
+    with pytest.raises(StoreError, match="is in use.*not damaged") as e:
+        ResultStore(tmp_path)
+    assert "mv " not in str(e.value)
+
+
 def test_kill_9_mid_sweep_keeps_the_store_whole(tmp_path):
     args = [
         sys.executable,

@@ -117,6 +117,15 @@ def _weights_of(blob: bytes) -> dict:
 SEED_LIMIT = 2**63  # a run's seed is stored as an SQLite INTEGER (signed 64-bit)
 
 
+LOCK_WAIT = 60.0  # seconds a store waits for another process's lock
+
+
+def _locked(e: Exception) -> bool:
+    """Whether an SQLite error means another connection holds the lock."""
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
 class StoreError(RuntimeError):
     """A result store that cannot be used as it is (damaged, foreign, not writable); the
     message names the file."""
@@ -210,54 +219,74 @@ checkpoint BLOB)"""
                 "give another one "
                 "(--results DIR or $MARKOVLIB_RESULTS)"
             )
-        try:
-            with self._connect() as con:
-                check = con.execute("PRAGMA integrity_check(1)").fetchall()
-                if check != [("ok",)]:
-                    what = " ".join(
-                        check[0][0].replace("*** in database main ***", "").split()
-                    )
-                    raise StoreError(
-                        f"{self.path} is damaged (SQLite integrity_check: {what}); "
-                        f"{self._readable(con)}move it aside (mv {self.path} "
-                        f"{self.path}.damaged) and "
-                        "re-run to train its runs again"
-                    )
-                version = con.execute("PRAGMA user_version").fetchone()[0]
-                columns = [row[1] for row in con.execute("PRAGMA table_info(runs)")]
-                if not columns:
-                    con.execute(self.SCHEMA)
-                elif version < self.VERSION and columns == list(
-                    self.COLUMNS[:8]
-                ):  # markovlib 0.1: migrate
-                    con.execute(
-                        "ALTER TABLE runs ADD COLUMN provenance TEXT NOT "
-                        "NULL DEFAULT '{}'"
-                    )
-                    con.execute("ALTER TABLE runs ADD COLUMN checkpoint_step INTEGER")
-                    con.execute("ALTER TABLE runs ADD COLUMN checkpoint BLOB")
-                elif columns != list(self.COLUMNS) or version > self.VERSION:
-                    raise StoreError(
-                        f"{self.path} is not a result store of this markovlib (schema "
-                        f"version {version}, "
-                        f"table runs with columns {columns}); move it aside or "
-                        "give another folder"
-                    )
-                if version != self.VERSION:  # written only when it changes
-                    con.execute(f"PRAGMA user_version = {self.VERSION}")
-        except (sqlite3.DatabaseError, OSError) as e:
-            if _disk_full(e, self.directory):
-                raise StoreFull(
-                    _disk_full_message(self.path, "cannot open the result store")
-                    + "; the store is not damaged: free some space and re-run"
-                ) from None
-            if isinstance(e, OSError):
-                raise
-            raise StoreError(
-                f"{self.path} is damaged or not an SQLite file ({e}); move it aside "
-                f"(mv {self.path} {self.path}.damaged) and re-run to "
-                "train its runs again"
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                self._open()
+                return
+            except sqlite3.OperationalError as e:
+                if not _locked(e) or time.monotonic() > deadline:
+                    self._refuse(e)
+                time.sleep(0.05)  # another process is creating or migrating the store
+            except (sqlite3.DatabaseError, OSError) as e:
+                self._refuse(e)
+
+    def _open(self) -> None:
+        """Check the store and create or migrate its table (one transaction)."""
+        with self._connect() as con:
+            check = con.execute("PRAGMA integrity_check(1)").fetchall()
+            if check != [("ok",)]:
+                what = " ".join(
+                    check[0][0].replace("*** in database main ***", "").split()
+                )
+                raise StoreError(
+                    f"{self.path} is damaged (SQLite integrity_check: {what}); "
+                    f"{self._readable(con)}move it aside (mv {self.path} "
+                    f"{self.path}.damaged) and "
+                    "re-run to train its runs again"
+                )
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            columns = [row[1] for row in con.execute("PRAGMA table_info(runs)")]
+            if not columns:
+                con.execute(self.SCHEMA)
+            elif version < self.VERSION and columns == list(
+                self.COLUMNS[:8]
+            ):  # markovlib 0.1: migrate
+                con.execute(
+                    "ALTER TABLE runs ADD COLUMN provenance TEXT NOT NULL DEFAULT '{}'"
+                )
+                con.execute("ALTER TABLE runs ADD COLUMN checkpoint_step INTEGER")
+                con.execute("ALTER TABLE runs ADD COLUMN checkpoint BLOB")
+            elif columns != list(self.COLUMNS) or version > self.VERSION:
+                raise StoreError(
+                    f"{self.path} is not a result store of this markovlib (schema "
+                    f"version {version}, "
+                    f"table runs with columns {columns}); move it aside or "
+                    "give another folder"
+                )
+            if version != self.VERSION:  # written only when it changes
+                con.execute(f"PRAGMA user_version = {self.VERSION}")
+
+    def _refuse(self, e: Exception):
+        """Raise the error of an open that failed: a full disk, a store still locked by
+        another process after :data:`LOCK_WAIT` seconds, or a damaged file."""
+        if _disk_full(e, self.directory):
+            raise StoreFull(
+                _disk_full_message(self.path, "cannot open the result store")
+                + "; the store is not damaged: free some space and re-run"
             ) from None
+        if isinstance(e, OSError):
+            raise e
+        if _locked(e):
+            raise StoreError(
+                f"{self.path} is in use: another process has held its lock for "
+                f"{LOCK_WAIT:g} s; the store is not damaged: re-run when it is done"
+            ) from None
+        raise StoreError(
+            f"{self.path} is damaged or not an SQLite file ({e}); move it aside "
+            f"(mv {self.path} {self.path}.damaged) and re-run to "
+            "train its runs again"
+        ) from None
 
     def _readable(self, con) -> str:
         try:
@@ -268,9 +297,17 @@ checkpoint BLOB)"""
 
     @contextmanager
     def _connect(self):
-        con = sqlite3.connect(self.path, timeout=60)
+        con = sqlite3.connect(self.path, timeout=LOCK_WAIT)
         try:
-            con.execute("PRAGMA journal_mode=WAL")
+            deadline = time.monotonic() + LOCK_WAIT
+            while True:  # switching to WAL can meet a lock that SQLite does not wait on
+                try:
+                    con.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as e:
+                    if not _locked(e) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
             with con:  # one transaction: committed on success, rolled back on error
                 yield con
         finally:
