@@ -126,6 +126,20 @@ def _locked(e: Exception) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _while_locked(call):
+    """``call()``, tried again while SQLite reports another connection's lock, for up
+    to :data:`LOCK_WAIT` seconds (some locks, e.g. around the switch to WAL or a
+    concurrent schema change, are not waited on by SQLite's busy timeout)."""
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            return call()
+        except sqlite3.OperationalError as e:
+            if not _locked(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class StoreError(RuntimeError):
     """A result store that cannot be used as it is (damaged, foreign, not writable); the
     message names the file."""
@@ -219,17 +233,10 @@ checkpoint BLOB)"""
                 "give another one "
                 "(--results DIR or $MARKOVLIB_RESULTS)"
             )
-        deadline = time.monotonic() + LOCK_WAIT
-        while True:
-            try:
-                self._open()
-                return
-            except sqlite3.OperationalError as e:
-                if not _locked(e) or time.monotonic() > deadline:
-                    self._refuse(e)
-                time.sleep(0.05)  # another process is creating or migrating the store
-            except (sqlite3.DatabaseError, OSError) as e:
-                self._refuse(e)
+        try:  # another process may be creating or migrating the store
+            _while_locked(self._open)
+        except (sqlite3.DatabaseError, OSError) as e:
+            self._refuse(e)
 
     def _open(self) -> None:
         """Check the store and create or migrate its table (one transaction)."""
@@ -299,15 +306,7 @@ checkpoint BLOB)"""
     def _connect(self):
         con = sqlite3.connect(self.path, timeout=LOCK_WAIT)
         try:
-            deadline = time.monotonic() + LOCK_WAIT
-            while True:  # switching to WAL can meet a lock that SQLite does not wait on
-                try:
-                    con.execute("PRAGMA journal_mode=WAL")
-                    break
-                except sqlite3.OperationalError as e:
-                    if not _locked(e) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
+            _while_locked(lambda: con.execute("PRAGMA journal_mode=WAL"))
             with con:  # one transaction: committed on success, rolled back on error
                 yield con
         finally:
