@@ -32,7 +32,6 @@ from .analysis import (
     survival,
 )
 from .chains import Chain, MarkovChain
-from .theory import unigram_threshold
 from .train import one_cycle_factor
 
 __all__ = [
@@ -48,6 +47,8 @@ __all__ = [
     "at_step",
     "cell_classes",
     "cells_at_unigram",
+    "above_line",
+    "trapped_text",
     "by_seed",
     "fig3a",
     "float32_plateau",
@@ -321,11 +322,13 @@ def _above(cells: dict) -> dict:
     return {c: v for c, v in cells.items() if c[0] + c[1] > 1}
 
 
-def _above_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
+def above_line(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """The runs of binary chains with p + q > 1 (where Thm 2's local minimum exists)."""
     return [r for r in records if r.spec.chain["p"] + r.spec.chain["q"] > 1]
 
 
-def _trapped_text(records: Sequence[RunRecord]) -> str:
+def trapped_text(records: Sequence[RunRecord]) -> str:
+    """ "k of n runs" at H(π) by the rule, as the chapters print it."""
     n, t = trap_count(records)
     return f"{t} of {n} runs"
 
@@ -342,11 +345,11 @@ def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()) -> M
     tt = [c for c, v in ct.items() if v == AT_UNIGRAM]
     tu = [c for c, v in cu.items() if v == AT_UNIGRAM]
     n, t = trap_count([*tied, *untied])
-    rt, ru = _above_runs(tied), _above_runs(untied)
+    rt, ru = above_line(tied), above_line(untied)
     return Measure(
         f"tied: {_n(len(tt), len(ct), 'cells')} above the line at H(π) "
-        f"({_cells_text(tt)}), {_trapped_text(rt)}; untied: "
-        f"{_n(len(tu), len(cu), 'cells')}, {_trapped_text(ru)}",
+        f"({_cells_text(tt)}), {trapped_text(rt)}; untied: "
+        f"{_n(len(tu), len(cu), 'cells')}, {trapped_text(ru)}",
         len(tt) >= CLAIM_SHARE * len(ct) and len(tu) < CLAIM_SHARE * len(cu),
         runs=n,
         trapped=t,
@@ -354,7 +357,7 @@ def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()) -> M
         details={
             "tied_cells": tt,
             "untied_cells": tu,
-            "tied_below": _trapped_text(
+            "tied_below": trapped_text(
                 [r for r in tied if r.spec.chain["p"] + r.spec.chain["q"] < 1]
             ),
         },
@@ -571,7 +574,7 @@ def k_threshold(ks: Sequence[int] = (2, 3, 5), tol: float = 1e-4) -> Measure:
     the largest |bisection threshold − (k − 1)/k| over ``ks`` (bisection on the exact
     Hessian to ``tol``), the same computation as the scorecard's row."""
 
-    devs = [abs(unigram_threshold(k, tol) - (k - 1) / k) for k in ks]
+    devs = [abs(theory.unigram_threshold(k, tol) - (k - 1) / k) for k in ks]
     return Measure(f"{max(devs):.1e} (k = {', '.join(map(str, ks))})", max(devs) < tol)
 
 

@@ -87,6 +87,8 @@ def test_fig4_counts_cells_by_majority_and_runs_above_and_below_the_line():
     assert measures.cells_at_unigram(tied) == [(0.2, 0.4), (0.8, 0.5)]
     assert "1 of 2 cells" in m.value and "3 of 6 runs" in m.value
     assert m.details["tied_below"] == "1 of 1 runs"
+    assert len(measures.above_line(tied)) == 6
+    assert measures.trapped_text(tied) == "4 of 7 runs"
     assert m.ok  # 1 of 2 tied cells (>= half), 0 of 2 untied
     assert (m.runs, m.trapped) == (13, 4)
 
