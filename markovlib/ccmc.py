@@ -493,46 +493,56 @@ def fit_W(
 
 
 def _fit_W(log_c, last, y, k: int, ridge: float, max_iter: int, tol: float):
-    """:func:`fit_W` on checked data: the log counts (n, k), last tokens and outputs."""
+    """:func:`fit_W` on checked data: the log counts (n, k), last tokens and outputs.
+
+    With c = exp(log c) the CCMC is P(j | x) = c_j e^{W_aj} / s, s = Σ_j c_j e^{W_aj}
+    (a = x_T), so the log-likelihood is Σ_i log c_{y_i} + Σ_aj N_aj W_aj - Σ_i log s_i
+    with N the (last token, answer) pair counts: each evaluation costs n k products and
+    n logarithms (no n k exponentials), on each row's prompts side by side."""
     n = last.shape[0]
     order = torch.argsort(last, stable=True)  # each row's prompts side by side
-    log_c, y, last = log_c[order], y[order], last[order]
+    c, y, last = log_c[order].exp(), y[order], last[order]
     ends = torch.bincount(last, minlength=k).cumsum(0).tolist()
-    rows = [slice(a, b) for a, b in zip([0, *ends[:-1]], ends)]  # views, no copies
-    target = F.one_hot(y, k).double()
+    rows = [c[a:b] for a, b in zip([0, *ends[:-1]], ends)]  # views, no copies
+    pairs = torch.zeros(k * k, dtype=torch.float64)
+    pairs = pairs.index_add_(0, last * k + y, torch.ones(n, dtype=torch.float64))
+    pairs = pairs.view(k, k)  # N_aj: prompts ending in a answered by j
+    log_cy = float(c.gather(1, y[:, None]).log().sum())  # Σ_i log c_{y_i}: constant
     eye = torch.eye(k, dtype=torch.float64)
 
-    def objective(W) -> tuple[float, torch.Tensor]:
-        """The penalised mean negative log-likelihood at W, and the log-probabilities
-        (reused: the next Newton step needs their exponentials)."""
-        log_p = torch.log_softmax(log_c + W[last], dim=-1)
-        nll = -float(log_p.gather(1, y[:, None]).sum()) / n
-        return nll + 0.5 * ridge * float((W * W).sum()), log_p
+    def objective(W) -> tuple[float, list[torch.Tensor]]:
+        """The penalised mean negative log-likelihood at W, and each row's
+        probabilities (the next Newton step needs them)."""
+        e_W = W.exp()
+        u = [rows[a] * e_W[a] for a in range(k)]  # c_j e^{W_aj}, row a's prompts
+        s = [ua.sum(1, keepdim=True) for ua in u]
+        log_s = sum(float(sa.log().sum()) for sa in s)
+        nll = -(log_cy + float((pairs * W).sum()) - log_s) / n
+        return nll + 0.5 * ridge * float((W * W).sum()), [
+            ua / sa for ua, sa in zip(u, s)
+        ]
 
     W = torch.zeros(k, k, dtype=torch.float64)
-    f, log_p = objective(W)
+    f, p = objective(W)
     for _ in range(max_iter):
-        p = log_p.exp()
-        grad = (
-            torch.zeros(k, k, dtype=torch.float64).index_add_(0, last, p - target) / n
-            + ridge * W
-        )
+        mass = torch.stack([pa.sum(0) for pa in p])  # Σ_i p_i per row
+        grad = (mass - pairs) / n + ridge * W
         if grad.abs().max() < tol:
             break
         hess = (
-            torch.stack([torch.diag(p[r].sum(0)) - p[r].T @ p[r] for r in rows]) / n
+            torch.stack([torch.diag(m) - pa.T @ pa for m, pa in zip(mass, p)]) / n
             + ridge * eye
         )
         step = torch.linalg.solve(hess, grad.unsqueeze(-1)).squeeze(-1)
         decrease, t = float((grad * step).sum()), 1.0
         while t > 1e-10:  # backtracking (Armijo) line search
-            f_new, log_p_new = objective(W - t * step)
+            f_new, p_new = objective(W - t * step)
             if f_new <= f - 0.25 * t * decrease:
                 break
             t /= 2
         else:  # no step accepted: W moves by the last halved t, as before
-            log_p_new = objective(W - t * step)[1]
-        W, f, log_p = W - t * step, f_new, log_p_new
+            p_new = objective(W - t * step)[1]
+        W, f, p = W - t * step, f_new, p_new
     return row_centred(W)
 
 

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import functools
 import math
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -66,9 +66,9 @@ from scipy.optimize import brentq
 
 from ._checks import one_thread, seeded
 from .chains import MarkovChain, binary
-from .model import Transformer, TransformerConfig
+from .model import Transformer, TransformerConfig, attention_off, attention_skipped
 from .theory import expected_loss
-from .train import cross_entropy, make_optimizer, make_schedule, seed_streams
+from .train import seed_streams
 
 __all__ = [
     "logits",
@@ -94,7 +94,7 @@ __all__ = [
     "loss_class",
     "ManifoldRuns",
     "manifold_descent",
-    "manifold_adamw",
+    "manifold_trained",
     "init_coordinates",
     "predicted_basins",
     "attention_off_gap",
@@ -493,52 +493,6 @@ def manifold_coordinates(model: Transformer) -> dict[str, np.ndarray]:
     return {k: v.cpu().numpy() for k, v in out.items()}
 
 
-def _attention_off(model: Transformer) -> bool:
-    with torch.no_grad():
-        return all(
-            float(b.attn.W_V.weight.abs().max()) == 0.0
-            and float(b.attn.W_O.weight.abs().max()) == 0.0
-            for b in model.blocks
-        )
-
-
-class _NoAttention(torch.nn.Module):
-    """Stands in for an attention layer whose W_V = W_O = 0: its output, exactly 0.
-    Its weights stay readable (``W_V``, ...) without being registered twice."""
-
-    def __init__(self, attn: torch.nn.Module):
-        super().__init__()
-        object.__setattr__(self, "inner", attn)
-
-    def __getattr__(self, name: str):
-        if name in ("W_Q", "W_K", "W_V", "W_O"):
-            return getattr(self.inner, name)
-        return super().__getattr__(name)
-
-    def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
-        return torch.zeros_like(x)
-
-
-@contextmanager
-def _attention_skipped(model: Transformer):
-    """Run ``model`` without computing its attention layers, which must be off
-    (W_V = W_O = 0 in every layer). Bit for bit the same logits and gradients of every
-    other parameter: an attention output V W_O with V = x W_V = 0 is exactly 0, and so
-    is every gradient through it (each is a product with W_V, W_O or V). The attention
-    weights get no gradient (``None``), so gradient descent and AdamW leave them as they
-    are, exactly as a zero gradient would: they stay 0 and the layers stay off."""
-    if not _attention_off(model):
-        raise ValueError("_attention_skipped needs W_V = W_O = 0 in every layer")
-    saved = [block.attn for block in model.blocks]
-    for block in model.blocks:
-        block.attn = _NoAttention(block.attn)
-    try:
-        yield model
-    finally:
-        for block, attn in zip(model.blocks, saved):
-            block.attn = attn
-
-
 @functools.lru_cache(maxsize=256)
 def _joint_law(p: float, q: float) -> np.ndarray:
     """π_x P(y|x) of the binary chain (p, q), built once per chain: the loops of the
@@ -562,7 +516,7 @@ def attention_off_loss(
     attention gradient is zero either way), so gradient descent, which keeps
     W_V = W_O = 0, is the same with either. For an ensemble, the per-member losses (N,).
     ``length`` is free: no 2**length paths."""
-    if not _attention_off(model):
+    if not attention_off(model):
         raise ValueError(
             "attention_off_loss needs W_V = W_O = 0 in every layer (attention off)"
         )
@@ -633,7 +587,7 @@ _SKIP_ATTENTION = True
 
 
 def _skipping(model: Transformer):
-    return _attention_skipped(model) if _SKIP_ATTENTION else nullcontext(model)
+    return attention_skipped(model) if _SKIP_ATTENTION else nullcontext(model)
 
 
 def _theory_config(config, length: int) -> TransformerConfig:
@@ -669,7 +623,7 @@ class _Recorder:
             np.stack(self.losses, axis=1),
             manifold_coordinates(model),
             loss_class(self.losses[-1], p, q),
-            _attention_off(model),
+            attention_off(model),
             how,
         )
 
@@ -722,56 +676,55 @@ def _descend(model, params, p, q, steps, lr, length, rec: _Recorder):
                     prm.sub_(lr * g)
 
 
-def manifold_adamw(
-    starts,
-    p: float,
-    q: float,
-    settings,
-    *,
-    seed: int = 0,
-    config: TransformerConfig | None = None,
-    n_records: int = 50,
-) -> ManifoldRuns:
-    """The authors' optimiser from each manifold point: AdamW (0.9, 0.95) with weight
-    decay on the linear layers' weights and the one-cycle schedule of
-    ``markovlib.train`` (``settings``: a ``TrainConfig``), on batches sampled from the
-    chain (stream seeded by ``seed``), float32 as in training; the class is read from
-    the exact loss at the training length."""
-
-    s = settings
-    length = s.seq_len + 1
-    config = _theory_config(config, length)
-    model = _stack_on_manifold(starts, p, q, config, torch.float32)
-    n = model.n_models
-    chain = binary(p, q)
-    optimizer = make_optimizer(
-        model, s.lr, s.weight_decay, decay_embeddings=s.decay_embeddings
-    )
-    scheduler = make_schedule(optimizer, s.schedule, s.steps, s.lr)
-    gen = torch.Generator().manual_seed(int(seed))
-    rec = _Recorder(s.steps, n_records)
-    with one_thread(), _skipping(model):
-        for step in range(s.steps + 1):
-            if step in rec.steps:
-                with torch.no_grad():
-                    exact = attention_off_loss(model, p, q, length).double().numpy()
-                rec.read(step, model, exact)
-            if step == s.steps:
-                break
-            x = chain.sample(n * s.batch_size, length, generator=gen, start=s.start)
-            loss = cross_entropy(model, x.view(n, s.batch_size, length))
-            optimizer.zero_grad(set_to_none=True)
-            loss.sum().backward()
-            optimizer.step()
-            scheduler.step()
-    return rec.runs(
-        model,
-        starts,
+def manifold_trained(results, starts, p: float, q: float) -> ManifoldRuns:
+    """The :class:`ManifoldRuns` of training runs (``TrainResult`` objects, e.g. the
+    authors' AdamW from the manifold: ``RunSpec(init={"kind": "manifold", ...})``)
+    started at ``starts[i]`` = (e0, w0) with b optimal: (e, w) and the exact loss
+    (``attention_off_loss`` at the training length) at the start, at the stored
+    checkpoint and at the end; the class from the final exact loss."""
+    starts = np.asarray(starts, dtype=float).reshape(-1, 2)
+    if len(results) != len(starts):
+        raise ValueError(
+            f"one start per run: {len(starts)} starts, {len(results)} runs"
+        )
+    first = results[0]
+    s, length = first.train_config, first.train_config.seq_len + 1
+    at = {
+        0: [
+            lowrank_model(e, w, None, (p, q), r.config)
+            for (e, w), r in zip(starts, results)
+        ]
+    }
+    step = first.checkpoint_step
+    if step and all(r.checkpoint is not None for r in results):
+        at[step] = [_with_weights(r.config, r.checkpoint) for r in results]
+    at[len(first.history) - 1] = [r.model for r in results]
+    path, loss = [], []
+    with torch.no_grad():
+        for models in at.values():
+            c = [manifold_coordinates(m) for m in models]
+            path.append([(float(x["e"][0]), float(x["w"][0])) for x in c])
+            loss.append([float(attention_off_loss(m, p, q, length)) for m in models])
+    final = [manifold_coordinates(r.model) for r in results]
+    return ManifoldRuns(
         p,
         q,
+        starts,
+        np.array(list(at)),
+        np.array(path).transpose(1, 0, 2),
+        np.array(loss).T,
+        {k: np.concatenate([f[k] for f in final]) for k in final[0]},
+        loss_class(loss[-1], p, q),
+        all(attention_off(r.model) for r in results),
         f"AdamW (the authors' settings), lr {s.lr:g}, {s.steps} steps, batch "
         f"{s.batch_size} x {s.seq_len}",
     )
+
+
+def _with_weights(config: TransformerConfig, state: dict) -> Transformer:
+    model = Transformer(config)
+    model.load_state_dict(state)
+    return model.eval()
 
 
 def init_coordinates(

@@ -14,6 +14,7 @@ so every binary statement of the paper holds for this model too.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 
 from ._checks import check_int
 
-__all__ = ["TransformerConfig", "Transformer"]
+__all__ = ["TransformerConfig", "Transformer", "attention_off", "attention_skipped"]
 
 
 @dataclass
@@ -356,3 +357,39 @@ class Transformer(nn.Module):
     def probabilities(self, idx: torch.Tensor) -> torch.Tensor:
         """P(x_{n+1} = j | x_1^n) for every position: (batch, length, k)."""
         return self(idx).softmax(-1)
+
+
+# ------------------------------------------------------------- attention that is off
+def attention_off(model: Transformer) -> bool:
+    """Whether every attention layer is off: W_V = W_O = 0 (every member of an
+    ensemble), so that its output and every gradient through it are exactly 0."""
+    with torch.no_grad():
+        return all(
+            float(b.attn.W_V.weight.abs().max()) == 0.0
+            and float(b.attn.W_O.weight.abs().max()) == 0.0
+            for b in model.blocks
+        )
+
+
+def _no_attention(x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
+    """The output of an attention layer whose W_V = W_O = 0: exactly 0."""
+    return torch.zeros_like(x)
+
+
+@contextmanager
+def attention_skipped(model: Transformer):
+    """Run ``model`` without computing its attention layers, which must be off
+    (:func:`attention_off`). Bit for bit the same logits and gradients of every other
+    parameter: an attention output V W_O with V = x W_V = 0 is exactly 0, and so is
+    every gradient through it (each is a product with W_V, W_O or V). The attention
+    weights get no gradient (``None``), so gradient descent and AdamW leave them as
+    they are, exactly as a zero gradient would: they stay 0 and the layers stay off."""
+    if not attention_off(model):
+        raise ValueError("attention_skipped needs W_V = W_O = 0 in every layer")
+    for block in model.blocks:  # the layers and their weights stay where they are
+        block.attn.forward = _no_attention
+    try:
+        yield model
+    finally:
+        for block in model.blocks:
+            del block.attn.forward

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 from .device import resolve_device
@@ -257,15 +258,15 @@ class InitSizes:
     gd_steps: int  # gradient-descent steps on the exact loss per full-model run
     gd_lr: float  # their step size (time t = lr x steps)
     exact_len: int  # path length of the exact loss
-    # AdamW runs from the manifold, where they differ from the scale's own settings
-    adam_steps: int | None = None
-    adam_len: int | None = None
+    # (the AdamW runs from the manifold train at the scale's own settings, S.train)
 
-    def adam_train(self, S: Scale):
-        """The :class:`~markovlib.train.TrainConfig` of the AdamW runs at ``S``."""
-        return S.train.replace(
-            steps=self.adam_steps or S.steps, seq_len=self.adam_len or S.seq_len
-        )
+    def starts(self) -> np.ndarray:
+        """The full-model starts (e0, w0), per chain: ``full_e`` values of e0 in
+        [0.25, 1.25] times ``full_w`` values of w0 in [-1.4, 1.1], rounded to 6
+        digits (they are part of the runs' keys); shape (full_e * full_w, 2)."""
+        e0 = np.linspace(0.25, 1.25, self.full_e)
+        w0 = np.linspace(-1.4, 1.1, self.full_w)
+        return np.array([(e, w) for e in e0 for w in w0]).round(6)
 
 
 INIT_SIZES: dict[str, InitSizes] = {
@@ -281,9 +282,8 @@ INIT_SIZES: dict[str, InitSizes] = {
         gd_lr=0.1,
         exact_len=10,
     ),
-    # The AdamW runs keep the cpu sizes: they are trained when the page is built (they
-    # are not in the shipped data), and 56 full models at length 1024 for 1000 steps
-    # would cost as much as 56 paper-scale runs.
+    # The 56 AdamW runs from the manifold are shipped in the paper edition
+    # (experiments.init_manifold): the paper's length, no training at build time.
     "paper": InitSizes(
         grid=24,
         t_max=2000.0,
@@ -292,8 +292,6 @@ INIT_SIZES: dict[str, InitSizes] = {
         gd_steps=6000,
         gd_lr=0.1,
         exact_len=10,
-        adam_steps=PRESETS["cpu"].steps,
-        adam_len=PRESETS["cpu"].seq_len,
     ),
 }
 

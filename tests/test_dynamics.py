@@ -24,9 +24,9 @@ from markovlib.dynamics import (
     init_coordinates,
     loss_class,
     lowrank_model,
-    manifold_adamw,
     manifold_coordinates,
     manifold_descent,
+    manifold_trained,
     optimal_bias,
     predicted_basin,
     reduced_gradient,
@@ -315,32 +315,53 @@ def test_loss_class():
     ]
 
 
-def test_manifold_adamw_runs_the_authors_optimiser_from_the_manifold():
-    from markovlib.train import TrainConfig
+def _manifold_specs(starts, steps=20, seq_len=16):
+    from dataclasses import replace
 
-    settings = TrainConfig(steps=20, batch_size=4, seq_len=16, eval_every=10)
-    a = manifold_adamw([(0.8, 0.6), (1.0, -1.2)], 0.5, 0.8, settings, seed=3)
-    b = manifold_adamw([(0.8, 0.6), (1.0, -1.2)], 0.5, 0.8, settings, seed=3)
-    assert a.attention_stayed_off and a.path.shape[:2] == (2, len(a.steps))
+    from markovlib.runs.spec import grid
+
+    base = grid(
+        [0.5],
+        [0.8],
+        tied=[True],
+        preset="theory",
+        seeds=[3],
+        config_kwargs={"max_len": seq_len},
+        steps=steps,
+        batch_size=4,
+        seq_len=seq_len,
+    )[0]
+    return [replace(base, init={"kind": "manifold", "e": e, "w": w}) for e, w in starts]
+
+
+def test_runs_from_the_manifold_train_the_authors_optimiser_from_there():
+    """A RunSpec with a manifold start trains from that point (its step-0 path is the
+    start), keeps attention off, moves, and is reproducible."""
+    from markovlib.runs.spec import train_specs
+
+    starts = [(0.8, 0.6), (1.0, -1.2)]
+    specs = _manifold_specs(starts)
+    a = manifold_trained(train_specs(specs, device="cpu"), starts, 0.5, 0.8)
+    b = manifold_trained(train_specs(specs, device="cpu"), starts, 0.5, 0.8)
+    assert a.attention_stayed_off and a.path.shape == (2, 2, 2)
+    assert list(a.steps) == [0, 20]  # the checkpoint (step 50) is after the end
     np.testing.assert_array_equal(a.loss, b.loss)  # seeded: reproducible
-    np.testing.assert_allclose(a.path[:, 0], [(0.8, 0.6), (1.0, -1.2)], atol=1e-6)
+    np.testing.assert_allclose(a.path[:, 0], starts, atol=1e-6)
     assert np.abs(a.path[:, -1] - a.path[:, 0]).max() > 1e-3  # it moved
+    # the step-0 exact loss is the reduced model's at the start (b optimal)
+    for (e, w), loss in zip(starts, a.loss[:, 0]):
+        assert abs(loss - float(reduced_loss(e, w, 0.5, 0.8))) < 1e-6
+    assert list(a.found) == list(loss_class(a.loss[:, -1], 0.5, 0.8))
 
 
-@pytest.mark.parametrize("how", ["adamw", "descent"])
-def test_manifold_runs_skip_attention_bit_for_bit(how, monkeypatch):
+def test_manifold_descent_skips_attention_bit_for_bit(monkeypatch):
     """Skipping the attention layers (off on the manifold) changes no number: the runs
     equal those that compute them, exactly."""
     from markovlib import dynamics
-    from markovlib.train import TrainConfig
 
-    starts, settings = [(0.8, 0.6), (1.0, -1.2), (0.3, 0.1)], None
-    if how == "adamw":
-        settings = TrainConfig(steps=25, batch_size=4, seq_len=16, eval_every=10)
+    starts = [(0.8, 0.6), (1.0, -1.2), (0.3, 0.1)]
 
     def run():
-        if how == "adamw":
-            return manifold_adamw(starts, 0.5, 0.8, settings, seed=3, n_records=9)
         return manifold_descent(starts, 0.3, 0.4, steps=60, lr=0.1, n_records=9)
 
     fast = run()
@@ -353,12 +374,31 @@ def test_manifold_runs_skip_attention_bit_for_bit(how, monkeypatch):
         np.testing.assert_array_equal(fast.final[key], slow.final[key])
 
 
+def test_training_from_the_manifold_skips_attention_bit_for_bit(monkeypatch):
+    """train_many skips the attention of a run whose attention weights start at 0: the
+    histories, final weights and checkpoints equal those computed with attention."""
+    from markovlib import train as train_module
+    from markovlib.runs.spec import train_specs
+
+    specs = _manifold_specs([(0.8, 0.6), (1.0, -1.2), (0.3, 0.1)], steps=60)
+    fast = train_specs(specs, device="cpu")
+    monkeypatch.setattr(train_module, "_attention_zero", lambda model: False)
+    slow = train_specs(specs, device="cpu")
+    for x, y in zip(fast, slow):
+        assert x.history.equals(y.history)
+        for name, value in x.model.state_dict().items():
+            assert torch.equal(value, y.model.state_dict()[name]), name
+        for name, value in x.checkpoint.items():
+            assert torch.equal(value, y.checkpoint[name]), name
+        assert float(x.model.blocks[0].attn.W_V.weight.detach().abs().max()) == 0.0
+
+
 def test_attention_skipped_needs_attention_off():
-    from markovlib.dynamics import _attention_skipped
+    from markovlib.model import attention_skipped
 
     model = Transformer(TransformerConfig.theory(tied=True, max_len=16))
     with pytest.raises(ValueError, match="W_V = W_O = 0"):
-        with _attention_skipped(model):
+        with attention_skipped(model):
             pass
 
 

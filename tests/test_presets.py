@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -154,17 +155,18 @@ def test_resolve_device_explicit():
     assert resolve_device(torch.device("cpu")) == torch.device("cpu")
 
 
-def test_initialisation_adamw_sizes():
-    """The manifold AdamW runs use the scale's settings, except at paper (cpu sizes:
-    they are trained at build time, not shipped)."""
-    for name in ("smoke", "cpu"):
-        S = resolve(name, chapter="initialisation")
-        assert init_sizes(S).adam_train(S) == S.train
-    S, cpu = resolve("paper", chapter="initialisation"), PRESETS["cpu"]
-    adam = init_sizes(S).adam_train(S)
-    assert (adam.steps, adam.seq_len) == (cpu.steps, cpu.seq_len) == (400, 256)
-    assert adam == S.train.replace(steps=400, seq_len=256)  # optimiser as the scale's
-    assert S.train.seq_len == 1024
+def test_initialisation_starts_are_the_grid_of_the_sizes():
+    """The full-model starts: full_e values of e0 in [0.25, 1.25] times full_w values
+    of w0 in [-1.4, 1.1]; at paper 4 x 7 = 28 per chain (56 runs)."""
+    for name in ("smoke", "cpu", "paper"):
+        Z = init_sizes(name)
+        starts = Z.starts()
+        assert starts.shape == (Z.full_e * Z.full_w, 2)
+        assert sorted(set(starts[:, 0])) == list(
+            np.linspace(0.25, 1.25, Z.full_e).round(6)
+        )
+        assert starts[:, 1].min() == -1.4 and starts[:, 1].max() == 1.1
+    assert len(init_sizes("paper").starts()) == 28
 
 
 @pytest.mark.parametrize("page", ["book/intro.md", "README.md"])

@@ -79,6 +79,41 @@ def test_spec_round_trip_and_key():
     assert other.key != spec.key  # the optimiser's groups are part of what a run is
 
 
+def test_a_manifold_start_is_part_of_the_spec_and_of_its_key():
+    """init: absent from the dict (and the key) when None, so every earlier key stays;
+    a manifold start round-trips, changes the key, gives the manifold's weights, and a
+    bad start is refused when the spec is made."""
+    from dataclasses import replace
+
+    from markovlib.dynamics import manifold_coordinates
+    from markovlib.model import Transformer
+    from markovlib.runs.spec import start_weights
+
+    spec = grid([0.5], [0.8], tied=[True], seeds=[1], preset="theory", **BASE)[0]
+    assert "init" not in spec.as_dict() and start_weights(spec) is None
+    start = replace(spec, init={"kind": "manifold", "e": 0.9, "w": -1.2})
+    again = RunSpec.from_dict(json.loads(json.dumps(start.as_dict())))
+    assert again == start and start.key != spec.key and start.group == spec.group
+    model = Transformer(spec.config)
+    model.load_state_dict(start_weights(start), strict=False)
+    c = manifold_coordinates(model)
+    assert abs(c["e"][0] - 0.9) < 1e-6 and abs(c["w"][0] + 1.2) < 1e-6
+    for bad in ({"kind": "manifold", "e": 1.0}, {"kind": "sphere", "e": 1, "w": 1}):
+        with pytest.raises(ValueError, match="init must be"):
+            replace(spec, init=bad)
+    with pytest.raises(ValueError, match="binary chain"):
+        RunSpec(
+            {"kind": "symmetric", "k": 2, "p": 0.3},
+            spec.config,
+            spec.train,
+            0,
+            start.init,
+        )
+    gpt2 = grid([0.5], [0.8], tied=[True], **BASE)[0]
+    with pytest.raises(ValueError, match="theory"):
+        replace(gpt2, init=start.init)
+
+
 def test_paper_edition_keys_are_pinned():
     """The shipped data is found by these keys: a change to TrainConfig,
     TransformerConfig or the chapters' specs that moves them must be deliberate (and
@@ -129,6 +164,15 @@ def test_paper_edition_groups():
     assert len(groups["fig4-400-untied-fp32"]) == 75
     assert {s.train.steps for s in groups["trap400-theory-tied-fp32"]} == {400}
     assert {s.config.n_layers for s in groups["higher-order-L3"]} == {3}
+    # the initialisation chapter's AdamW runs from the manifold, 28 per chain
+    manifold = groups["init-manifold-chain"] + groups["init-manifold-mirror"]
+    assert len(manifold) == 56 and {s.init["kind"] for s in manifold} == {"manifold"}
+    assert {s.train.seq_len for s in manifold} == {1024}
+    assert groups["init-manifold-mirror"][0].chain == {
+        "kind": "binary",
+        "p": 0.5,
+        "q": 0.2,
+    }
     assert {s.train.steps for s in groups["higher-order-L1"]} == {10000}
     fig4 = {s.key for s in groups["fig4-tied"]}
     assert (

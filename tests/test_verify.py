@@ -264,3 +264,37 @@ def test_paper_edition_ignores_MARKOVLIB_SCALE(monkeypatch):
     paper = keys()
     monkeypatch.setenv("MARKOVLIB_SCALE", "smoke")
     assert keys() == paper
+
+
+def test_a_run_from_the_manifold_is_re_trained_from_its_start(tmp_path):
+    """The initialisation chapter's AdamW runs start on the low-rank manifold
+    (``init`` in their spec): verify re-trains their ensemble from those starts, to the
+    step-50 checkpoint, and a start moved in the stored spec is caught (its key)."""
+    from markovlib.runs.shipped import _ensemble, _reproduce
+
+    name = "init-manifold-mirror-001.parquet"
+    shipped = ShippedData(PAPER)
+    key = shipped.rows(name)["key"].iloc[0]
+    assert RunSpec.from_dict(shipped.record(key)["spec"]).init["kind"] == "manifold"
+    lines: list[str] = []
+    members = _ensemble(shipped, key)
+    assert len(members) == 28
+    assert _reproduce(shipped, members, True, lines.append) == 28
+    assert all("reproduced" in line for line in lines)
+
+    target = tmp_path / "data"
+    target.mkdir()
+    shutil.copy(PAPER / name, target / name)
+    manifest = json.loads((PAPER / "manifest.json").read_text())
+    manifest["files"] = [f for f in manifest["files"] if f["name"] == name]
+    (target / "manifest.json").write_text(json.dumps(manifest))
+
+    def move_start(frame):
+        spec = json.loads(frame.loc[0, "spec"])
+        spec["init"]["e"] += 0.5
+        frame.loc[0, "spec"] = json.dumps(spec, sort_keys=True)
+        return frame
+
+    _rewrite(target, name, move_start)
+    with pytest.raises((VerificationError, ShippedDataError), match="key"):
+        verify(target, sample=0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..presets import Scale, higher_order_sizes, resolve
+from ..presets import Scale, higher_order_sizes, init_sizes, resolve
 from ..train import TrainConfig
 from .spec import RunSpec, chain_grid, grid
 
@@ -26,6 +26,7 @@ __all__ = [
     "lag_runs",
     "authors_traps",
     "higher_order",
+    "init_manifold",
     "AUTHORS_TRAPS",
     "precision_variants",
     "PRECISION_VARIANTS",
@@ -252,6 +253,24 @@ def threshold_runs(
     }
 
 
+def init_manifold(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
+    """The initialisation chapter's AdamW runs: the tied theory model started at each
+    manifold point of ``init_sizes(S).starts()`` (b optimal), on the chain ("chain")
+    and on its mirror (1 - p, 1 - q) ("mirror"), trained with ``S.train``. Every run
+    has the seed ``seed``: one stream of batches for every start."""
+    mirror = (round(1 - p, 12), round(1 - q, 12))
+    out = {}
+    for label, (a, b) in (("chain", (p, q)), ("mirror", mirror)):
+        base = grid([a], [b], **_options(S, seed, n=1, preset="theory"))[0]
+        out[label] = [
+            replace(base, init={"kind": "manifold", "e": float(e), "w": float(w)})
+            for e, w in init_sizes(S).starts()
+        ]
+    return out
+
+
 def depths(S: Scale) -> list[int]:
     """Fig 1's depths at the paper scale; 1, 2, 4 below it."""
     return [1, 2, 4, 8] if S.name == "paper" else [1, 2, 4]
@@ -293,7 +312,7 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
 
     A group's name is the shipped file it goes to (``data/paper/<name>.parquet``).
     """
-    gm, blm, sad, ms, dp, tr = (
+    gm, blm, sad, ms, dp, tr, ini = (
         resolve("paper", c, environ=False)
         for c in (
             "global_minimum",
@@ -302,6 +321,7 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
             "multi_state",
             "depth",
             "trapped",
+            "initialisation",
         )
     )
     groups: list[tuple[str, list[RunSpec]]] = []
@@ -342,4 +362,8 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
         for name, specs in precision_variants(0.5, 0.8, tr).items()
     ]
     groups += [(f"fig4-400-{tie}-fp32", specs) for tie, specs in fp32.items()]
+    groups += [
+        (f"init-manifold-{label}", specs)
+        for label, specs in init_manifold(0.5, 0.8, ini).items()
+    ]
     return groups

@@ -37,15 +37,12 @@ import torch
 import torch.nn.functional as F
 
 from ..train import (
-    Execution,
     TrainResult,
     cpu_model,
     one_cycle_factor,
-    train,
-    train_many,
 )
 from . import experiments
-from .spec import CHECKPOINT_STEP, RunSpec, make_chain, spec_key
+from .spec import CHECKPOINT_STEP, RunSpec, spec_key, train_specs
 from .store import ResultStore, _metrics, result_from_record
 
 __all__ = [
@@ -995,19 +992,11 @@ def _ensemble(data: ShippedData, key: str) -> list[str]:
 def _retrain(specs: list[RunSpec], upto: int | None) -> list[TrainResult]:
     """Re-train ``specs`` as they were trained: one run, or one ensemble in order."""
     first = specs[0]
-    run = Execution(
-        device="cpu", progress=False, checkpoint=CHECKPOINT_STEP, stop_after=upto
-    )
-    if len(specs) == 1:
-        chain = make_chain(first.chain)
-        return [train(chain, first.config, first.train, seed=first.seed, execution=run)]
     if any(s.group != first.group for s in specs):
         raise VerificationError(
             f"the ensemble of run {first.key} mixes architectures or training settings"
         )
-    chains = [make_chain(s.chain) for s in specs]
-    seeds = [s.seed for s in specs]
-    return train_many(chains, first.config, first.train, seeds=seeds, execution=run)
+    return train_specs(specs, device="cpu", stop_after=upto)
 
 
 def _reproduce(data: ShippedData, members: list[str], quick: bool, log) -> int:

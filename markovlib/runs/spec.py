@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..chains import Chain, binary, lag_switching, random_kth_order, symmetric
+from ..dynamics import lowrank_model
 from ..model import TransformerConfig
 from ..train import Execution, TrainConfig, TrainResult, train, train_many
 
@@ -23,6 +24,7 @@ __all__ = [
     "RunSpec",
     "spec_key",
     "make_chain",
+    "start_weights",
     "grid",
     "chain_grid",
     "train_specs",
@@ -58,20 +60,34 @@ def make_chain(spec: dict) -> Chain:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything that determines one training run."""
+    """Everything that determines one training run.
+
+    ``init`` says where the weights start: None, drawn from the seed's initialisation
+    stream (every run of the paper's figures); ``{"kind": "manifold", "e": e0,
+    "w": w0}``, the point (e0, w0) of the low-rank manifold with the optimal bias
+    (:func:`~markovlib.dynamics.lowrank_model`, binary chains and the tied theory
+    model). A spec without ``init`` has the key it had before ``init`` existed."""
 
     chain: dict  # e.g. {"kind": "binary", "p": 0.5, "q": 0.8}
     config: TransformerConfig
     train: TrainConfig
     seed: int
+    init: dict | None = None
+
+    def __post_init__(self):
+        if self.init is not None:
+            start_weights(self)  # validates the starting point (ValueError)
 
     def as_dict(self) -> dict:
-        return {
+        d = {
             "chain": dict(self.chain),
             "config": asdict(self.config),
             "train": self.train.to_dict(),
             "seed": int(self.seed),
         }
+        if self.init is not None:
+            d["init"] = dict(self.init)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> RunSpec:
@@ -82,6 +98,7 @@ class RunSpec:
             TransformerConfig(**d["config"]),
             TrainConfig.from_dict(d["train"]),
             int(d["seed"]),
+            None if d.get("init") is None else dict(d["init"]),
         )
 
     @property
@@ -96,6 +113,26 @@ class RunSpec:
         one ensemble."""
         d = self.as_dict()
         return json.dumps({"config": d["config"], "train": d["train"]}, sort_keys=True)
+
+
+def start_weights(spec: RunSpec) -> dict | None:
+    """The starting weights of ``spec`` (every parameter by name, float32), or None
+    for the standard draw from its seed (``spec.init`` is None)."""
+    if spec.init is None:
+        return None
+    init = dict(spec.init)
+    if init.get("kind") != "manifold" or set(init) != {"kind", "e", "w"}:
+        raise ValueError(
+            "init must be None or {'kind': 'manifold', 'e': e0, 'w': w0}; "
+            f"got {spec.init!r}"
+        )
+    if spec.chain.get("kind") != "binary":
+        raise ValueError(f"a manifold start needs a binary chain; got {spec.chain!r}")
+    pq = (spec.chain["p"], spec.chain["q"])
+    model = lowrank_model(
+        float(init["e"]), float(init["w"]), None, pq, spec.config, torch.float32
+    )
+    return {name: prm.detach() for name, prm in model.named_parameters()}
 
 
 def spec_key(spec: dict) -> str:
@@ -167,9 +204,11 @@ def train_specs(
     device: str | torch.device = "auto",
     compile: bool = False,
     progress: bool = False,
+    stop_after: int | None = None,
 ) -> list[TrainResult]:
     """Train specs of one group: a single spec with :func:`~markovlib.train.train`,
-    several as one ensemble.
+    several as one ensemble, each from its starting point (:func:`start_weights`);
+    ``stop_after=s`` ends them after step s (verification).
 
     Both keep the weights after :data:`CHECKPOINT_STEP`; an ensemble's members record
     each other's keys, since a member is reproduced bit for bit only by re-training the
@@ -182,14 +221,35 @@ def train_specs(
             "training settings)"
         )
     run = Execution(
-        device=device, compile=compile, progress=progress, checkpoint=CHECKPOINT_STEP
+        device=device,
+        compile=compile,
+        progress=progress,
+        checkpoint=CHECKPOINT_STEP,
+        stop_after=stop_after,
     )
     if len(specs) == 1:
-        chain = make_chain(first.chain)
-        return [train(chain, first.config, first.train, seed=first.seed, execution=run)]
+        chain, init = make_chain(first.chain), start_weights(first)
+        return [
+            train(
+                chain,
+                first.config,
+                first.train,
+                seed=first.seed,
+                init=init,
+                execution=run,
+            )
+        ]
     chains = [make_chain(s.chain) for s in specs]
     seeds = [s.seed for s in specs]
-    results = train_many(chains, first.config, first.train, seeds=seeds, execution=run)
+    inits = [start_weights(s) for s in specs]
+    results = train_many(
+        chains,
+        first.config,
+        first.train,
+        seeds=seeds,
+        inits=None if all(i is None for i in inits) else inits,
+        execution=run,
+    )
     for r in results:
         r.provenance = {**r.provenance, "ensemble_members": [s.key for s in specs]}
     return results
