@@ -278,6 +278,7 @@ class ShippedData:
     def _read(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
         path = self.check(name)
         try:
+            # heavy: imported on the first read, so that import markovlib stays fast
             import pyarrow.parquet as pq
 
             missing = sorted(set(COLUMNS) - set(pq.read_schema(path).names))
