@@ -65,6 +65,10 @@ __all__ = [
     "InitialisationVerdict",
     "initialisation_verdict",
     "initialisation_trap_text",
+    "ccmc_rate",
+    "CollapseVerdict",
+    "ccmc_collapse",
+    "ccmc_mean_field_text",
 ]
 
 
@@ -766,3 +770,146 @@ def initialisation_trap_text(
         f"nearer H(π) than H_rate (`{scale}` scale)."
     )
     return text, headline
+
+
+# --------------------------------------------------------------------- the CCMC chapter
+RATE_SLOPE, RATE_TOL = -0.5, 0.15  # the n^(-1/2) rate, read within ±0.15 of the slope
+COLLAPSED_ABOVE = 0.9  # a window one token holds more than 90 % of has collapsed
+MARKOV_MIXES_BELOW = 0.5  # ... while the Markov chain's top token holds under half
+
+
+def ccmc_rate(
+    ns, mean_err, slope: float, scale: str, converges: bool
+) -> tuple[bool, str]:
+    """The CCMC chapter's estimation verdict: whether the log-log ``slope`` of the
+    mean error ``mean_err`` over the sample sizes ``ns`` is the n^(-1/2) rate (within
+    ±0.15), and the sentence that says so (at a scale that does not converge, that the
+    sizes are too few)."""
+    ok = bool(abs(slope - RATE_SLOPE) <= RATE_TOL)
+    text = (
+        f"The error falls from {mean_err[0]:.3f} at n = {int(ns[0])} to "
+        f"{mean_err[-1]:.4f} at n = {int(ns[-1])}, with a log-log slope of "
+        f"{slope:.2f} over the {min(3, len(ns))} largest n"
+    )
+    if not converges:
+        text += (
+            f". At the `{scale}` scale the sample sizes are too few to read a rate "
+            "off them."
+        )
+    elif ok:
+        text += ": the $n^{-1/2}$ rate of a regular parametric model."
+    else:
+        text += (
+            ", away from the $n^{-1/2}$ rate of a regular parametric model at these "
+            "sample sizes."
+        )
+    return ok, text
+
+
+@dataclass(frozen=True)
+class CollapseVerdict:
+    """Whether generation from one prompt collapses with W+ and with W- (the last
+    window's mean top-token share above 0.9, the Markov chain's below 0.5 for W+), and
+    the sentences of the chapter and of its summary."""
+
+    plus: bool
+    minus: bool
+    text: str
+    summary: str
+
+
+def ccmc_collapse(
+    plus: dict, minus: dict, window: int, gen_len: int, n_lead: int
+) -> CollapseVerdict:
+    """The CCMC chapter's generation verdict from the last-window statistics ``plus``
+    and ``minus`` of W+ and W- (:func:`markovlib.ccmc.final_window`) and the number
+    ``n_lead`` of tokens that lead the last window of some W+ trajectory."""
+    ep, em = plus, minus
+    collapse_plus = bool(
+        ep["share"] > COLLAPSED_ABOVE and ep["share_markov"] < MARKOV_MIXES_BELOW
+    )
+    collapse_minus = bool(em["share"] > COLLAPSED_ABOVE)
+    if collapse_plus:
+        text = (
+            f"With $W_+$ the generation collapses: in the last {window} tokens the "
+            f"most frequent token has a mean share of {ep['share']:.3f} and "
+            f"{ep['single']:.0%} of the trajectories write nothing else, while the "
+            "Markov chain with the same base kernel keeps visiting "
+            f"{ep['distinct_markov']:.2f} tokens on average (top share "
+            f"{ep['share_markov']:.3f}). The winner is not the same for every "
+            f"trajectory: {n_lead} different tokens lead the last window, decided by "
+            "the early random draws. "
+        )
+    else:
+        text = (
+            f"With $W_+$ the generation has **not** collapsed within {gen_len} tokens: "
+            f"the mean top share in the last {window} tokens is {ep['share']:.3f} "
+            f"(Markov chain: {ep['share_markov']:.3f}). "
+        )
+    if collapse_minus:
+        text += f"With $W_-$ it collapses too (mean top share {em['share']:.3f})."
+    else:
+        text += (
+            f"With $W_-$ there is **no** single winner within {gen_len} tokens: the "
+            f"mean top share is {em['share']:.3f} and the window still holds "
+            f"{em['distinct']:.2f} distinct tokens, though the top share is above the "
+            f"Markov chain's {em['share_markov']:.3f}."
+        )
+    summary = (
+        "With $W_+$ (a base chain that prefers to stay) the mean top share in the "
+        f"last {window} tokens is {ep['share']:.3f}, with $W_-$ (one that prefers to "
+        f"move) {em['share']:.3f}; the Markov chain with the same base kernels: "
+        f"{ep['share_markov']:.3f} and {em['share_markov']:.3f}. "
+    )
+    summary += (
+        "One token takes over only when the base chain favours repeating it."
+        if ep["share"] > COLLAPSED_ABOVE >= em["share"]
+        else (
+            "At this scale and for these matrices the two do not separate into "
+            "collapse and no collapse."
+        )
+    )
+    return CollapseVerdict(collapse_plus, collapse_minus, text, summary)
+
+
+def ccmc_mean_field_text(
+    deviation: float,
+    limit,
+    final_share,
+    gen_len: int,
+    n_stable_plus: int,
+    n_lead: int,
+) -> str:
+    """The CCMC chapter's sentence on the mean-field ODE: its largest ``deviation``
+    from the measured W- context shares, the tokens its ``limit`` keeps above 1 %,
+    how much of the context the others still hold at the end (``final_share``, per
+    token) and, with W+, the ``n_stable_plus`` stable single-token states and
+    ``n_lead`` leading tokens."""
+    k = len(limit)
+    survivors = [j for j in range(k) if limit[j] > 0.01]
+    left = max(
+        (float(final_share[j]) for j in range(k) if j not in survivors), default=0
+    )
+    text = (
+        f"The ODE follows the measured $W_-$ shares to within {deviation:.3f} at every "
+        f"length. Its limit as $\\tau \\to \\infty$ keeps {len(survivors)} of the {k} "
+        f"tokens above a share of 1% (tokens {', '.join(map(str, survivors))}). "
+    )
+    if len(survivors) < k and left > 0.01:
+        text += (
+            f"The others die out, but as powers of $n$: after {gen_len} tokens one of "
+            f"them still holds {left:.3f} of the context. So the generation does not "
+            "mix like the Markov chain: it drifts, slowly and along the same path for "
+            "every trajectory, towards a context made of a few tokens. "
+        )
+    elif len(survivors) < k:
+        text += "The others are already (almost) gone from the context. "
+    else:
+        text += "Here every token survives: the context does not narrow. "
+    if n_stable_plus > 1 and n_lead > 1:
+        text += (
+            f"With $W_+$ the ODE has several attractors ({n_stable_plus} stable "
+            "single-token states), and the early random draws decide which one a "
+            f"trajectory falls into: {n_lead} different tokens lead the last window."
+        )
+    return text

@@ -172,3 +172,48 @@ def test_the_initialisation_verdict_counts_what_it_says():
         and "100% of the GPT-2" in text
     )
     assert "far too short" in text and "`smoke` scale" in headline
+
+
+def test_the_ccmc_verdicts_follow_their_rules():
+    """The rate holds within ±0.15 of -1/2; collapse needs a top share above 0.9 (and,
+    for W+, a Markov chain whose top token holds under half); the mean-field sentence
+    counts the tokens its limit keeps above 1 %."""
+    from markovlib.measures import ccmc_collapse, ccmc_mean_field_text, ccmc_rate
+
+    ns, err = [2000, 8000, 32000], [0.4, 0.2, 0.1]
+    assert ccmc_rate(ns, err, -0.5, "paper", True)[0]
+    assert ccmc_rate(ns, err, -0.64, "paper", True)[0]
+    ok, text = ccmc_rate(ns, err, -0.7, "paper", True)
+    assert not ok and "away from the $n^{-1/2}$ rate" in text
+    assert "from 0.400 at n = 2000 to 0.1000 at n = 32000" in text
+    assert "too few" in ccmc_rate(ns, err, -0.5, "smoke", False)[1]
+
+    def end(share, markov, distinct=1.0):
+        return dict(
+            share=share,
+            share_markov=markov,
+            single=0.5,
+            distinct=distinct,
+            distinct_markov=7.5,
+        )
+
+    v = ccmc_collapse(end(0.97, 0.3), end(0.6, 0.3, 3.2), 500, 20000, 5)
+    assert v.plus and not v.minus
+    assert (
+        "collapses: in the last 500 tokens" in v.text and "5 different tokens" in v.text
+    )
+    assert "**no** single winner" in v.text and "3.20 distinct" in v.text
+    assert "only when the base chain favours repeating it" in v.summary
+    v = ccmc_collapse(end(0.97, 0.6), end(0.95, 0.3), 500, 20000, 5)
+    assert not v.plus and v.minus and "has **not** collapsed" in v.text
+    assert "do not separate" in v.summary
+
+    limit = np.array([0.5, 0.495, 0.005, 0.0])
+    text = ccmc_mean_field_text(0.02, limit, [0.4, 0.4, 0.15, 0.05], 20000, 3, 2)
+    assert "keeps 2 of the 4 tokens" in text and "(tokens 0, 1)" in text
+    assert "still holds 0.150" in text and "3 stable single-token states" in text
+    text = ccmc_mean_field_text(0.02, limit, [0.5, 0.5, 0.0, 0.0], 20000, 1, 1)
+    assert "already (almost) gone" in text and "attractors" not in text
+    assert "every token survives" in ccmc_mean_field_text(
+        0.0, [0.25] * 4, [0.25] * 4, 9, 1, 1
+    )
