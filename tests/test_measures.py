@@ -217,3 +217,27 @@ def test_the_ccmc_verdicts_follow_their_rules():
     assert "every token survives" in ccmc_mean_field_text(
         0.0, [0.25] * 4, [0.25] * 4, 9, 1, 1
     )
+
+
+def test_the_bad_local_minima_sentences_count_the_runs():
+    from markovlib.measures import perturbation_text, trap_training_text
+
+    def result(p, q, returned):
+        returned = np.array(returned, dtype=bool)
+        return SimpleNamespace(chain=binary(p, q), returned=returned, left=~returned)
+
+    perturbed = {
+        ("theory", "this chain"): result(0.5, 0.8, [True, True, False]),
+        ("theory", "mirror"): result(0.5, 0.2, [False, False, False]),
+    }
+    text = perturbation_text(perturbed, 0.5, 0.8, False)
+    assert "theory model, this chain (p + q = 1.30): 2 of 3 runs returned" in text
+    assert "1 left towards" in text and "3 left towards" in text
+    assert "**not** the clean picture" in text
+    assert "As Thm 2 predicts" in perturbation_text(perturbed, 0.5, 0.8, True)
+    assert "Thm 2 does not apply" in perturbation_text(perturbed, 0.5, 0.2, True)
+    assert "inconclusive" in perturbation_text(perturbed, 0.5, 0.5, True)
+    assert "far too short" in trap_training_text("smoke", False, 0.5, 0.8, ["x"])
+    assert "no bad local minimum" in trap_training_text("cpu", True, 0.2, 0.3, [])
+    text = trap_training_text("paper", True, 0.5, 0.8, ["a of b", "c of d"])
+    assert text.startswith("Measured at the `paper` scale in float32: a of b; c of d.")
