@@ -71,6 +71,8 @@ __all__ = [
     "ccmc_mean_field_text",
     "perturbation_text",
     "trap_training_text",
+    "saddle_sides_text",
+    "saddle_grid_text",
 ]
 
 
@@ -965,3 +967,29 @@ def trap_training_text(
         + ". At the authors' budget and precision the count changes: see "
         "{doc}`trapped`."
     )
+
+
+# ------------------------------------------------------------------ the saddles chapter
+def saddle_sides_text(
+    summary: dict, untied: Measure, scale: str, converges: bool, chain_name: str
+) -> str:
+    """The saddles chapter's sentence on its tied and untied runs: ``summary`` maps
+    (model, tying) to :class:`~markovlib.analysis.EscapeStats`, ``untied`` is the
+    untied runs' :func:`escape_claim`."""
+    g2u, g2t = summary["gpt2", "untied"], summary["gpt2", "tied"]
+    th = summary["theory", "tied"]
+    text = (
+        f"Measured at the `{scale}` scale ({g2t.n} runs per model on {chain_name}): "
+        f"untied, {untied.value}; tied, {g2t.n_escaped} of {g2t.n} GPT-2 runs and "
+        f"{th.n_escaped} of {th.n} theory-model runs escaped (median escape step of "
+        f"the GPT-2 runs: untied {g2u.median_text}, tied {g2t.median_text})."
+    )
+    return (
+        text if converges else text + " These runs are far too short to say anything."
+    )
+
+
+def saddle_grid_text(fig4: Measure, scale: str, converges: bool) -> str:
+    """The saddles chapter's sentence on its (p, q) grid (``fig4``: :func:`fig4`)."""
+    text = f"Measured at the `{scale}` scale in float32: {fig4.value}."
+    return text if converges else text + " (Far too short to converge.)"

@@ -241,3 +241,29 @@ def test_the_bad_local_minima_sentences_count_the_runs():
     assert "no bad local minimum" in trap_training_text("cpu", True, 0.2, 0.3, [])
     text = trap_training_text("paper", True, 0.5, 0.8, ["a of b", "c of d"])
     assert text.startswith("Measured at the `paper` scale in float32: a of b; c of d.")
+
+
+def test_the_saddles_sentences_carry_the_counts():
+    from markovlib.measures import saddle_grid_text, saddle_sides_text
+
+    def stats(n_escaped, n, median):
+        return SimpleNamespace(n_escaped=n_escaped, n=n, median_text=median)
+
+    summary = {
+        ("gpt2", "untied"): stats(32, 32, "40"),
+        ("gpt2", "tied"): stats(5, 32, "never"),
+        ("theory", "tied"): stats(2, 32, "never"),
+    }
+    untied = SimpleNamespace(value="64 of 64 runs escaped")
+    text = saddle_sides_text(summary, untied, "paper", True, "binary(p=0.5, q=0.8)")
+    assert "(32 runs per model on binary(p=0.5, q=0.8)): untied, 64 of 64" in text
+    assert "tied, 5 of 32 GPT-2 runs and 2 of 32 theory-model runs escaped" in text
+    assert "untied 40, tied never)." in text and "too short" not in text
+    assert "too short" in saddle_sides_text(summary, untied, "smoke", False, "c")
+    fig4 = SimpleNamespace(value="tied: 3 of 10 cells")
+    assert saddle_grid_text(fig4, "cpu", True) == (
+        "Measured at the `cpu` scale in float32: tied: 3 of 10 cells."
+    )
+    assert saddle_grid_text(fig4, "smoke", False).endswith(
+        "(Far too short to converge.)"
+    )
