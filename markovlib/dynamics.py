@@ -697,15 +697,15 @@ def manifold_trained(results, starts, p: float, q: float) -> ManifoldRuns:
     }
     step = first.checkpoint_step
     if step and all(r.checkpoint is not None for r in results):
-        at[step] = [_with_weights(r.config, r.checkpoint) for r in results]
+        at[step] = [r.checkpoint_model() for r in results]
     at[len(first.history) - 1] = [r.model for r in results]
     path, loss = [], []
     with torch.no_grad():
         for models in at.values():
-            c = [manifold_coordinates(m) for m in models]
-            path.append([(float(x["e"][0]), float(x["w"][0])) for x in c])
+            coords = [manifold_coordinates(m) for m in models]
+            path.append([(float(x["e"][0]), float(x["w"][0])) for x in coords])
             loss.append([float(attention_off_loss(m, p, q, length)) for m in models])
-    final = [manifold_coordinates(r.model) for r in results]
+    final = coords  # those of the final models, read last
     return ManifoldRuns(
         p,
         q,
@@ -719,12 +719,6 @@ def manifold_trained(results, starts, p: float, q: float) -> ManifoldRuns:
         f"AdamW (the authors' settings), lr {s.lr:g}, {s.steps} steps, batch "
         f"{s.batch_size} x {s.seq_len}",
     )
-
-
-def _with_weights(config: TransformerConfig, state: dict) -> Transformer:
-    model = Transformer(config)
-    model.load_state_dict(state)
-    return model.eval()
 
 
 def init_coordinates(

@@ -10,7 +10,6 @@ the gap H(π) − H_rate a run has learnt), never a tolerance in nats.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -598,11 +597,7 @@ def weights_at(result, which: str = "checkpoint"):
         return result.model
     if which != "checkpoint":
         raise ValueError(f"which must be 'checkpoint' or 'final'; got {which!r}")
-    if result.checkpoint is None:
-        return None
-    model = copy.deepcopy(result.model)
-    model.load_state_dict(result.checkpoint)
-    return model.eval()
+    return result.checkpoint_model()
 
 
 def decay_factor(train, start: int = 0) -> float:
@@ -666,9 +661,8 @@ class InitialisationVerdict:
     that say so."""
 
     rows: dict[str, dict]
-    escaped_below: (
-        bool  # every GD run of the p + q < 1 chain started 'local' ends global
-    )
+    agreement: float  # share of all GD runs that end where the paper's flow predicts
+    escaped_below: bool  # every GD run started 'local' on the p + q < 1 chain escaped
     metric_better: bool  # the full model's metric predicts at least as well, per chain
     portrait: str
     full: str
@@ -744,7 +738,9 @@ def initialisation_verdict(
         )
         + ", this chain then the mirror."
     )
-    return InitialisationVerdict(rows, escaped_below, metric_better, portrait, full)
+    return InitialisationVerdict(
+        rows, agreement, escaped_below, metric_better, portrait, full
+    )
 
 
 def initialisation_trap_text(

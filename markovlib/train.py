@@ -10,6 +10,7 @@ randomness (initialisation, training data, test data) is derived from ``seed`` t
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import platform
@@ -297,6 +298,15 @@ class TrainResult:
     @property
     def final_test_loss(self) -> float:
         return float(self.test_history["test_loss"].iloc[-1])
+
+    def checkpoint_model(self) -> Transformer | None:
+        """The model with its weights after step ``checkpoint_step`` (a copy); None
+        where the run kept no checkpoint (runs shorter than the checkpoint step)."""
+        if self.checkpoint is None:
+            return None
+        model = copy.deepcopy(self.model)
+        model.load_state_dict(self.checkpoint)
+        return model.eval()
 
     def escape_step(self, tol: float = 0.005) -> int | None:
         """First step at which the test loss came within ``tol`` nats of H_rate

@@ -149,7 +149,7 @@ def test_the_initialisation_verdict_counts_what_it_says():
     v = initialisation_verdict(chains, init_local, gd, adam, pred, pred)
     assert v.rows["this chain"] == dict(paper=0.75, metric=0.75, adam=0.75, undecided=1)
     assert v.rows["mirror"] == dict(paper=0.75, metric=0.75, adam=0.75, undecided=0)
-    assert v.escaped_below and v.metric_better
+    assert v.escaped_below and v.metric_better and v.agreement == 0.75
     assert "sends 100% of the standard initialisations and 75% of those" in v.portrait
     assert "the sign of p + q - 1 alone decides" in v.portrait
     assert "in 75% of the 8 runs" in v.full
