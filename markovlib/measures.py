@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import scipy.stats
 import torch
 
 from . import theory
@@ -59,6 +60,12 @@ __all__ = [
     "fig4_float32",
     "fig5",
     "fig1",
+    "fig1_depths",
+    "depth_factors",
+    "trap_interval",
+    "cell_trap_table",
+    "fig4_cells",
+    "fig5_halves",
     "higher_order",
     "masking",
     "InitialisationVerdict",
@@ -467,6 +474,118 @@ def masking(
     )
 
 
+# ------------------------------------------ the figures at the authors' settings
+# These rules were written before the groups they judge were trained (the groups of
+# experiments._authors_groups): Fig 1 per depth and Sec. 4.4's "regardless of these
+# factors", Fig 4 from independent runs per cell, both halves of Sec. 4.3 (Fig 5).
+
+
+def fig1_depths(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
+    """Fig 1, per depth: the single layer stays at H(π) (at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of its runs at H(π)) and every depth ≥ 2
+    reaches H_rate (at least that share of its runs escaped)."""
+    parts, ok = [], True
+    for L, rs in sorted(by_depth.items()):
+        side = AT_UNIGRAM if L == 1 else ESCAPED
+        k = sum(r.cls == side for r in rs)
+        parts.append(
+            f"depth {L}: {_n(k, len(rs))} {'at H(π)' if L == 1 else 'escaped'}"
+        )
+        ok &= k >= CLAIM_SHARE * len(rs)
+    n, t = trap_count([r for rs in by_depth.values() for r in rs])
+    return Measure("; ".join(parts), ok, runs=n, trapped=t, groups=tuple(groups))
+
+
+def depth_factors(
+    untied: Sequence[RunRecord], mirror: Sequence[RunRecord], groups=()
+) -> Measure:
+    """Sec. 4.4: depth ≥ 2 reaches H_rate "regardless of these factors" (weight
+    tying, switching): at least :data:`~markovlib.analysis.CLAIM_SHARE` of the untied
+    depth-2 runs and of the tied depth-2 runs on the mirror chain (1 − p, 1 − q)
+    escaped."""
+    eu, em = (sum(r.cls == ESCAPED for r in rs) for rs in (untied, mirror))
+    c = mirror[0].spec.chain
+    n, t = trap_count([*untied, *mirror])
+    return Measure(
+        f"depth 2 untied: {_n(eu, len(untied))} escaped; depth 2 tied on "
+        f"({c['p']:g}, {c['q']:g}): {_n(em, len(mirror))} escaped",
+        eu >= CLAIM_SHARE * len(untied) and em >= CLAIM_SHARE * len(mirror),
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+    )
+
+
+def trap_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) ``level`` interval of a share k / n."""
+    a = (1 - level) / 2
+    low = 0.0 if k == 0 else float(scipy.stats.beta.ppf(a, k, n - k + 1))
+    high = 1.0 if k == n else float(scipy.stats.beta.ppf(1 - a, k + 1, n - k))
+    return low, high
+
+
+def cell_trap_table(records: Sequence[RunRecord]) -> pd.DataFrame:
+    """Per binary chain (p, q): runs, runs at H(π), their share and its 95 %
+    interval (:func:`trap_interval`)."""
+    cells: dict = {}
+    for r in records:
+        cells.setdefault((r.spec.chain["p"], r.spec.chain["q"]), []).append(r)
+    rows = []
+    for (p, q), rs in sorted(cells.items()):
+        n, t = trap_count(rs)
+        low, high = trap_interval(t, n)
+        rows.append(dict(p=p, q=q, runs=n, trapped=t, share=t / n, low=low, high=high))
+    return pd.DataFrame(rows)
+
+
+def fig4_cells(
+    cells: Sequence[RunRecord],
+    tied: Sequence[RunRecord],
+    untied: Sequence[RunRecord],
+    groups=(),
+) -> Measure:
+    """Fig 4 from independent runs per cell: at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of the tied cells above p + q = 1 have at
+    least that share of their runs at H(π) (``cells``: independently initialised runs
+    per tied cell above the line), and no run of an untied cell nor of a tied cell
+    below the line is at H(π) (``tied``, ``untied``: the grids)."""
+    table = cell_trap_table(above_line(cells))
+    held = table[table["share"] >= CLAIM_SHARE]
+    below = [r for r in tied if r.spec.chain["p"] + r.spec.chain["q"] < 1]
+    (nu, tu), (nb, tb) = trap_count(untied), trap_count(below)
+    n, t = trap_count([*cells, *untied, *below])
+    return Measure(
+        f"tied above the line: {_n(len(held), len(table), 'cells')} with at least "
+        f"half of their runs at H(π) ({trapped_text(above_line(cells))}); untied: "
+        f"{_n(tu, nu)} at H(π); tied below the line: {_n(tb, nb)}",
+        len(held) >= CLAIM_SHARE * len(table) and tu == 0 and tb == 0,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        details={"table": table},
+    )
+
+
+def fig5_halves(
+    tied: Sequence[RunRecord], untied: Sequence[RunRecord], p_max=0.6, groups=()
+) -> Measure:
+    """Sec. 4.3 (Fig 5), both halves: at every p ≤ ``p_max`` at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of the tied and of the untied runs
+    escaped; at every p above it at least that share of the tied runs are at H(π)
+    ("stuck in local minima (unigram)") and of the untied runs escaped."""
+    parts, ok = [], True
+    for p in sorted({r.spec.chain["p"] for r in [*tied, *untied]}):
+        for label, rs in (("tied", tied), ("untied", untied)):
+            rs = [r for r in rs if r.spec.chain["p"] == p]
+            side = AT_UNIGRAM if label == "tied" and p > p_max + 1e-12 else ESCAPED
+            k = sum(r.cls == side for r in rs)
+            what = "at H(π)" if side == AT_UNIGRAM else "escaped"
+            parts.append(f"p = {p:g} {label} {_n(k, len(rs))} {what}")
+            ok &= k >= CLAIM_SHARE * len(rs)
+    n, t = trap_count([*tied, *untied])
+    return Measure("; ".join(parts), ok, runs=n, trapped=t, groups=tuple(groups))
+
+
 # App. D: what the paper says of the learnt weights (p + q < 1)
 NEAR_ZERO = 0.1  # a ratio "≈ 0" (attention's share, positional spread) is below 0.1
 NEAR_RANK_ONE = 0.1  # a matrix is "near rank one" when s_2 / s_1 < 0.1
@@ -512,7 +631,77 @@ def appendix_d(inside: dict[str, dict], records: Sequence[RunRecord], groups=())
     }
 
 
-__all__ += ["NEAR_ZERO", "NEAR_RANK_ONE", "APPD_MATRICES", "appendix_d"]
+def _appd_properties(d: dict, record: RunRecord) -> dict[str, bool]:
+    """App. D's four properties of one learnt model (``d``:
+    :func:`markovlib.theory.appendix_d`), each relative to what it could be."""
+    chain = record.chain
+    effect = abs(1 - chain.P[0, 0] - chain.P[1, 1])
+    rank = max(v for k, v in d["rank_ratio"].items() if k.endswith(APPD_MATRICES))
+    return {
+        "attention": d["ablation"] < NEAR_ZERO * effect,
+        "positions": d["spread"] < NEAR_ZERO,
+        "rank": rank < NEAR_RANK_ONE,
+        "formula": float(np.abs(record.kernel - chain.P).max())
+        < AT_UNIGRAM_BELOW * effect,
+    }
+
+
+def appendix_d_runs(
+    inside: dict[str, Sequence[dict]],
+    records: dict[str, Sequence[RunRecord]],
+    groups=(),
+) -> dict[str, Measure]:
+    """App. D over every run (``inside[label][i]``: :func:`markovlib.theory.appendix_d`
+    of ``records[label][i]``), the weight-tied model's four rows and the untied model
+    as a fifth. A run has a property when: removing attention moves no predicted
+    probability by :data:`NEAR_ZERO` × |p + q − 1| or more (the paper's ratio
+    ‖attn‖ / ‖x + attn‖ printed beside); the positional spread is below
+    :data:`NEAR_ZERO`; s_2 / s_1 of W_1 and W_2 is below :data:`NEAR_RANK_ONE`; the
+    learnt kernel is within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` × |p + q − 1|
+    of P. A row holds when at least :data:`~markovlib.analysis.CLAIM_SHARE` of the runs
+    have its property."""
+    has = {
+        label: [_appd_properties(d, r) for d, r in zip(inside[label], records[label])]
+        for label in inside
+    }
+    out = {}
+    tied, rs = has["tied"], records["tied"]
+    common = dict(runs=len(rs), trapped=trap_count(rs)[1], groups=tuple(groups))
+    ratio = float(np.median([d["ratio_mean"] for d in inside["tied"]]))
+    moved = max(d["ablation"] for d in inside["tied"])
+    for prop in ("attention", "positions", "rank", "formula"):
+        k = sum(h[prop] for h in tied)
+        extra = (
+            f" (largest change {moved:.4f}; the paper's ratio, median {ratio:.3f})"
+            if prop == "attention"
+            else ""
+        )
+        out[f"appd_{prop}"] = Measure(
+            f"tied: {_n(k, len(tied))}{extra}", k >= CLAIM_SHARE * len(tied), **common
+        )
+    un = has.get("untied", [])
+    counts = {
+        prop: sum(h[prop] for h in un)
+        for prop in ("attention", "positions", "rank", "formula")
+    }
+    out["appd_untied"] = Measure(
+        "untied, runs with each property: "
+        + ", ".join(f"{prop} {k} of {len(un)}" for prop, k in counts.items()),
+        bool(un) and all(k >= CLAIM_SHARE * len(un) for k in counts.values()),
+        runs=len(un),
+        trapped=trap_count(records.get("untied", []))[1] if un else 0,
+        groups=tuple(groups),
+    )
+    return out
+
+
+__all__ += [
+    "NEAR_ZERO",
+    "NEAR_RANK_ONE",
+    "APPD_MATRICES",
+    "appendix_d",
+    "appendix_d_runs",
+]
 
 
 # ------------------------------------- per-run tables and the chapters' own measures

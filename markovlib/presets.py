@@ -35,6 +35,9 @@ __all__ = [
     "higher_order_sizes",
     "resolve",
     "with_overrides",
+    "AuthorsSetting",
+    "AUTHORS",
+    "authors",
     "resolve_device",  # re-exported from markovlib.device (its old home)
     "ENV_VAR",
 ]
@@ -67,6 +70,7 @@ class Scale:
     )
     chapter: str | None = None  # the chapter whose settings were applied, if any
     source: str = ""  # where these sizes come from
+    precision: str = "fp32"  # TrainConfig.precision of this scale's runs
 
     @property
     def train(self):
@@ -79,6 +83,7 @@ class Scale:
             lr=self.lr,
             eval_every=self.eval_every,
             eval_batches=self.eval_batches,
+            precision=self.precision,
         )
 
     @property
@@ -370,6 +375,131 @@ def resolve(
     if scale == "paper" and chapter is not None:
         return replace(PRESETS[scale], chapter=chapter, **CHAPTERS[chapter])
     return replace(PRESETS[scale], chapter=chapter) if chapter else PRESETS[scale]
+
+
+# The authors' own settings, per figure, each from their config, script or the paper's
+# text. Their first-order config (Markov-LLM/src/config/markov.py) sets iterations 400,
+# batch 16, length 1024, n_embd 8, 1 head, 1 layer, dtype float16; their train_base runs
+# the forward pass under CUDA float16 autocast and calls backward() without a GradScaler
+# (no loss scaling). Here fp16 is CPU float16 autocast (see the trapped chapter).
+_CONFIG = (
+    "Markov-LLM/src/config/markov.py: batch 16, length 1024, n_embd 8, 1 head, "
+    "iterations 400 (not overridden by their scripts), float16 autocast without loss "
+    "scaling (train_base)"
+)
+
+
+@dataclass(frozen=True)
+class AuthorsSetting:
+    """What the authors ran for one figure (the fields a run's spec must match to be
+    called theirs) and how many runs per cell this book ships at it."""
+
+    figure: str
+    steps: int
+    seq_len: int
+    runs: int  # runs per cell shipped at these settings (this book's choice)
+    source: str  # their config, script or table, and what the paper reports
+    batch_size: int = 16
+    d_model: int = 8
+    n_heads: int = 1
+    precision: str = "fp16"
+    trap_runs: int | None = None  # runs where trap shares are counted (None: runs)
+
+    def mismatches(self, spec) -> list[str]:
+        """The fields of a run's spec (a RunSpec) that differ from these settings,
+        as 'field: spec value (authors' value)'; empty when the run is theirs."""
+        have = {
+            "steps": spec.train.steps,
+            "seq_len": spec.train.seq_len,
+            "batch_size": spec.train.batch_size,
+            "precision": spec.train.precision,
+            "d_model": spec.config.d_model,
+            "n_heads": spec.config.n_heads,
+        }
+        return [
+            f"{k}: {v} ({getattr(self, k)})"
+            for k, v in have.items()
+            if v != getattr(self, k)
+        ]
+
+
+AUTHORS: dict[str, AuthorsSetting] = {
+    "fig1": AuthorsSetting(
+        "Fig 1",
+        steps=500,
+        seq_len=512,
+        runs=8,
+        trap_runs=32,
+        source="Markov-LLM-k/src/schedule.sh: depths 1, 2, 4, 8 at length 512, 500 "
+        "iterations; the rest from " + _CONFIG + "; the paper shows mean ± std of 3 "
+        "runs",
+    ),
+    "fig3": AuthorsSetting(
+        "Fig 3",
+        steps=400,
+        seq_len=1024,
+        runs=8,
+        trap_runs=32,
+        source=_CONFIG + "; the paper shows one run per curve",
+    ),
+    "appd": AuthorsSetting(
+        "App. D",
+        steps=400,
+        seq_len=1024,
+        runs=8,
+        source=_CONFIG + "; the paper averages five runs of the weight-tied model",
+    ),
+    "fig4": AuthorsSetting(
+        "Fig 4",
+        steps=400,
+        seq_len=1024,
+        runs=8,
+        source=_CONFIG + "; the paper shows one run per cell",
+    ),
+    "fig5": AuthorsSetting(
+        "Fig 5",
+        steps=5000,
+        seq_len=1024,
+        runs=3,
+        source="the paper's Fig 5 (k = 5, 5000 iterations); the rest from " + _CONFIG,
+    ),
+    "higher_order": AuthorsSetting(
+        "ICLR Sec. 4.4",
+        steps=10000,
+        seq_len=64,
+        batch_size=128,
+        d_model=16,
+        n_heads=2,
+        runs=3,
+        source="Markov-LLM-depth/src/schedule2.sh: random order-2 chains, 10 000 "
+        "iterations, batch 128, lengths 64-256, n_embd 16 or 32; float16 from their "
+        "config",
+    ),
+}
+
+
+def authors(figure: str, scale: Scale) -> Scale:
+    """The scale of ``figure``'s runs at the authors' settings (:data:`AUTHORS`): at
+    ``paper`` their iterations, length, batch, d and precision with this book's run
+    counts; below it, ``scale``'s sizes in their precision."""
+    if figure not in AUTHORS:
+        raise ValueError(
+            f"figure must be one of {', '.join(map(repr, AUTHORS))}; got {figure!r}"
+        )
+    A = AUTHORS[figure]
+    if scale.name != "paper":
+        return replace(scale, precision=A.precision)
+    return replace(
+        scale,
+        steps=A.steps,
+        seq_len=A.seq_len,
+        batch_size=A.batch_size,
+        d_model=A.d_model,
+        precision=A.precision,
+        seeds=A.runs,
+        trap_seeds=A.trap_runs or A.runs,
+        source=A.source,
+    )
 
 
 def with_overrides(scale: Scale, **changes) -> Scale:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..presets import Scale, higher_order_sizes, init_sizes, resolve
+from ..presets import Scale, authors, higher_order_sizes, init_sizes, resolve
 from ..train import TrainConfig
 from .spec import RunSpec, chain_grid, grid
 
@@ -20,6 +20,9 @@ __all__ = [
     "trap_variants",
     "saddle_sides",
     "fig4_grid",
+    "fig4_cells",
+    "fig1_authors",
+    "mirror",
     "fig5",
     "threshold_runs",
     "depth_fig1",
@@ -132,6 +135,24 @@ def fig4_grid(
         )
         for tie in ("tied", "untied")
     }
+
+
+def above_line_cells() -> list[tuple[float, float]]:
+    """Fig 4's cells with p + q > 1, in :data:`FIG4_GRID` order (p, then q)."""
+    return [(p, q) for p in FIG4_GRID for q in FIG4_GRID if p + q > 1 + 1e-9]
+
+
+def fig4_cells(S: Scale, seed: int = 100) -> list[RunSpec]:
+    """Fig 4's tied cells above p + q = 1, ``S.seeds`` runs each, trained with
+    ``S.train``; no two runs share an initialisation: cell c (of
+    :func:`above_line_cells`) has the seeds ``seed + c S.seeds``, ...,
+    ``seed + (c + 1) S.seeds - 1``."""
+    n = S.seeds
+    return [
+        spec
+        for c, (p, q) in enumerate(above_line_cells())
+        for spec in grid([p], [q], **_options(S, seed + c * n, n=n))
+    ]
 
 
 # trapped: the tied runs at the authors' budget, per (preset, precision)
@@ -260,9 +281,8 @@ def init_manifold(
     manifold point of ``init_sizes(S).starts()`` (b optimal), on the chain ("chain")
     and on its mirror (1 - p, 1 - q) ("mirror"), trained with ``S.train``. Every run
     has the seed ``seed``: one stream of batches for every start."""
-    mirror = (round(1 - p, 12), round(1 - q, 12))
     out = {}
-    for label, (a, b) in (("chain", (p, q)), ("mirror", mirror)):
+    for label, (a, b) in (("chain", (p, q)), ("mirror", mirror(p, q))):
         base = grid([a], [b], **_options(S, seed, n=1, preset="theory"))[0]
         out[label] = [
             replace(base, init={"kind": "manifold", "e": float(e), "w": float(w)})
@@ -281,6 +301,33 @@ def depth_fig1(p: float, q: float, S: Scale, seed: int = 0) -> dict[int, list[Ru
     each."""
     base = {"kind": "binary", "p": float(p), "q": float(q)}
     return {L: chain_grid([base], **_options(S, seed, n_layers=L)) for L in depths(S)}
+
+
+def mirror(p: float, q: float) -> tuple[float, float]:
+    """The chain (1 - p, 1 - q): the same |p + q - 1| on the other side of the line."""
+    return round(1 - p, 12), round(1 - q, 12)
+
+
+def fig1_authors(
+    p: float, q: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
+    """Fig 1 at ``S`` (the authors' settings: :func:`~markovlib.presets.authors`):
+    tied GPT-2 models of each depth on (p, q), ``S.trap_seeds`` runs at depth 1 and
+    ``S.seeds`` at the others; for Sec. 4.4's "regardless of these factors" (tying and
+    switching), depth 2 untied on (p, q) ("L2-untied") and tied on the mirror chain
+    ("L2-mirror"), ``S.seeds`` runs each."""
+    out = {
+        f"L{L}": grid(
+            [p],
+            [q],
+            **_options(S, seed, n=S.trap_seeds if L == 1 else S.seeds, n_layers=L),
+        )
+        for L in depths(S)
+    }
+    out["L2-untied"] = grid([p], [q], **_options(S, seed, tied=False, n_layers=2))
+    mp, mq = mirror(p, q)
+    out["L2-mirror"] = grid([mp], [mq], **_options(S, seed, n_layers=2))
+    return out
 
 
 def lag_windows(order: int) -> list[int]:
@@ -365,5 +412,26 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
     groups += [
         (f"init-manifold-{label}", specs)
         for label, specs in init_manifold(0.5, 0.8, ini).items()
+    ]
+    groups += _authors_groups(gm, tr, ms, dp)
+    return groups
+
+
+def _authors_groups(gm, tr, ms, dp) -> list[tuple[str, list[RunSpec]]]:
+    """The figures at the authors' settings (:data:`~markovlib.presets.AUTHORS`) that
+    the groups above ran in float32 or for 1000 iterations: Fig 5, Fig 3(b) and App. D,
+    Fig 4's tied cells above the line with independent runs, Fig 1."""
+    groups = [
+        (f"fig5-k5-fp16-{tie}", specs)
+        for tie, specs in fig5(5, authors("fig5", ms)).items()
+    ]
+    groups += [
+        (f"global_minimum-400-fp16-{label}", specs)
+        for label, specs in global_minimum(0.2, 0.3, authors("appd", gm)).items()
+    ]
+    groups += [("fig4-cells-400-tied-fp16", fig4_cells(authors("fig4", tr)))]
+    groups += [
+        (f"depth-fig1-fp16-{name}", specs)
+        for name, specs in fig1_authors(0.5, 0.8, authors("fig1", dp)).items()
     ]
     return groups
