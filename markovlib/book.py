@@ -415,3 +415,36 @@ def runs_and_records(specs, S, *, ensemble_size: int = 32):
 
 
 __all__ += ["runs_and_records"]
+
+
+class Groups(NamedTuple):
+    """Named groups of runs as a chapter reads them (:func:`load_groups`)."""
+
+    runs: dict  # name -> trained runs (TrainResult)
+    records: dict  # name -> their RunRecords
+    wanted: dict  # name -> how many runs the group has
+
+    def complete(self, *names) -> bool:
+        """Whether every run of these groups (all groups when none named) is here."""
+        names = names or tuple(self.wanted)
+        return all(len(self.records[n]) == self.wanted[n] for n in names)
+
+    def have(self, *names) -> str:
+        """ "k of n runs" over these groups (all when none named)."""
+        names = names or tuple(self.wanted)
+        k = sum(len(self.records[n]) for n in names)
+        return f"{k} of {sum(self.wanted[n] for n in names)} runs"
+
+
+def load_groups(groups: dict, S) -> Groups:
+    """:func:`runs_and_records` of each named group of specs (at ``paper`` the shipped
+    runs only)."""
+    loaded = {name: runs_and_records(specs, S) for name, specs in groups.items()}
+    return Groups(
+        {n: v[0] for n, v in loaded.items()},
+        {n: v[1] for n, v in loaded.items()},
+        {n: len(specs) for n, specs in groups.items()},
+    )
+
+
+__all__ += ["Groups", "load_groups"]

@@ -261,9 +261,19 @@ def cmd_train(args) -> int:
         chain,
         config,
         seed=args.seed,
-        execution=Execution(device=args.device, compile=args.compile),
+        execution=Execution(  # no bar in logs: an error stays one line
+            device=args.device, compile=args.compile, progress=sys.stderr.isatty()
+        ),
         **train_kwargs,
     )
+    if result.diverged_step is not None:
+        print(
+            f"markovlib train: error: the run diverged: its loss is not finite from "
+            f"step {result.diverged_step} of {train_kwargs['steps']} (lr "
+            f"{train_kwargs['lr']:g}); no final loss to report",
+            file=sys.stderr,
+        )
+        return 1
     final, h_rate, h_pi = (
         result.final_test_loss,
         chain.entropy_rate(),
@@ -388,12 +398,21 @@ def cmd_sweep(args) -> int:
             file=sys.stderr,
         )
         return 130
-    summary = frame.groupby(["config.tied", "chain.p", "chain.q"])["excess"].agg(
-        ["mean", "max", "count"]
-    )
-    print(summary.round(4).to_string())
+    print(sweep_summary(frame).round(4).to_string())
+    diverged = int(frame["excess"].isna().sum())
+    if diverged:
+        print(f"{diverged} of {len(frame)} runs diverged (excluded from the means)")
     print(f"{len(frame)} runs in {store.path} ({len(store) - before} new)")
     return 0
+
+
+def sweep_summary(frame):
+    """Per tying and chain: mean and largest final loss minus H_rate over the runs that
+    stayed finite, how many did, and how many diverged (their loss is NaN)."""
+    grouped = frame.groupby(["config.tied", "chain.p", "chain.q"])["excess"]
+    summary = grouped.agg(["mean", "max", "count"]).rename(columns={"count": "finite"})
+    summary["diverged"] = grouped.size() - summary["finite"]
+    return summary
 
 
 def _book_out(args, root: Path) -> Path:

@@ -66,6 +66,10 @@ __all__ = [
     "cell_trap_table",
     "fig4_cells",
     "fig5_halves",
+    "below_line",
+    "fig3c_untied",
+    "bias_prediction",
+    "bad_minimum",
     "higher_order",
     "masking",
     "InitialisationVerdict",
@@ -91,10 +95,14 @@ class RunRecord:
     history: pd.DataFrame  # step, test_loss (every evaluation)
     spec: object  # its RunSpec
     key: str = ""
+    diverged_step: int | None = None  # where its loss stopped being finite
 
     @property
     def share(self) -> float:
-        """:func:`~markovlib.analysis.final_share` of this run."""
+        """:func:`~markovlib.analysis.final_share` of this run; NaN for a run that
+        diverged (neither at H(π) nor escaped by the rule)."""
+        if self.diverged_step is not None:
+            return float("nan")
         return final_share(self.chain, kernel=self.kernel, history=self.history)
 
     @property
@@ -111,7 +119,7 @@ def record_of(result, spec=None) -> RunRecord:
     """A :class:`RunRecord` of a trained run (its learnt kernel computed here)."""
     kernel = result.learnt_kernel() if isinstance(result.chain, MarkovChain) else None
     history = result.test_history[["step", "test_loss"]].reset_index(drop=True)
-    return RunRecord(result.chain, kernel, history, spec)
+    return RunRecord(result.chain, kernel, history, spec, "", result.diverged_step)
 
 
 def records_of(results, specs) -> list[RunRecord]:
@@ -163,7 +171,8 @@ class Measure:
 
 
 def _n(k: int, n: int, what: str = "runs") -> str:
-    return f"{k} of {n} {what}"
+    """ "k of n runs" ("k of 1 run")."""
+    return f"{k} of {n} {what[:-1] if n == 1 and what.endswith('s') else what}"
 
 
 def classes(records: Sequence[RunRecord]) -> list[str | None]:
@@ -548,10 +557,14 @@ def fig4_cells(
     :data:`~markovlib.analysis.CLAIM_SHARE` of the tied cells above p + q = 1 have at
     least that share of their runs at H(π) (``cells``: independently initialised runs
     per tied cell above the line), and no run of an untied cell nor of a tied cell
-    below the line is at H(π) (``tied``, ``untied``: the grids)."""
+    below the line is at H(π) (``tied``, ``untied``: the grids; cells on the line,
+    without a gap, are left out)."""
     table = cell_trap_table(above_line(cells))
     held = table[table["share"] >= CLAIM_SHARE]
-    below = [r for r in tied if r.spec.chain["p"] + r.spec.chain["q"] < 1]
+    below = [r for r in tied if r.spec.chain["p"] + r.spec.chain["q"] < 1 - 1e-9]
+    untied = [
+        r for r in untied if abs(r.spec.chain["p"] + r.spec.chain["q"] - 1) > 1e-9
+    ]
     (nu, tu), (nb, tb) = trap_count(untied), trap_count(below)
     n, t = trap_count([*cells, *untied, *below])
     return Measure(
@@ -566,6 +579,19 @@ def fig4_cells(
     )
 
 
+def _on_side(records: Sequence[RunRecord], ps, want: str) -> tuple[int, int, bool]:
+    """(runs on the side ``want`` at the p of ``ps``, runs, whether at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of the runs of every p are)."""
+    k = n = 0
+    ok = True
+    for p in ps:
+        cell = [r for r in records if r.spec.chain["p"] == p]
+        hit = sum(r.cls == want for r in cell)
+        ok &= hit >= CLAIM_SHARE * len(cell)
+        k, n = k + hit, n + len(cell)
+    return k, n, ok
+
+
 def fig5_halves(
     tied: Sequence[RunRecord], untied: Sequence[RunRecord], p_max=0.6, groups=()
 ) -> Measure:
@@ -573,17 +599,102 @@ def fig5_halves(
     :data:`~markovlib.analysis.CLAIM_SHARE` of the tied and of the untied runs
     escaped; at every p above it at least that share of the tied runs are at H(π)
     ("stuck in local minima (unigram)") and of the untied runs escaped."""
-    parts, ok = [], True
-    for p in sorted({r.spec.chain["p"] for r in [*tied, *untied]}):
-        for label, rs in (("tied", tied), ("untied", untied)):
-            rs = [r for r in rs if r.spec.chain["p"] == p]
-            side = AT_UNIGRAM if label == "tied" and p > p_max + 1e-12 else ESCAPED
-            k = sum(r.cls == side for r in rs)
-            what = "at H(π)" if side == AT_UNIGRAM else "escaped"
-            parts.append(f"p = {p:g} {label} {_n(k, len(rs))} {what}")
-            ok &= k >= CLAIM_SHARE * len(rs)
+    ps = sorted({r.spec.chain["p"] for r in [*tied, *untied]})
+    low = [p for p in ps if p <= p_max + 1e-12]
+    high = [p for p in ps if p > p_max + 1e-12]
+    ok, parts = True, []
+    for side, tied_want in ((low, ESCAPED), (high, AT_UNIGRAM)):
+        if not side:
+            continue
+        counts = []
+        for label, rs, want in (
+            ("tied", tied, tied_want),
+            ("untied", untied, ESCAPED),
+        ):
+            k, n, held = _on_side(rs, side, want)
+            ok &= held
+            what = "at H(π)" if want == AT_UNIGRAM else "escaped"
+            counts.append(f"{label} {_n(k, n)} {what}")
+        parts.append(f"p = {', '.join(f'{p:g}' for p in side)}: {', '.join(counts)}")
     n, t = trap_count([*tied, *untied])
     return Measure("; ".join(parts), ok, runs=n, trapped=t, groups=tuple(groups))
+
+
+def below_line(
+    tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()
+) -> Measure:
+    """Sec. 1 and 4.2: on chains with p + q < 1 the runs learn the chain "irrespective
+    of the weight tying": for each tying, at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of the grid's cells below the line are
+    escaped (:func:`cell_classes`)."""
+    parts, ok, runs = [], True, []
+    for label, rs in (("tied", tied), ("untied", untied)):
+        rs = [r for r in rs if r.spec.chain["p"] + r.spec.chain["q"] < 1 - 1e-9]
+        cells = cell_classes(rs)
+        e = sum(v == ESCAPED for v in cells.values())
+        k = sum(r.cls == ESCAPED for r in rs)
+        parts.append(
+            f"{label}: {_n(e, len(cells), 'cells')} escaped ({_n(k, len(rs))})"
+        )
+        ok &= e >= CLAIM_SHARE * len(cells)
+        runs += rs
+    n, t = trap_count(runs)
+    return Measure("; ".join(parts), ok, runs=n, trapped=t, groups=tuple(groups))
+
+
+def fig3c_untied(records: Sequence[RunRecord], p: float, q: float, groups=()):
+    """Fig 3(c)'s untied curve: untied runs on (p, q), p + q > 1, predict p after a
+    zero: at least :data:`~markovlib.analysis.CLAIM_SHARE` of them have a learnt
+    P(1|0) within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance
+    p − π_1 from p."""
+    rs = [r for r in records if (r.spec.chain["p"], r.spec.chain["q"]) == (p, q)]
+    pi1 = float(rs[0].chain.stationary()[1])
+    tol = AT_UNIGRAM_BELOW * abs(p - pi1)
+    got = [float(r.kernel[0, 1]) for r in rs]
+    k = sum(abs(g - p) < tol for g in got)
+    return Measure(
+        f"untied P(1|0) {' '.join(f'{g:.3f}' for g in got)} (p = {p:g}, π_1 = "
+        f"{pi1:.3f}): {_n(k, len(rs))} within {tol:.3g} of p",
+        k >= CLAIM_SHARE * len(rs),
+        runs=len(rs),
+        trapped=trap_count(rs)[1],
+        groups=tuple(groups),
+    )
+
+
+def bias_prediction(model) -> float:
+    """P(x_{n+1} = 1) that the head's bias alone gives (softmax of b): Thm 2's
+    f = σ(b) when the output ignores the input."""
+    return float(torch.softmax(model.head.bias.detach().double(), -1)[1])
+
+
+def bad_minimum(records: Sequence[RunRecord], load, groups=()) -> Measure:
+    """Sec. 4.1: at θ_π the output ignores the input and f = σ(b) = π_1. On the runs
+    at H(π) among ``records`` (``load(record)`` gives a run's learnt model): the claim
+    holds when at least :data:`~markovlib.analysis.CLAIM_SHARE` of them have the bias
+    alone (:func:`bias_prediction`) within
+    :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance p − π_1 from π_1; the
+    embedding gap ‖e_1 − e_0‖ is printed beside."""
+    models = [load(r) for r in records if r.cls == AT_UNIGRAM]
+    chain = records[0].chain
+    p, pi1 = float(chain.P[0, 1]), float(chain.stationary()[1])
+    tol = AT_UNIGRAM_BELOW * abs(p - pi1)
+    bias = [bias_prediction(m) for m in models]
+    e = [float((m.wte.weight[1] - m.wte.weight[0]).detach().norm()) for m in models]
+    k = sum(abs(b - pi1) < tol for b in bias)
+    value = (
+        f"σ(b) median {np.median(bias):.3f} (π_1 = {pi1:.3f}): {_n(k, len(models))} at "
+        f"H(π) within {tol:.3g} of π_1; ‖e_1 − e_0‖ median {np.median(e):.3f}"
+        if models
+        else "no run at H(π)"
+    )
+    return Measure(
+        value,
+        bool(models) and k >= CLAIM_SHARE * len(models),
+        runs=len(records),
+        trapped=len(models),
+        groups=tuple(groups),
+    )
 
 
 # App. D: what the paper says of the learnt weights (p + q < 1)
@@ -695,12 +806,38 @@ def appendix_d_runs(
     return out
 
 
+def appendix_d_table(
+    inside: dict[str, Sequence[dict]], records: dict[str, Sequence[RunRecord]]
+) -> pd.DataFrame:
+    """One row per run of :func:`appendix_d_runs`: the paper's ratio, the largest
+    change of a prediction when attention is removed, the positional spread, the
+    largest s_2 / s_1 of W_1 and W_2, max |K − P|, and which properties it has."""
+    rows = []
+    for label in inside:
+        for d, r in zip(inside[label], records[label]):
+            rank = [v for k, v in d["rank_ratio"].items() if k.endswith(APPD_MATRICES)]
+            rows.append(
+                {
+                    "model": label,
+                    "seed": r.spec.seed,
+                    "‖attn‖/‖x+attn‖": d["ratio_mean"],
+                    "attention removed: Δ": d["ablation"],
+                    "positional spread": d["spread"],
+                    "W_1, W_2 s2/s1": max(rank),
+                    "max|K − P|": float(np.abs(r.kernel - r.chain.P).max()),
+                    **_appd_properties(d, r),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
 __all__ += [
     "NEAR_ZERO",
     "NEAR_RANK_ONE",
     "APPD_MATRICES",
     "appendix_d",
     "appendix_d_runs",
+    "appendix_d_table",
 ]
 
 

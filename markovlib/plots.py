@@ -466,3 +466,36 @@ def gradient_bars(table: pd.DataFrame, ax=None, *, title: str = ""):
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize="small")
     return ax
+
+
+def cell_trap_shares(table: pd.DataFrame, ax=None, *, half: float = 0.5):
+    """Share of runs at H(π) per cell with its 95 % interval (a
+    :func:`markovlib.measures.cell_trap_table`), cells ordered by p + q − 1, and a
+    dashed line at ``half`` (Fig 4's rule: a cell is at H(π) from half of its runs)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    t = table.assign(d=table["p"] + table["q"] - 1).sort_values(["d", "p"])
+    x = np.arange(len(t))
+    err = np.vstack([t["share"] - t["low"], t["high"] - t["share"]])
+    ax.errorbar(
+        x,
+        t["share"],
+        yerr=err,
+        fmt="o",
+        color=COLORS["tied"],
+        capsize=3,
+        label="share of runs at H(π), 95 % interval",
+    )
+    ax.axhline(
+        half, color=COLORS["H_pi"], ls="--", lw=1.2, label=f"{half:g} of the runs"
+    )
+    labels = [f"({p:g}, {q:g})" for p, q in zip(t["p"], t["q"])]
+    ax.set_xticks(x, labels, rotation=45, ha="right")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("cell (p, q), by p + q − 1")
+    ax.set_ylabel("runs at H(π)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=2, fontsize="small")
+    return ax
+
+
+__all__ += ["cell_trap_shares"]

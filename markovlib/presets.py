@@ -4,9 +4,10 @@ per chapter at ``paper``.
 ``resolve("auto")`` picks ``paper`` when CUDA is available and ``cpu`` otherwise. The
 environment variable ``MARKOVLIB_SCALE`` overrides whatever a notebook asks for (CI
 forces ``smoke`` with it). ``resolve(scale, chapter="depth")`` applies that chapter's
-settings at the ``paper`` scale: the authors' sizes for the figure the chapter
-reproduces (paper Sec. 4 and App. A), and where this book asks a question of its own
-(trap statistics, the k-state threshold), the sizes it uses, said as such.
+settings at the ``paper`` scale, each with its source. The authors' own settings are
+:data:`AUTHORS` (per figure, from their config and scripts; :func:`authors` gives a
+figure's scale); the ``paper`` scale's 1000 float32 iterations are this book's control,
+longer than the authors' 400 and in another precision, and said as such.
 """
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ class Scale:
         return self.train.to_dict()
 
 
-# the authors' settings (App. A): batch 16, length 1024, d = 8, AdamW lr 2e-3, 1000
-# iterations
+# The paper's model and optimiser (App. A: batch 16, length 1024, d = 8, AdamW lr 2e-3,
+# one-cycle) run for 1000 float32 iterations: this book's control. The authors ran 400
+# iterations in fp16 (AUTHORS).
 _PAPER = Scale(
     "paper",
     steps=1000,
@@ -113,8 +115,9 @@ _PAPER = Scale(
     d_model=8,
     eval_every=10,
     eval_batches=4,
-    source="App. A: batch 16, length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, "
-    "one-cycle, 1000 iterations",
+    source="this book's control: the paper's model and optimiser (App. A: batch 16, "
+    "length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, one-cycle), 1000 float32 "
+    "iterations (the authors ran 400 in fp16)",
 )
 
 PRESETS: dict[str, Scale] = {
@@ -146,11 +149,15 @@ PRESETS: dict[str, Scale] = {
 # Per chapter at the paper scale: what differs from PRESETS["paper"], and why.
 CHAPTERS: dict[str, dict] = {
     "global_minimum": dict(
-        source="Fig 3(b): length 1024, 1000 iterations; 3 runs per model as in Fig 1"
+        source="Fig 3(b) as this book's control: length 1024, 1000 float32 "
+        "iterations, 3 runs per model; the authors' settings (400 iterations, fp16, "
+        "8 runs per model) are AUTHORS['fig3']"
     ),
     "bad_local_minima": dict(
         variant_seeds=8,
-        source="Fig 3(a): length 1024, 1000 iterations. Trap statistics are this "
+        source="Fig 3(a) as this book's control: length 1024, 1000 float32 "
+        "iterations (the authors': 400 in fp16, the trapped chapter). Trap statistics "
+        "are this "
         "book's question: 32 runs each for "
         "the GPT-2 and the theory model (the paper shows single runs); 8 runs for "
         "each side variant "
@@ -158,23 +165,25 @@ CHAPTERS: dict[str, dict] = {
     ),
     "saddles": dict(
         seeds=1,
-        source="Fig 4: length 1024, 1000 iterations, one run per (p, q) cell and "
-        "tying, as the paper's heatmap; "
+        source="Fig 4 as this book's control: length 1024, 1000 float32 iterations, "
+        "one run per (p, q) cell and tying; "
         "trap statistics: 32 runs each, GPT-2 and theory model, tied and untied",
     ),
     "multi_state": dict(
         steps=5000,
         seeds=1,
         trap_steps=1000,
-        source="Fig 5: k = 5, length 1024, 5000 iterations, one run per p and tying; "
-        "the threshold runs (this "
+        source="Fig 5 as this book's control: k = 5, length 1024, 5000 float32 "
+        "iterations, one run per p and tying (the authors' precision is fp16: "
+        "AUTHORS['fig5']); the threshold runs (this "
         "book's question) 1000 iterations, one run per p and model",
     ),
     "depth": dict(
         steps=500,
         seq_len=512,
-        source="Fig 1: depths 1, 2, 4, 8, length 512, 500 iterations, 3 runs; the lag "
-        "chain (poster) the same",
+        source="Fig 1 as this book's control: depths 1, 2, 4, 8, length 512, 500 "
+        "float32 iterations, 3 runs (the authors' precision is fp16: "
+        "AUTHORS['fig1']); the lag chain (poster) the same",
     ),
     "trapped": dict(
         steps=400,

@@ -31,12 +31,13 @@ import numpy as np
 import pandas as pd
 
 from . import measures
+from ._checks import one_thread
 from .analysis import AT_UNIGRAM_BELOW, CLAIM_SHARE, ESCAPED_ABOVE
 from .book import glue
 from .chains import binary
 from .measures import Measure, RunRecord, k_threshold
 from .model import TransformerConfig
-from .presets import resolve
+from .presets import AUTHORS, resolve
 from .runs.experiments import paper_edition
 from .runs.shipped import ShippedData, default_data_dir
 from .runs.spec import make_chain
@@ -46,6 +47,7 @@ from .theory import (
     unigram_curvature,
     unigram_hessian,
 )
+from .train import diverged_step
 
 __all__ = [
     "Claim",
@@ -78,6 +80,9 @@ class Claim:
     # the shipped groups (data/paper/<group>-*.parquet) a trained row reads; empty for
     # exact rows and for rows that only their chapter computes
     groups: tuple[str, ...] = ()
+    # the figure of presets.AUTHORS whose settings the row's runs are compared with: a
+    # row is the paper's only when every run it reads is at those settings
+    authors: str | None = None
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -96,50 +101,69 @@ CLAIMS: tuple[Claim, ...] = (
         "global_minimum",
         "paper",
         "Fig 3(b): tied and untied reach H_rate on (0.2, 0.3)",
-        "p + q < 1, GPT-2 model, length 1024",
+        "(0.2, 0.3), GPT-2, tied and untied",
         "runs that escaped (learnt > 90 % of the gap)",
         "fig-gm-curves",
-        groups=("global_minimum-tied", "global_minimum-untied"),
+        groups=("global_minimum-400-fp16-tied", "global_minimum-400-fp16-untied"),
+        authors="fig3",
     ),
     Claim(
-        "appd_attention",
+        "fig3b_fp32",
+        "global_minimum",
+        "this book",
+        "Fig 3(b) in float32 at 1000 iterations",
+        "(0.2, 0.3), GPT-2, tied and untied",
+        "runs that escaped",
+        "fig-gm-curves",
+        groups=("global_minimum-tied", "global_minimum-untied"),
+        authors="fig3",
+    ),
+    *(
+        Claim(
+            f"appd_{prop}",
+            "global_minimum",
+            "paper",
+            f"App. D: {text}",
+            "(0.2, 0.3), GPT-2, the weight-tied model, every run",
+            measure,
+            "fig-gm-appendix-d",
+            groups=("global_minimum-400-fp16-tied",),
+            authors="appd",
+        )
+        for prop, text, measure in (
+            (
+                "attention",
+                "attention contributes nothing (y ≈ x)",
+                "runs where removing attention moves no prediction by 10 % of "
+                "|p + q − 1|",
+            ),
+            (
+                "positions",
+                "positional embeddings constant in n",
+                "runs whose spread of p_n is below 0.1 of ‖e_1 − e_0‖",
+            ),
+            (
+                "rank",
+                "the feed-forward matrices W_1, W_2 are near rank one",
+                "runs with s_2 / s_1 of W_1 and W_2 below 0.1",
+            ),
+            (
+                "formula",
+                "learnt P(1|0) ≈ p and P(0|1) ≈ q",
+                "runs whose learnt kernel is within 10 % of |p + q − 1| of P",
+            ),
+        )
+    ),
+    Claim(
+        "appd_untied",
         "global_minimum",
         "paper",
-        "App. D: attention contributes nothing",
-        "learnt models, p + q < 1",
-        "‖attn‖ / ‖x + attn‖ (the paper's ratio), mean over positions, largest run",
+        "App. D's four properties, untied model",
+        "(0.2, 0.3), GPT-2, untied, every run",
+        "runs with each property",
         "fig-gm-appendix-d",
-        groups=("global_minimum-tied", "global_minimum-untied"),
-    ),
-    Claim(
-        "appd_positions",
-        "global_minimum",
-        "paper",
-        "App. D: positional embeddings constant in n",
-        "learnt models, p + q < 1",
-        "spread of p_n relative to ‖e_1 − e_0‖, largest run",
-        "fig-gm-appendix-d",
-        groups=("global_minimum-tied", "global_minimum-untied"),
-    ),
-    Claim(
-        "appd_rank",
-        "global_minimum",
-        "paper",
-        "App. D: the feed-forward matrices W_1, W_2 are near rank one",
-        "learnt models, p + q < 1",
-        "largest s_2 / s_1 of W_1 and W_2",
-        "fig-gm-appendix-d",
-        groups=("global_minimum-tied", "global_minimum-untied"),
-    ),
-    Claim(
-        "appd_formula",
-        "global_minimum",
-        "paper",
-        "App. D: learnt P(1|0) ≈ p and P(0|1) ≈ q",
-        "learnt models, p + q < 1",
-        "largest |learnt − true| transition probability, relative to |p + q − 1|",
-        "fig-gm-predictions",
-        groups=("global_minimum-tied", "global_minimum-untied"),
+        groups=("global_minimum-400-fp16-untied",),
+        authors="appd",
     ),
     Claim(
         "thm2",
@@ -156,50 +180,77 @@ CLAIMS: tuple[Claim, ...] = (
         "trapped",
         "paper",
         "Fig 3(a): tied runs stay at H(π) on (0.5, 0.8)",
-        "the authors' settings: GPT-2, tied, 400 iterations, fp16 without loss scaling",
+        "(0.5, 0.8), GPT-2, tied",
         "runs at H(π) (learnt < 10 % of the gap) at the end",
         "fig-trapped-survival",
         groups=("trap400-gpt2-tied-fp16",),
+        authors="fig3",
     ),
     Claim(
         "fig3c",
         "bad_local_minima",
         "paper",
         "Fig 3(c, d): a run at θ_π predicts π_1 after a zero, an escaped one p",
-        "tied, p + q > 1, the authors' settings",
+        "(0.5, 0.8), GPT-2, tied",
         "learnt P(1|0) of a run at θ_π and of an escaped run",
         "fig-blm-predictions",
         groups=("trap400-gpt2-tied-fp16",),
+        authors="fig3",
+    ),
+    Claim(
+        "fig3c_untied",
+        "trapped",
+        "paper",
+        "Fig 3(c): an untied run on (0.5, 0.8) predicts p after a zero",
+        "(0.5, 0.8), GPT-2, untied (the Fig 4 grid's cell)",
+        "learnt P(1|0) of each untied run",
+        "fig-trapped-grid",
+        groups=("fig4-400-untied-fp16",),
+        authors="fig3",
+    ),
+    Claim(
+        "bad_minimum",
+        "trapped",
+        "paper",
+        "Sec. 4.1: at θ_π the output ignores the input, f = σ(b) = π_1",
+        "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
+        "the prediction of the head's bias alone, σ(b)",
+        "fig-trapped-survival",
+        groups=("trap400-gpt2-tied-fp16",),
+        authors="fig3",
     ),
     Claim(
         "fig3a_fp32",
         "bad_local_minima",
         "this book",
         "In float32 the trap is a plateau that training leaves",
-        "(0.5, 0.8), GPT-2, tied, float32, 400 and 1000 iterations",
+        "(0.5, 0.8), GPT-2, tied",
         "runs at H(π) at the end of each budget",
         "fig-blm-trap",
         groups=("trap400-gpt2-tied-fp32", "trap-gpt2-tied"),
+        authors="fig3",
     ),
     Claim(
         "trap_models",
         "bad_local_minima",
         "this book",
         "The theory model (no layer norm) is trapped more often than GPT-2",
-        "(0.5, 0.8), tied, float32, 400 iterations",
+        "(0.5, 0.8), tied, theory and GPT-2 models",
         "runs at H(π) at the end, theory / GPT-2",
         "fig-blm-trap",
         groups=("trap400-theory-tied-fp32", "trap400-gpt2-tied-fp32"),
+        authors="fig3",
     ),
     Claim(
         "precision",
         "trapped",
         "this book",
         "fp16 without loss scaling keeps tied runs at H(π) that float32 frees",
-        "(0.5, 0.8), GPT-2, tied, 400 iterations, the same seeds and batches",
+        "(0.5, 0.8), GPT-2, tied, the same seeds and batches",
         "runs at H(π) at the end, fp16 / float32",
         "fig-trapped-survival",
         groups=("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp32"),
+        authors="fig3",
     ),
     Claim(
         "thm3",
@@ -213,44 +264,97 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "untied_escape",
-        "saddles",
+        "trapped",
         "paper",
         "Untied runs escape θ_π and reach H_rate",
-        "untied, p + q > 1, GPT-2 and theory models, 1000 iterations",
+        "the Fig 4 grid's cells with p + q > 1, GPT-2, untied",
+        "runs that escaped",
+        "fig-trapped-grid",
+        groups=("fig4-400-untied-fp16",),
+        authors="fig4",
+    ),
+    Claim(
+        "untied_escape_fp32",
+        "saddles",
+        "this book",
+        "Untied runs escape θ_π in float32, GPT-2 and theory models",
+        "(0.5, 0.8), untied, GPT-2 and theory models",
         "runs that escaped",
         "fig-saddle-tied-untied",
         groups=("trap-gpt2-untied", "trap-theory-untied"),
+        authors="fig3",
     ),
     Claim(
         "fig4",
         "trapped",
         "paper",
         "Fig 4: tied cells above p + q = 1 collapse to the marginal, untied do not",
-        "grid p, q ∈ {0.2, …, 0.8}, GPT-2, the authors' settings (400 iterations, "
-        "fp16), 3 runs per cell",
+        "the Fig 4 grid, GPT-2; 8 independently initialised runs per tied cell above "
+        "the line, 3 per other cell",
+        "tied cells above the line with at least half of their runs at H(π)",
+        "fig-trapped-cells",
+        groups=(
+            "fig4-cells-400-tied-fp16",
+            "fig4-400-tied-fp16",
+            "fig4-400-untied-fp16",
+        ),
+        authors="fig4",
+    ),
+    Claim(
+        "fig4_3runs",
+        "trapped",
+        "paper",
+        "Fig 4 from 3 runs per cell (seed i starts alike in every cell)",
+        "the Fig 4 grid, GPT-2, 3 runs per cell and tying",
         "cells above the line at H(π) (at least half of their runs)",
         "fig-trapped-grid",
         groups=("fig4-400-tied-fp16", "fig4-400-untied-fp16"),
+        authors="fig4",
+    ),
+    Claim(
+        "below_line",
+        "trapped",
+        "paper",
+        "Sec. 4.2: p + q < 1 reaches H_rate irrespective of the weight tying",
+        "the Fig 4 grid's cells with p + q < 1, GPT-2, tied and untied",
+        "cells below the line escaped (at least half of their runs)",
+        "fig-trapped-grid",
+        groups=("fig4-400-tied-fp16", "fig4-400-untied-fp16"),
+        authors="fig4",
     ),
     Claim(
         "fig4_fp32",
         "saddles",
         "this book",
         "In float32 after 1000 iterations the tied cells above the line leave H(π)",
-        "the Fig 4 grid, GPT-2, float32, 1000 iterations, 1 run per cell",
+        "the Fig 4 grid, GPT-2, 1 run per cell and tying",
         "cells above the line at H(π)",
         "fig-saddle-grid",
         groups=("fig4-tied", "fig4-untied"),
+        authors="fig4",
     ),
     Claim(
         "fig5",
         "multi_state",
         "paper",
-        "Fig 5: k = 5 tied and untied reach H_rate at p ≤ 0.6",
-        "symmetric k = 5 chain, 5000 iterations",
-        "smallest share of the gap learnt at p ≤ 0.6",
+        "Fig 5: k = 5 tied and untied reach H_rate at p ≤ 0.6; above it tied runs "
+        "stay at H(π), untied ones escape",
+        "symmetric k = 5 chains, p ∈ {0.1, 0.3, 0.6, 0.9}, GPT-2, tied and untied",
+        "runs on the claimed side per p and tying",
+        "fig-ms-fig5",
+        groups=("fig5-k5-fp16-tied", "fig5-k5-fp16-untied"),
+        authors="fig5",
+    ),
+    Claim(
+        "fig5_fp32",
+        "multi_state",
+        "this book",
+        "Fig 5's two halves in float32",
+        "symmetric k = 5 chains, GPT-2, tied and untied, 1 run per p",
+        "runs on the claimed side per p and tying",
         "fig-ms-fig5",
         groups=("fig5-k5-tied", "fig5-k5-untied"),
+        authors="fig5",
     ),
     Claim(
         "k_threshold",
@@ -267,28 +371,53 @@ CLAIMS: tuple[Claim, ...] = (
         "depth",
         "paper",
         "Fig 1: the single layer stays at H(π); depth ≥ 2 reaches H_rate",
-        "(0.5, 0.8), tied, depths 1, 2, 4, 8, length 512, 500 iterations, float32",
-        "runs at H(π) per depth",
+        "(0.5, 0.8), GPT-2, tied, depths 1, 2, 4, 8",
+        "runs at H(π) (depth 1) and escaped (depth ≥ 2) per depth",
+        "fig-depth-fig1",
+        groups=tuple(f"depth-fig1-fp16-L{L}" for L in (1, 2, 4, 8)),
+        authors="fig1",
+    ),
+    Claim(
+        "fig1_fp32",
+        "depth",
+        "this book",
+        "Fig 1 in float32",
+        "(0.5, 0.8), GPT-2, tied, depths 1, 2, 4, 8",
+        "runs at H(π) (depth 1) and escaped (depth ≥ 2) per depth",
         "fig-depth-fig1",
         groups=tuple(f"depth-fig1-L{L}" for L in (1, 2, 4, 8)),
+        authors="fig1",
+    ),
+    Claim(
+        "depth_factors",
+        "depth",
+        "paper",
+        "Sec. 4.4: depth ≥ 2 reaches H_rate regardless of weight tying and switching",
+        "depth 2, GPT-2: untied on (0.5, 0.8), tied on (0.5, 0.2)",
+        "runs that escaped",
+        "fig-depth-fig1",
+        groups=("depth-fig1-fp16-L2-untied", "depth-fig1-fp16-L2-mirror"),
+        authors="fig1",
     ),
     Claim(
         "higher_order",
         "depth",
-        "paper (ICLR Sec. 4.4)",
-        "Deeper models learn a second-order chain given enough iterations",
-        "random order-2 chains, depths 1-3, d = 16, batch 128, length 64, "
-        "10 000 iterations",
+        "this book",
+        "Deeper models learn a second-order chain given enough iterations (ICLR Sec. "
+        "4.4) in float32",
+        "random order-2 chains, GPT-2, tied, depths 1-3, 2 heads",
         "runs that escaped per depth (share of the gap from the final test loss)",
         "fig-depth-higher-order",
         groups=tuple(f"higher-order-L{L}" for L in (1, 2, 3)),
+        authors="higher_order",
     ),
     Claim(
         "poster_masking",
         "depth",
-        "poster",
-        "Second order: masking helps",
-        "lag-2 chain, one layer, window 1 against full attention",
+        "this book",
+        "Second order: masking helps (the poster's claim; its settings are not "
+        "published)",
+        "lag-2 chain, GPT-2, one layer, window 1 against full attention",
         "share of the gap learnt",
         "fig-depth-window",
         groups=("depth-lag2-window1", "depth-lag2-L1"),
@@ -399,9 +528,21 @@ PAGE_INTRO = """\
 
 Which of the paper's claims does this book reproduce? One row per claim: the paper's \
 theorems and
-figures (each at the authors' own settings, read from their configs), the poster's \
-second-order
-claim, the follow-up paper's initialisation story, and this book's own findings.
+figures, the claims its text makes without a figure, the poster's second-order claim, \
+the follow-up
+paper's initialisation story, and this book's own findings.
+
+**Whose settings.** Each trained row's setting is read from the specs of the runs it \
+judged. A row
+is the paper's only when every one of those runs is at the authors' settings of its \
+figure
+(`markovlib.presets.AUTHORS`: iterations, batch, length, d, heads and precision, each \
+from their
+config or script); otherwise it is this book's control and says how it differs. The \
+authors ran
+fp16 autocast on CUDA; here fp16 is PyTorch's CPU autocast to float16 (the same \
+autocast rules,
+CPU kernels), which has not been checked against a GPU run.
 
 **The paper edition.** The rows down to the poster's are computed from the shipped \
 runs in
@@ -499,8 +640,20 @@ def page(rows=None) -> str:
     intro = PAGE_INTRO.format(
         low=AT_UNIGRAM_BELOW, high=ESCAPED_ABOVE, share=CLAIM_SHARE
     )
+    title, rest = intro.split("\n\n", 1)
     table = [*header, *_computed_rows(rows), *_chapter_rows(), "```"]
-    return intro + "\n".join(table) + "\n"
+    return f"{title}\n\n{summary(rows)}\n\n{rest}" + "\n".join(table) + "\n"
+
+
+def summary(rows) -> str:
+    """The page's first line: how many computed rows have each verdict."""
+    counts = Counter(r.verdict for r in rows)
+    parts = ", ".join(f"{n} {v}" for v, n in counts.most_common())
+    chapters = len(CLAIMS) - len(rows)
+    return (
+        f"**In short:** {len(rows)} rows computed from the shipped runs and the exact "
+        f"theory: {parts}; {chapters} more rows computed by their chapters."
+    )
 
 
 def write_page(path="book/scorecard.md", rows=None) -> None:
@@ -611,18 +764,23 @@ def shipped_records(data, specs) -> list:
         metrics = json.loads(row["metrics"])
         history = pd.DataFrame(
             {
-                "step": np.asarray(row["history_step"], dtype=np.int64),
-                "test_loss": np.asarray(row["test_loss"], dtype=np.float64),
+                name: np.asarray(row[column], dtype=dtype)
+                for name, column, dtype in (
+                    ("step", "history_step", np.int64),
+                    ("train_loss", "train_loss", np.float64),
+                    ("test_loss", "test_loss", np.float64),
+                )
             }
-        ).dropna()
+        )
         kernel = metrics.get("learnt_kernel")
         out.append(
             RunRecord(
                 make_chain(spec.chain),
                 None if kernel is None else np.asarray(kernel),
-                history.reset_index(drop=True),
+                history[["step", "test_loss"]].dropna().reset_index(drop=True),
                 spec,
                 spec.key,
+                diverged_step(history, spec.train),
             )
         )
     return out
@@ -652,70 +810,164 @@ def _exact() -> dict:
     return out
 
 
+PRECISION_TEXT = {
+    "fp32": "float32",
+    "bf16": "bf16 autocast",
+    "fp16": "fp16 autocast without loss scaling",
+    "fp16-scaled": "fp16 autocast with a 2^16 loss scale",
+}
+
+
+def _values(xs) -> str:
+    """The distinct values of ``xs``, sorted, as 'a' or 'a, b, c'."""
+    return ", ".join(map(str, sorted(set(xs))))
+
+
+def run_settings(specs) -> str:
+    """The training settings of ``specs`` as the page prints them (read from the
+    specs, so the text cannot disagree with the runs): iterations, batch × length, d,
+    depth where it is not 1, precision and the number of runs."""
+    t, c = [s.train for s in specs], [s.config for s in specs]
+    parts = [
+        f"{_values(x.steps for x in t)} iterations",
+        f"batch {_values(x.batch_size for x in t)} × length "
+        f"{_values(x.seq_len for x in t)}",
+        f"d {_values(x.d_model for x in c)}",
+    ]
+    if {x.n_layers for x in c} != {1}:
+        parts.append(f"depth {_values(x.n_layers for x in c)}")
+    parts.append(_values(PRECISION_TEXT[x.precision] for x in t))
+    return ", ".join(parts) + f"; {len(specs)} runs"
+
+
+def authors_mismatches(c: Claim, specs) -> list[str]:
+    """How the runs of ``c`` differ from the authors' settings of its figure
+    (:data:`~markovlib.presets.AUTHORS`), e.g. 'steps: 1000 (400)'; empty when they are
+    theirs (and for a row compared with no figure: ``['no published settings']``)."""
+    if c.authors is None:
+        return ["no published settings"]
+    A = AUTHORS[c.authors]
+    return sorted({m for s in specs for m in A.mismatches(s)})
+
+
+def setting_text(c: Claim, specs) -> str:
+    """The Setting column of a trained row: what is compared, the runs' settings, and
+    whether they are the authors' (:func:`authors_mismatches`) or this book's
+    control."""
+    differ = authors_mismatches(c, specs)
+    if not differ:
+        whose = f"the authors' settings ({AUTHORS[c.authors].figure})"
+    elif c.authors is None:
+        whose = "this book's settings (no published ones to match)"
+    else:
+        whose = f"this book's control, not the authors' settings ({'; '.join(differ)})"
+    return f"{c.setting}; {run_settings(specs)}; {whose}"
+
+
+def _model(data, record):
+    """The learnt model of a shipped run (its weights loaded)."""
+    return data.load(record.spec).model
+
+
+@one_thread()  # forward passes of d = 8 models on a few paths: small tensors
 def _appendix_d(data, records) -> dict:
-    """App. D's rows from the shipped Fig 3(b) models (weights loaded)."""
-
-    inside = {}
+    """App. D's rows from every shipped run of the Fig 3(b) models at the authors'
+    settings (weights loaded): the tied model's four rows and the untied row."""
+    inside, by_tie = {}, {}
     for r in records:
-        if r.spec.seed != min(x.spec.seed for x in records):
-            continue
-        model = data.load(r.spec).model
-        x = r.chain.sample(8, r.spec.train.seq_len, seed=12345)
         label = "tied" if r.spec.config.tied else "untied"
-        inside[label] = appendix_d(model, x, r.spec.train.seq_len)
-    return measures.appendix_d(inside, records)
+        model = _model(data, r)
+        x = r.chain.sample(8, r.spec.train.seq_len, seed=12345)
+        inside.setdefault(label, []).append(appendix_d(model, x, r.spec.train.seq_len))
+        by_tie.setdefault(label, []).append(r)
+    return measures.appendix_d_runs(inside, by_tie)
 
 
-def _trained(data) -> dict:
+def _depths(R, groups) -> dict:
+    """{depth: its runs} of groups named ...-L<depth>."""
+    return {int(g.rsplit("L", 1)[1]): R(g) for g in groups}
+
+
+# Each trained row's rule: a function of R (the runs of named groups) and the row's
+# groups. App. D's rows and bad_minimum load weights (_weighted).
+RULES = {
+    "fig3b": lambda R, g: measures.escape_claim(R(*g)),
+    "fig3b_fp32": lambda R, g: measures.escape_claim(R(*g)),
+    "fig3a": lambda R, g: measures.fig3a(R(*g)),
+    "fig3c": lambda R, g: measures.fig3c(R(*g)),
+    "fig3c_untied": lambda R, g: measures.fig3c_untied(R(*g), 0.5, 0.8),
+    "fig3a_fp32": lambda R, g: measures.float32_plateau(R(g[0]), R(g[1])),
+    "trap_models": lambda R, g: measures.trap_models(R(g[0]), R(g[1])),
+    "precision": lambda R, g: measures.precision_traps(R(g[0]), R(g[1])),
+    "untied_escape": lambda R, g: measures.escape_claim(measures.above_line(R(*g))),
+    "untied_escape_fp32": lambda R, g: measures.escape_claim(R(*g)),
+    "fig4": lambda R, g: measures.fig4_cells(R(g[0]), R(g[1]), R(g[2])),
+    "fig4_3runs": lambda R, g: measures.fig4(R(g[0]), R(g[1])),
+    "below_line": lambda R, g: measures.below_line(R(g[0]), R(g[1])),
+    "fig4_fp32": lambda R, g: measures.fig4_float32(R(g[0]), R(g[1])),
+    "fig5": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
+    "fig5_fp32": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
+    "fig1": lambda R, g: measures.fig1_depths(_depths(R, g)),
+    "fig1_fp32": lambda R, g: measures.fig1_depths(_depths(R, g)),
+    "depth_factors": lambda R, g: measures.depth_factors(R(g[0]), R(g[1])),
+    "higher_order": lambda R, g: measures.higher_order(_depths(R, g)),
+    "poster_masking": lambda R, g: measures.masking(R(g[0]), R(g[1])),
+}
+
+
+def _weighted(data, R) -> dict:
+    """The rows that read learnt weights: App. D (all five) and bad_minimum."""
+    out = {}
+    appd = _BY_ID["appd_attention"].groups + _BY_ID["appd_untied"].groups
+    if R.complete(*appd):
+        out.update(_appendix_d(data, R(*appd)))
+    trap = _BY_ID["bad_minimum"].groups
+    if R.complete(*trap):
+        out["bad_minimum"] = measures.bad_minimum(R(*trap), lambda r: _model(data, r))
+    return out
+
+
+class _Runs:
+    """The shipped runs of the edition's groups, by group name (R(*groups))."""
+
+    def __init__(self, data, edition: dict):
+        self.edition = edition
+        self.recs = {
+            g: shipped_records(data, edition[g]) for c in CLAIMS for g in c.groups
+        }
+
+    def __call__(self, *groups):
+        return [r for g in groups for r in self.recs[g]]
+
+    def complete(self, *groups) -> bool:
+        return all(len(self.recs[g]) == len(self.edition[g]) for g in groups)
+
+    def counts(self, *groups) -> tuple[int, int]:
+        return (
+            sum(len(self.recs[g]) for g in groups),
+            sum(len(self.edition[g]) for g in groups),
+        )
+
+
+def _trained(data, edition: dict) -> dict:
     """Every trained row's :class:`~markovlib.measures.Measure` from the shipped data
-    (``None`` for a row whose groups are not all shipped yet)."""
-
-    edition = dict(paper_edition())
-    recs = {g: shipped_records(data, edition[g]) for c in CLAIMS for g in c.groups}
-    complete = {g: len(recs[g]) == len(edition[g]) for g in recs}
-
-    def runs(*groups):
-        return [r for g in groups for r in recs[g]]
-
-    rules = {
-        "fig3b": lambda g: measures.escape_claim(runs(*g)),
-        "fig3a": lambda g: measures.fig3a(runs(*g)),
-        "fig3c": lambda g: measures.fig3c(runs(*g)),
-        "fig3a_fp32": lambda g: measures.float32_plateau(recs[g[0]], recs[g[1]]),
-        "trap_models": lambda g: measures.trap_models(recs[g[0]], recs[g[1]]),
-        "precision": lambda g: measures.precision_traps(recs[g[0]], recs[g[1]]),
-        "untied_escape": lambda g: measures.escape_claim(runs(*g)),
-        "fig4": lambda g: measures.fig4(recs[g[0]], recs[g[1]]),
-        "fig4_fp32": lambda g: measures.fig4_float32(recs[g[0]], recs[g[1]]),
-        "fig5": lambda g: measures.fig5(recs[g[0]], recs[g[1]]),
-        "fig1": lambda g: measures.fig1({int(x.rsplit("L", 1)[1]): recs[x] for x in g}),
-        "higher_order": lambda g: measures.higher_order(
-            {int(x.rsplit("L", 1)[1]): recs[x] for x in g}
-        ),
-        "poster_masking": lambda g: measures.masking(recs[g[0]], recs[g[1]]),
-    }
+    (a (shipped, wanted) pair for a row whose groups are not all shipped yet)."""
+    R = _Runs(data, edition)
     out = {}
     for c in CLAIMS:
-        if not c.groups:
-            continue
-        if not all(complete[g] for g in c.groups):
-            have = sum(len(recs[g]) for g in c.groups)
-            want = sum(len(edition[g]) for g in c.groups)
-            out[c.id] = (have, want)
-        elif c.id.startswith("appd_"):
-            continue
-        else:
-            out[c.id] = rules[c.id](c.groups)
-    if all(complete[g] for g in _BY_ID["appd_rank"].groups):
-        out.update(_appendix_d(data, runs(*_BY_ID["appd_rank"].groups)))
-    return out
+        if c.groups and not R.complete(*c.groups):
+            out[c.id] = R.counts(*c.groups)
+        elif c.id in RULES:
+            out[c.id] = RULES[c.id](R, c.groups)
+    return {**out, **_weighted(data, R)}
 
 
 def compute(data=None) -> list[Row]:
     """The rows of :data:`COMPUTED` from the shipped data (``data``: a folder or a
     :class:`~markovlib.shipped.ShippedData`; default :func:`default_data_dir`) and the
     exact theory, in the page's order. Trains nothing; a row whose runs are not all
-    shipped yet is *not tested*, with how many are there."""
+    shipped yet is *not tested*, with how many are there. A trained row's setting is
+    read from the specs of its runs (:func:`setting_text`)."""
 
     if not isinstance(data, ShippedData):
         directory = default_data_dir() if data is None else data
@@ -723,39 +975,34 @@ def compute(data=None) -> list[Row]:
             raise FileNotFoundError("no shipped data found (data/paper/manifest.json)")
         data = ShippedData(directory)
     paper = resolve("paper", environ=False)
-    measured = {**_exact(), **_trained(data)}
+    edition = dict(paper_edition())
+    measured = {**_exact(), **_trained(data, edition)}
     rows = []
     for c in CLAIMS:
         if c.id not in COMPUTED:
             continue
         m = measured[c.id]
+        specs = [s for g in c.groups for s in edition[g]]
         common = dict(
             id=c.id,
             claim=c.claim,
             source=c.source,
-            setting=c.setting,
+            setting=setting_text(c, specs) if specs else c.setting,
             measure=c.measure,
             groups=c.groups,
         )
         if isinstance(m, tuple):  # not all shipped yet
-            rows.append(
-                Row(
-                    **common,
-                    value=f"{m[0]} of {m[1]} runs shipped so far",
-                    verdict=NOT_TESTED,
-                    runs=m[0],
-                    trapped=None,
-                )
+            value, verdict_, runs, trapped = (
+                f"{m[0]} of {m[1]} runs shipped so far",
+                NOT_TESTED,
+                m[0],
+                None,
             )
-            continue
+        else:
+            value, runs, trapped = m.value, m.runs, m.trapped
+            verdict_ = verdict(m.ok, paper, exact=c.exact, applicable=m.applicable)
         rows.append(
-            Row(
-                **common,
-                value=m.value,
-                verdict=verdict(m.ok, paper, exact=c.exact, applicable=m.applicable),
-                runs=m.runs,
-                trapped=m.trapped,
-            )
+            Row(**common, value=value, verdict=verdict_, runs=runs, trapped=trapped)
         )
     return rows
 

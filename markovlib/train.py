@@ -44,6 +44,8 @@ __all__ = [
     "make_schedule",
     "cross_entropy",
     "escape_curve",
+    "diverged_step",
+    "final_loss",
     "provenance",
     "cpu_model",
 ]
@@ -256,6 +258,28 @@ def make_schedule(optimizer, schedule: str, steps: int, lr: float):
     raise ValueError(f"schedule must be 'one-cycle' or 'constant'; got {schedule!r}")
 
 
+def diverged_step(history: pd.DataFrame, settings: TrainConfig) -> int | None:
+    """The first step at which a run's loss is not finite (NaN or ±inf), None for a run
+    that stayed finite: read at the steps every stored history keeps (the evaluations,
+    each training step up to the checkpoint at 50) and at any infinite training loss."""
+    step = history["step"].to_numpy()
+    train = history["train_loss"].to_numpy(dtype=float)
+    test = history["test_loss"].to_numpy(dtype=float)
+    evaluated = (step % settings.eval_every == 0) | (step == settings.steps)
+    stored = (evaluated | (step <= 50)) & (step >= 1)  # where a train loss is kept
+    bad = (evaluated & ~np.isfinite(test)) | (stored & ~np.isfinite(train))
+    bad |= np.isinf(train)
+    return int(step[bad][0]) if bad.any() else None
+
+
+def final_loss(history: pd.DataFrame, settings: TrainConfig) -> float:
+    """A run's last evaluated test loss; NaN when it diverged (:func:`diverged_step`),
+    never the last finite loss before the divergence."""
+    if diverged_step(history, settings) is not None:
+        return float("nan")
+    return float(history["test_loss"].dropna().iloc[-1])
+
+
 @dataclass
 class TrainResult:
     """What a run returns: the trained model, its per-step history and where it was
@@ -297,7 +321,13 @@ class TrainResult:
 
     @property
     def final_test_loss(self) -> float:
-        return float(self.test_history["test_loss"].iloc[-1])
+        """The last test loss; NaN for a run that diverged (:attr:`diverged_step`)."""
+        return final_loss(self.history, self.train_config)
+
+    @property
+    def diverged_step(self) -> int | None:
+        """The first evaluated step whose loss is not finite (:func:`diverged_step`)."""
+        return diverged_step(self.history, self.train_config)
 
     def checkpoint_model(self) -> Transformer | None:
         """The model with its weights after step ``checkpoint_step`` (a copy); None

@@ -24,10 +24,14 @@ class FakeRun:
 
     escape_step = TrainResult.escape_step
     final_test_loss = TrainResult.final_test_loss
+    test_history = TrainResult.test_history
 
     def __init__(self, losses, chain=CHAIN, seed=0):
         self.chain, self.seed = chain, seed
-        self.test_history = pd.DataFrame({"step": STEPS, "test_loss": losses})
+        self.history = pd.DataFrame(
+            {"step": STEPS, "train_loss": losses, "test_loss": losses}
+        )
+        self.train_config = SimpleNamespace(eval_every=10, steps=STEPS[-1])
 
 
 RATE, UNI = CHAIN.entropy_rate(), CHAIN.unigram_entropy()

@@ -127,6 +127,37 @@ def test_a_zeroed_blob_page_is_caught_by_the_row_digest(tmp_path):
     assert len(bad) == 1
 
 
+def test_one_changed_digit_of_a_stored_metric_fails_every_read(tmp_path):
+    """Issue 31: a digit of a run's metrics changed inside runs.sqlite passes SQLite's
+    integrity_check; the frame a sweep summarises is checked against each row's digest
+    as record() is, so the sweep's mean is never computed from it."""
+    store = _filled_store(tmp_path)
+    key, metrics = (
+        sqlite3.connect(store.path)
+        .execute("SELECT key, metrics FROM runs LIMIT 1")
+        .fetchone()
+    )
+    m = json.loads(metrics)
+    m["excess"] += 0.45
+    con = sqlite3.connect(store.path)
+    con.execute("UPDATE runs SET metrics = ? WHERE key = ?", (json.dumps(m), key))
+    con.commit()
+    con.close()
+    assert _integrity(store.path) == "ok"
+    for read in (lambda s: s.frame(), lambda s: s.record(key)):
+        with pytest.raises(StoreError, match=f"run {key} is damaged"):
+            read(ResultStore(tmp_path))
+
+
+def test_a_diverged_run_is_reported_as_diverged_not_as_a_loss():
+    """Issue 31: with lr 1e10 the history is NaN after the first steps; the CLI says so
+    in one line and exits 1, and the run's final loss is NaN (never the step-0 loss)."""
+    out = cli("train", "--p", "0.5", "--q", "0.8", "--lr", "1e10", *TINY)
+    line = _one_line(out.stderr)
+    assert out.returncode == 1 and out.stdout.strip() == "", out.stdout
+    assert "the run diverged: its loss is not finite from step" in line, line
+
+
 def test_a_foreign_schema_is_refused_before_training(tmp_path):
     con = sqlite3.connect(tmp_path / "runs.sqlite")
     con.execute("CREATE TABLE runs (key TEXT, value TEXT)")

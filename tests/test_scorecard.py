@@ -58,6 +58,10 @@ def test_claims_cover_the_issue_list():
     wanted |= {"appd_attention", "appd_positions", "appd_rank", "appd_formula"}
     wanted |= {"higher_order", "poster_masking", "trap_models", "k_threshold"}
     wanted |= {"fig3a_fp32", "fig4_fp32", "precision"}
+    # issue 30: every claim of the paper a row, controls beside the authors' settings
+    wanted |= {"fig3b_fp32", "appd_untied", "fig3c_untied", "bad_minimum"}
+    wanted |= {"untied_escape_fp32", "fig4_3runs", "below_line", "fig5_fp32"}
+    wanted |= {"fig1_fp32", "depth_factors"}
     wanted |= {"ccmc_equivalence", "ccmc_rate", "ccmc_collapse"}
     assert wanted <= ids
 
@@ -133,7 +137,7 @@ def _independent_trapped(group: str) -> tuple[int, int]:
 
 def test_trapped_counts_equal_an_independent_count_from_the_kernels(rows):
     by_id = {r.id: r for r in rows}
-    for cid in ("fig3a", "fig4", "fig4_fp32", "fig3a_fp32", "precision"):
+    for cid in ("fig3a", "fig4_3runs", "fig4_fp32", "fig3a_fp32", "precision"):
         row = by_id[cid]
         if row.verdict == scorecard.NOT_TESTED:
             continue  # its runs are not all shipped yet

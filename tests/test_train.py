@@ -467,3 +467,34 @@ def test_population_descent_validates():
         population_descent(model, binary(0.5, 0.8), steps=0, lr=0.1)
     with pytest.raises(ValueError, match="^lr"):
         population_descent(model, binary(0.5, 0.8), steps=1, lr=-1)
+
+
+def test_divergence_is_found_in_full_and_thinned_histories():
+    """A NaN or infinite loss is a divergence at its step; the NaN train losses that a
+    thinned history (the shipped format: every step to 50, then the evaluations) leaves
+    between evaluations are not."""
+    from markovlib.train import diverged_step, final_loss
+
+    settings = TrainConfig(steps=100, batch_size=2, seq_len=8, eval_every=10)
+    step = np.arange(101)
+    train = np.where(step == 0, np.nan, 0.6)
+    test = np.where(step % 10 == 0, 0.65, np.nan)
+
+    def history(train, test):
+        return pd.DataFrame({"step": step, "train_loss": train, "test_loss": test})
+
+    assert diverged_step(history(train, test), settings) is None
+    assert final_loss(history(train, test), settings) == 0.65
+    thinned = np.where((step <= 50) | (step % 10 == 0), train, np.nan)
+    assert diverged_step(history(thinned, test), settings) is None
+    broken = np.where(step >= 7, np.nan, train)
+    assert diverged_step(history(broken, test), settings) == 7
+    assert np.isnan(final_loss(history(broken, test), settings))  # not 0.65
+    late = np.where(step >= 63, np.nan, thinned)  # after 50: seen at the next eval
+    assert (
+        diverged_step(history(late, np.where(step >= 70, np.nan, test)), settings) == 70
+    )
+    assert (
+        diverged_step(history(np.where(step == 77, np.inf, train), test), settings)
+        == 77
+    )

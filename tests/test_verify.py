@@ -298,3 +298,30 @@ def test_a_run_from_the_manifold_is_re_trained_from_its_start(tmp_path):
     _rewrite(target, name, move_start)
     with pytest.raises((VerificationError, ShippedDataError), match="key"):
         verify(target, sample=0)
+
+
+def test_results_swapped_between_two_settings_of_one_seed_fail(tmp_path):
+    """Issue 31's case: the result columns of a fp16 run and of the float32 run with
+    the same seed swapped, specs kept, manifest re-hashed: each history, metric and
+    weight is still consistent with itself, but the results name the other run's
+    ensemble."""
+    names = ("trap400-gpt2-tied-fp16-001.parquet", "trap400-gpt2-tied-fp32-001.parquet")
+    target = tmp_path / "data"
+    target.mkdir()
+    manifest = json.loads((PAPER / "manifest.json").read_text())
+    manifest["files"] = [f for f in manifest["files"] if f["name"] in names]
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    a, b = (pd.read_parquet(PAPER / n) for n in names)
+    assert a.at[0, "seed"] == b.at[0, "seed"]
+    results = [c for c in a.columns if c not in ("key", "spec", "seed")]
+    a.loc[0, results], b.loc[0, results] = b.loc[0, results].copy(), a.loc[0, results]
+    for frame, name in ((a, names[0]), (b, names[1])):
+        frame.to_parquet(target / name, compression="zstd", index=False)
+    _rehash(target)
+    _fails(
+        target,
+        VerificationError,
+        rf"run ({a.at[0, 'key']} in {names[0]}|{b.at[0, 'key']} in {names[1]}): "
+        r"provenance ensemble_members \(8 keys, ensemble size 8\) does not list the "
+        "run: its results are another run's",
+    )

@@ -753,13 +753,56 @@ def _consistent(data: ShippedData, key: str) -> tuple[float, float]:
     return gap, _check_loss(where, result, record, spec)
 
 
+def _check_ensembles(data: ShippedData) -> int:
+    """Every run's results are its own: a run trained in an ensemble lists its own key
+    among ``ensemble_members`` (results moved to another run's row name the wrong
+    ensemble), every member is shipped, has the same architecture and training
+    settings, and lists the same members. Returns the number of ensembles."""
+    prov, specs = {}, {}
+    for f in data.files:
+        frame = data._read(f.name, ["key", "spec", "provenance"])
+        for key, spec, text in zip(frame["key"], frame["spec"], frame["provenance"]):
+            prov[key], specs[key] = (
+                json.loads(text),
+                RunSpec.from_dict(json.loads(spec)),
+            )
+    groups = set()
+    for key, p in prov.items():
+        where = f"run {key} in {data.index()[key]}"
+        members = list(p.get("ensemble_members") or [key])
+        if key not in members or len(members) != int(p.get("ensemble_size", 1)):
+            raise VerificationError(
+                f"{where}: provenance ensemble_members ({len(members)} keys, ensemble "
+                f"size {p.get('ensemble_size')}) does not list the run: its results "
+                "are another run's"
+            )
+        for other in members:
+            if other not in prov or specs[other].group != specs[key].group:
+                raise VerificationError(
+                    f"{where}: provenance ensemble_members names run {other}, which "
+                    "is not shipped or has other settings"
+                )
+            if list(prov[other].get("ensemble_members") or [other]) != members:
+                raise VerificationError(
+                    f"{where}: provenance ensemble_members disagrees with that of its "
+                    f"member {other}"
+                )
+        groups.add(tuple(members))
+    return len(groups)
+
+
 def _check_runs(data: ShippedData, log) -> None:
-    """Every run consistent without training (:func:`_consistent`); one line of
-    summary."""
+    """Every run consistent without training (:func:`_check_ensembles`,
+    :func:`_consistent`); one line of summary."""
     t0, cpu0, kernel, loss = time.perf_counter(), time.process_time(), 0.0, 0.0
+    trainings = _check_ensembles(data)
     for key in sorted(data.index()):
         k, share = _consistent(data, key)
         kernel, loss = max(kernel, k), max(loss, share)
+    log(
+        f"every run's results are its own ({trainings} trainings: each run listed by "
+        "its ensemble, or trained alone)"
+    )
     log(
         f"every run checked without training in {time.perf_counter() - t0:.0f} s "
         f"({time.process_time() - cpu0:.0f} s of CPU): its stored weights give its "

@@ -366,18 +366,39 @@ checkpoint BLOB)"""
                 "the same command to train the rest"
             ) from None
 
+    def _checked(self, key: str, r: dict) -> dict:
+        """The provenance of a stored row (``r``: column -> value), after checking the
+        row against its digest (rows written before digests existed have none)."""
+        prov = json.loads(r["provenance"])
+        digest = prov.pop("digest", None)
+        if digest is not None and digest != _digest(
+            r["spec"], r["metrics"], r["history"], r["weights"], r["checkpoint"]
+        ):
+            raise StoreError(
+                f"{self.path}: run {key} is damaged (its contents differ from their "
+                "digest); delete that "
+                f'row (sqlite3 {self.path} "DELETE FROM runs WHERE key = '
+                f"'{key}'\") to re-train it"
+            )
+        return prov
+
     def frame(self) -> pd.DataFrame:
         """One row per run: key, created, version, seed, flattened
-        chain / config / train fields, metrics."""
+        chain / config / train fields, metrics; every row checked against its digest
+        first."""
         with self._connect() as con:
             rows = con.execute(
-                "SELECT key, created, version, seed, spec, metrics FROM runs "
-                "ORDER BY created"
+                f"SELECT {', '.join(self.COLUMNS)} FROM runs ORDER BY created"
             ).fetchall()
         records = []
-        for key, created, version, seed, spec, metrics in rows:
+        for row in rows:
+            r = dict(zip(self.COLUMNS, row))
+            key, created, version, seed = (
+                r[c] for c in ("key", "created", "version", "seed")
+            )
+            self._checked(key, r)
             try:
-                spec, metrics = json.loads(spec), json.loads(metrics)
+                spec, metrics = json.loads(r["spec"]), json.loads(r["metrics"])
                 records.append(
                     {
                         "key": key,
@@ -418,19 +439,7 @@ checkpoint BLOB)"""
         if row is None:
             raise KeyError(f"run {key} is not in {self.path}")
         r = dict(zip(self.COLUMNS, row))
-        prov = json.loads(r["provenance"])
-        digest = prov.pop(
-            "digest", None
-        )  # rows written before digests existed have none
-        if digest is not None and digest != _digest(
-            r["spec"], r["metrics"], r["history"], r["weights"], r["checkpoint"]
-        ):
-            raise StoreError(
-                f"{self.path}: run {key} is damaged (its contents differ from their "
-                "digest); delete that "
-                f'row (sqlite3 {self.path} "DELETE FROM runs WHERE key = '
-                f"'{key}'\") to re-train it"
-            )
+        prov = self._checked(key, r)
         return {
             "key": key,
             "created": r["created"],

@@ -1,0 +1,266 @@
+"""The paper at the authors' settings: their settings per figure (presets.AUTHORS),
+the groups that ship them, the rules that judge them (written before those groups were
+trained), and the scorecard's labels (a row is the paper's only at their settings)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+import torch
+
+from markovlib import measures, plots, scorecard
+from markovlib.chains import binary, symmetric
+from markovlib.measures import RunRecord
+from markovlib.presets import AUTHORS, authors, resolve
+from markovlib.runs import experiments
+
+PAPER_EDITION = dict(experiments.paper_edition())
+
+
+def _rec(chain, kernel, p, q=None, *, seed=0, tied=True):
+    spec = SimpleNamespace(
+        chain={"p": p, "q": q} if q is not None else {"p": p},
+        seed=seed,
+        config=SimpleNamespace(tied=tied),
+    )
+    history = pd.DataFrame({"step": [0, 10], "test_loss": [0.7, 0.6]})
+    return RunRecord(chain, np.asarray(kernel, dtype=float), history, spec)
+
+
+def learnt(p, q, **kw):
+    return _rec(binary(p, q), binary(p, q).P, p, q, **kw)
+
+
+def marginal(p, q, **kw):
+    pi = binary(p, q).stationary()
+    return _rec(binary(p, q), np.vstack([pi, pi]), p, q, **kw)
+
+
+# ------------------------------------------------------------------ settings, groups
+def test_the_authors_scale_is_their_config_at_paper_and_their_precision_below():
+    S = authors("fig1", resolve("paper", chapter="depth", environ=False))
+    assert (S.steps, S.seq_len, S.batch_size, S.d_model) == (500, 512, 16, 8)
+    assert S.train.precision == "fp16" and S.seeds == 8 and S.trap_seeds == 32
+    smoke = authors("fig5", resolve("smoke", environ=False))
+    assert smoke.steps == 30 and smoke.train.precision == "fp16"
+    with pytest.raises(ValueError, match="figure must be one of"):
+        authors("fig9", S)
+
+
+def test_every_new_group_is_at_the_authors_settings_of_its_figure():
+    figure = {
+        "fig5-k5-fp16": "fig5",
+        "global_minimum-400-fp16": "appd",
+        "fig4-cells-400": "fig4",
+        "depth-fig1-fp16": "fig1",
+    }
+    for name, specs in PAPER_EDITION.items():
+        for prefix, fig in figure.items():
+            if name.startswith(prefix):
+                assert all(not AUTHORS[fig].mismatches(s) for s in specs), name
+    # and a float32 1000-iteration control is not
+    ctrl = PAPER_EDITION["global_minimum-tied"][0]
+    assert sorted(AUTHORS["fig3"].mismatches(ctrl)) == [
+        "precision: fp32 (fp16)",
+        "steps: 1000 (400)",
+    ]
+
+
+def test_fig4_cells_never_share_an_initialisation_across_cells():
+    specs = PAPER_EDITION["fig4-cells-400-tied-fp16"]
+    cells = {(s.chain["p"], s.chain["q"]) for s in specs}
+    assert len(cells) == 10 and all(p + q > 1 for p, q in cells)
+    assert len(specs) == 80 and len({s.seed for s in specs}) == 80
+    assert all(s.config.tied for s in specs)
+
+
+def test_fig1_groups_count_depths_tying_and_the_mirror_chain():
+    sizes = {k: len(v) for k, v in PAPER_EDITION.items() if "fig1-fp16" in k}
+    assert sizes == {
+        "depth-fig1-fp16-L1": 32,
+        "depth-fig1-fp16-L2": 8,
+        "depth-fig1-fp16-L4": 8,
+        "depth-fig1-fp16-L8": 8,
+        "depth-fig1-fp16-L2-untied": 8,
+        "depth-fig1-fp16-L2-mirror": 8,
+    }
+    assert not any(s.config.tied for s in PAPER_EDITION["depth-fig1-fp16-L2-untied"])
+    m = PAPER_EDITION["depth-fig1-fp16-L2-mirror"][0].chain
+    assert (m["p"], m["q"]) == (0.5, 0.2)
+
+
+# ---------------------------------------------------------------------------- rules
+def test_trap_interval_is_the_exact_binomial_interval():
+    for k, n in ((0, 8), (3, 8), (8, 8), (25, 32)):
+        low, high = measures.trap_interval(k, n)
+        if k > 0:  # P(X >= k | low) = 2.5 %
+            assert scipy.stats.binom.sf(k - 1, n, low) == pytest.approx(0.025)
+        else:
+            assert low == 0.0 and high == pytest.approx(1 - 0.025 ** (1 / n))
+        if k < n:  # P(X <= k | high) = 2.5 %
+            assert scipy.stats.binom.cdf(k, n, high) == pytest.approx(0.025)
+        else:
+            assert high == 1.0 and low == pytest.approx(0.025 ** (1 / n))
+
+
+def test_fig4_cells_needs_half_the_cells_and_nothing_trapped_elsewhere():
+    cells = [marginal(0.8, 0.5, seed=i) for i in range(3)] + [learnt(0.8, 0.5, seed=3)]
+    cells += [learnt(0.6, 0.6, seed=4 + i) for i in range(4)]
+    tied = [learnt(0.2, 0.3)]
+    untied = [learnt(0.8, 0.5, tied=False)]
+    m = measures.fig4_cells(cells, tied, untied)
+    assert m.ok and m.value.startswith("tied above the line: 1 of 2 cells")
+    assert list(m.details["table"]["trapped"]) == [0, 3]
+    assert not measures.fig4_cells(cells, tied, [marginal(0.8, 0.5, tied=False)]).ok
+    assert not measures.fig4_cells(cells, [marginal(0.2, 0.3)], untied).ok
+    assert not measures.fig4_cells(cells[3:], tied, untied).ok  # 0 of 2 cells
+
+
+def _k5(p, at_unigram, *, tied=True):
+    chain = symmetric(5, p)
+    kernel = np.full((5, 5), 0.2) if at_unigram else chain.P
+    return _rec(chain, kernel, p, tied=tied)
+
+
+def test_fig5_judges_both_halves_per_p():
+    ps = (0.1, 0.3, 0.6, 0.9)
+    tied = [_k5(p, p == 0.9) for p in ps]
+    untied = [_k5(p, False, tied=False) for p in ps]
+    m = measures.fig5_halves(tied, untied)
+    assert m.ok and m.value == (
+        "p = 0.1, 0.3, 0.6: tied 3 of 3 runs escaped, untied 3 of 3 runs escaped; "
+        "p = 0.9: tied 1 of 1 run at H(π), untied 1 of 1 run escaped"
+    )
+    assert not measures.fig5_halves([_k5(p, False) for p in ps], untied).ok
+    assert not measures.fig5_halves(tied, [_k5(p, p == 0.9, tied=False) for p in ps]).ok
+
+
+def test_fig1_per_depth_and_the_depth_factors():
+    trapped = [marginal(0.5, 0.8), marginal(0.5, 0.8), learnt(0.5, 0.8)]
+    ok = measures.fig1_depths(
+        {1: trapped, 2: [learnt(0.5, 0.8)], 4: [learnt(0.5, 0.8)]}
+    )
+    assert ok.ok and ok.value.startswith(
+        "depth 1: 2 of 3 runs at H(π); depth 2: 1 of 1"
+    )
+    bad = measures.fig1_depths(
+        {1: trapped, 2: [learnt(0.5, 0.8), marginal(0.5, 0.8)], 4: [marginal(0.5, 0.8)]}
+    )
+    assert not bad.ok
+    f = measures.depth_factors([learnt(0.5, 0.8, tied=False)], [learnt(0.5, 0.2)])
+    assert f.ok and "tied on (0.5, 0.2): 1 of 1 run escaped" in f.value
+    assert not measures.depth_factors([learnt(0.5, 0.8)], [marginal(0.5, 0.2)]).ok
+
+
+def test_below_line_counts_cells_per_tying():
+    tied = [learnt(0.2, 0.3), learnt(0.4, 0.4), marginal(0.8, 0.5)]
+    untied = [learnt(0.2, 0.3, tied=False), marginal(0.4, 0.4, tied=False)]
+    m = measures.below_line(tied, untied)
+    assert m.ok and m.value == (
+        "tied: 2 of 2 cells escaped (2 of 2 runs); untied: 1 of 2 cells escaped "
+        "(1 of 2 runs)"
+    )
+    assert not measures.below_line(tied, [marginal(0.2, 0.3, tied=False)]).ok
+
+
+def test_fig3c_untied_wants_p_after_a_zero():
+    m = measures.fig3c_untied(
+        [learnt(0.5, 0.8, tied=False), learnt(0.2, 0.3)], 0.5, 0.8
+    )
+    assert m.ok and m.runs == 1 and "P(1|0) 0.500" in m.value
+    assert not measures.fig3c_untied([marginal(0.5, 0.8)], 0.5, 0.8).ok
+
+
+def test_bad_minimum_reads_the_head_bias_of_the_runs_at_h_pi():
+    chain = binary(0.5, 0.8)
+    pi1 = chain.stationary()[1]
+
+    def model(b1, gap):
+        wte = torch.nn.Embedding(2, 2)
+        wte.weight.data = torch.tensor([[0.0, 0.0], [gap, 0.0]])
+        head = torch.nn.Linear(2, 2)
+        head.bias.data = torch.tensor([0.0, b1])
+        return SimpleNamespace(wte=wte, head=head)
+
+    logit = float(np.log(pi1 / (1 - pi1)))
+    assert measures.bias_prediction(model(logit, 0)) == pytest.approx(pi1)
+    recs = [marginal(0.5, 0.8), marginal(0.5, 0.8, seed=1), learnt(0.5, 0.8, seed=2)]
+    loads = {0: model(logit, 0.1), 1: model(logit + 0.01, 0.3), 2: None}
+    m = measures.bad_minimum(recs, lambda r: loads[r.spec.seed])
+    assert m.ok and (m.runs, m.trapped) == (3, 2)
+    assert "2 of 2 runs at H(π)" in m.value and "‖e_1 − e_0‖ median 0.200" in m.value
+    loads = {0: model(0.0, 0.1), 1: model(0.0, 0.1), 2: None}  # σ(b) = 1/2, not π_1
+    assert not measures.bad_minimum(recs, lambda r: loads[r.spec.seed]).ok
+
+
+def _inside(ablation, spread=0.01, rank=0.01, ratio=0.2):
+    return {
+        "ratio_mean": ratio,
+        "ablation": ablation,
+        "spread": spread,
+        "rank_ratio": {"blocks.0.ff.W_1.weight": rank, "blocks.0.ff.W_2.weight": 0.0},
+    }
+
+
+def test_appendix_d_judges_every_run_by_what_each_property_says():
+    chain = binary(
+        0.2, 0.3
+    )  # |p + q - 1| = 0.5: attention may move a prediction < 0.05
+    recs = {
+        "tied": [learnt(0.2, 0.3, seed=s) for s in range(3)],
+        "untied": [learnt(0.2, 0.3, tied=False)],
+    }
+    inside = {
+        "tied": [_inside(0.01), _inside(0.04), _inside(0.2, spread=0.5)],
+        "untied": [_inside(0.01, rank=0.3)],
+    }
+    out = measures.appendix_d_runs(inside, recs)
+    assert out["appd_attention"].value.startswith("tied: 2 of 3 runs")
+    assert out["appd_attention"].ok and out["appd_positions"].ok
+    assert out["appd_rank"].value == "tied: 3 of 3 runs" and out["appd_formula"].ok
+    assert not out["appd_untied"].ok and "rank 0 of 1" in out["appd_untied"].value
+    table = measures.appendix_d_table(inside, recs)
+    assert list(table["attention"]) == [True, True, False, True]
+    assert chain.P[0, 1] == pytest.approx(0.2)
+
+
+def test_cell_trap_shares_draws_each_cell_with_its_interval_and_the_half_line():
+    recs = [marginal(0.8, 0.5, seed=i) for i in range(3)] + [learnt(0.6, 0.6)]
+    table = measures.cell_trap_table(recs)
+    ax = plots.cell_trap_shares(table)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["(0.6, 0.6)", "(0.8, 0.5)"]  # by p + q - 1
+    assert any(np.allclose(line.get_ydata(), 0.5) for line in ax.lines)
+    assert ax.get_ylabel() == "runs at H(π)"
+
+
+# -------------------------------------------------------------------------- scorecard
+def test_settings_are_read_from_the_specs_and_say_whose_they_are():
+    c = scorecard.claim("fig3b")
+    specs = [s for g in c.groups for s in PAPER_EDITION[g]]
+    text = scorecard.setting_text(c, specs)
+    assert "400 iterations, batch 16 × length 1024, d 8, fp16 autocast" in text
+    assert text.endswith("16 runs; the authors' settings (Fig 3)")
+    ctrl = scorecard.claim("fig3b_fp32")
+    specs = [s for g in ctrl.groups for s in PAPER_EDITION[g]]
+    assert "this book's control, not the authors' settings" in scorecard.setting_text(
+        ctrl, specs
+    )
+
+
+@pytest.mark.parametrize(
+    "c", [c for c in scorecard.CLAIMS if c.groups], ids=lambda c: c.id
+)
+def test_a_row_is_the_papers_only_at_the_authors_settings(c):
+    """A trained row whose source is the paper reads only runs at the authors' settings
+    of its figure; any other trained row is this book's."""
+    specs = [s for g in c.groups for s in PAPER_EDITION[g]]
+    differ = scorecard.authors_mismatches(c, specs)
+    if c.source.startswith("paper"):
+        assert not differ, f"{c.id}: {differ}"
+    else:
+        assert c.source == "this book" and differ, c.id
