@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -53,6 +52,10 @@ from .scorecard import compute
 from .train import Execution, train
 
 PLAN_BYTES_PER_RUN = 4096  # memory to plan and report one run of a sweep (generous)
+# folders of a clone that `book --out` never writes into: sources and shipped data
+PROTECTED = ("book", "_static", "tools", "data", "markovlib", "tests", "binder", ".git")
+MAX_STEPS = 10_000_000  # a step takes at least a millisecond: more is weeks of work
+MAX_LR = 1e6  # larger learning rates overflow float32 in the one-cycle schedule
 EDITION_MARKER = ".markovlib-edition"  # in every folder `markovlib book` writes
 
 
@@ -127,12 +130,14 @@ def _int_at_least(low: int):
 
 
 _positive_int, _nonnegative_int = _int_at_least(1), _int_at_least(0)
+# a folder named on the command line: an empty name would mean the current folder
+_folder = _argument_type(str, "a folder path, not empty", lambda v: v.strip() != "")
 _nonnegative_number = _argument_type(
     float, "a number >= 0", lambda v: 0 <= v < float("inf")
 )
 _positive_float = _argument_type(float, "a number > 0", lambda v: v > 0)  # inf allowed
 _learning_rate = _argument_type(
-    float, "a finite number > 0", lambda v: 0 < v < math.inf, show_value=True
+    float, f"a number > 0 and <= {MAX_LR:g}", lambda v: 0 < v <= MAX_LR, show_value=True
 )
 _seed = _argument_type(
     int,
@@ -157,7 +162,15 @@ def _add_training(sub: argparse.ArgumentParser) -> None:
         help="sizes for the options below that are not given (default: "
         "$MARKOVLIB_SCALE, else auto); given, it wins over $MARKOVLIB_SCALE",
     )
-    sub.add_argument("--steps", type=_positive_int)
+    sub.add_argument(
+        "--steps",
+        type=_argument_type(
+            int,
+            f"an integer >= 1 and <= {MAX_STEPS}",
+            lambda v: 1 <= v <= MAX_STEPS,
+            show_value=True,
+        ),
+    )
     sub.add_argument("--batch-size", type=_positive_int)
     sub.add_argument("--seq-len", type=_positive_int)
     sub.add_argument("--d-model", type=_positive_int)
@@ -250,7 +263,35 @@ def _settings(args) -> tuple[dict, dict]:
         n_layers=args.layers,
         max_len=max(1024, train["seq_len"]),
     )
+    _check_memory(train, config)
     return train, config
+
+
+def step_bytes(train: dict, config: dict) -> int:
+    """A generous estimate of the memory one training step of one model needs:
+    weights, gradients and AdamW's two moments (12 d² per layer, the tables), the
+    float32 activations kept for the backward pass, and the attention matrices."""
+    d, L, T, B = (
+        config["d_model"],
+        config["n_layers"],
+        train["seq_len"],
+        train["batch_size"],
+    )
+    params = 12 * L * d * d + (config["max_len"] + 2) * d
+    return 4 * (4 * params + 24 * B * T * d * L + 3 * B * T * T * L)
+
+
+def _check_memory(train: dict, config: dict) -> None:
+    """The sizes fit in this machine's free memory, or one line naming them."""
+    need, available = step_bytes(train, config), _memory_available()
+    if available is None or need <= available:
+        return
+    raise UsageError(
+        f"arguments --batch-size, --seq-len, --d-model, --layers: batch "
+        f"{train['batch_size']} x length {train['seq_len']}, d {config['d_model']}, "
+        f"{config['n_layers']} layer(s) need about {need / 2**30:.3g} GiB per step; "
+        f"this machine has {available / 2**30:.3g} GiB free"
+    )
 
 
 def cmd_train(args) -> int:
@@ -426,11 +467,11 @@ def _book_out(args, root: Path) -> Path:
     if (
         out == root
         or root.is_relative_to(out)
-        or any(out.is_relative_to(root / d) for d in ("book", "_static", "tools"))
+        or any(out.is_relative_to(root / d) for d in PROTECTED)
     ):
         raise UsageError(
-            f"argument --out: {out} would overwrite the book's own sources in "
-            f"{root}; give a folder outside them (default: editions/p<p>-q<q>)"
+            f"argument --out: {out} is inside the book's own sources or shipped data "
+            f"in {root}; give a folder outside them (default: editions/p<p>-q<q>)"
         )
     if out.is_dir() and any(out.iterdir()) and not (out / EDITION_MARKER).is_file():
         raise UsageError(
@@ -752,7 +793,10 @@ def build_parser() -> Parser:
     )
     sweep.add_argument("--seed", type=_seed, default=0, help="first seed")
     sweep.add_argument(
-        "--results", default="results", help="directory of the result store"
+        "--results",
+        type=_folder,
+        default="results",
+        help="directory of the result store",
     )
     sweep.add_argument(
         "--ensemble-size",
@@ -803,7 +847,10 @@ def build_parser() -> Parser:
         "wins over $MARKOVLIB_SCALE",
     )
     book.add_argument(
-        "--out", default=None, help="output directory (default: editions/p<p>-q<q>)"
+        "--out",
+        type=_folder,
+        default=None,
+        help="output directory (default: editions/p<p>-q<q>)",
     )
     book.add_argument(
         "--source",
@@ -818,6 +865,7 @@ def build_parser() -> Parser:
     )
     verify.add_argument(
         "--data",
+        type=_folder,
         default=None,
         help="shipped data folder (default: data/paper here or above)",
     )
@@ -863,7 +911,10 @@ def build_parser() -> Parser:
         "nothing)",
     )
     card.add_argument(
-        "--data", default=None, help="shipped data folder (default: data/paper)"
+        "--data",
+        type=_folder,
+        default=None,
+        help="shipped data folder (default: data/paper)",
     )
     card.add_argument("--json", action="store_true", help="print the rows as JSON")
     card.set_defaults(run=cmd_scorecard)
@@ -874,12 +925,14 @@ def build_parser() -> Parser:
     edition.add_argument("action", choices=["status", "produce", "export"])
     edition.add_argument(
         "--results",
+        type=_folder,
         default=None,
         help="result store of the edition's runs (default: results/paper-edition "
         "beside the data/ folder)",
     )
     edition.add_argument(
         "--data",
+        type=_folder,
         default=None,
         help="shipped data folder to export to (default: data/paper here or above)",
     )
@@ -936,6 +989,20 @@ def main(argv: list[str] | None = None) -> int:
     ) as e:  # a damaged or foreign file, a full disk: one line naming it
         print(f"markovlib {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return 1
+    except OSError as e:  # a full disk, a read-only folder: which, and where
+        where = f": {e.filename}" if e.filename else ""
+        print(
+            f"markovlib {args.command}: error: {e.strerror or e}{where}",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        print(
+            f"markovlib {args.command}: interrupted; what was finished is kept, "
+            "re-run the same command to go on",
+            file=sys.stderr,
+        )
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

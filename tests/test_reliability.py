@@ -158,6 +158,44 @@ def test_a_diverged_run_is_reported_as_diverged_not_as_a_loss():
     assert "the run diverged: its loss is not finite from step" in line, line
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--steps", "100000000000000000000", "argument --steps: must be an integer"),
+        ("--lr", "1e308", "argument --lr: must be a number > 0 and <= 1e+06"),
+        ("--seq-len", "1000000000000", "GiB per step; this machine has"),
+        ("--layers", "1000000000000", "GiB per step; this machine has"),
+        ("--d-model", "1000000000000", "GiB per step; this machine has"),
+        ("--batch-size", "1000000000000", "GiB per step; this machine has"),
+    ],
+)
+def test_sizes_beyond_time_and_memory_are_refused_before_any_work(option, value, says):
+    """Issue 31: a hang (--layers 10^12), an OverflowError in tqdm, allocator
+    tracebacks: each is one line and exit 2 before a model is built."""
+    start = time.perf_counter()
+    out = cli("train", "--p", "0.5", "--q", "0.8", "--scale", "smoke", option, value)
+    line = _one_line(out.stderr)
+    assert out.returncode == 2 and says in line and out.stdout == "", line
+    assert time.perf_counter() - start < 30
+
+
+def test_ctrl_c_in_train_is_one_line_and_exit_130():
+    """Issue 31: Ctrl-C in a single train printed 47 lines of traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "markovlib", "train", "--p", "0.5", "--q", "0.8"]
+        + ["--scale", "smoke", "--steps", "1000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    time.sleep(15)  # past the imports, into training
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == ""
+    assert "interrupted; what was finished is kept" in _one_line(err)
+
+
 def test_a_foreign_schema_is_refused_before_training(tmp_path):
     con = sqlite3.connect(tmp_path / "runs.sqlite")
     con.execute("CREATE TABLE runs (key TEXT, value TEXT)")
@@ -379,13 +417,34 @@ def test_book_refuses_an_existing_file_and_the_repository_itself(tmp_path):
         and target.read_text() == "mine"
     )
     before = sorted(p.name for p in (ROOT / "book").iterdir())
-    for out_dir in (ROOT, ROOT / "book"):
+    shipped = sorted(p.name for p in (ROOT / "data" / "paper").iterdir())
+    inside = (ROOT, ROOT / "book", ROOT / "data" / "paper" / "my-edition")
+    for out_dir in inside:
         out = cli("book", "--p", "0.3", "--q", "0.4", "--out", str(out_dir))
-        assert (
-            out.returncode == 2
-            and "would overwrite the book's own sources" in _one_line(out.stderr)
+        assert out.returncode == 2
+        assert "is inside the book's own sources or shipped data" in _one_line(
+            out.stderr
         )
     assert sorted(p.name for p in (ROOT / "book").iterdir()) == before
+    assert sorted(p.name for p in (ROOT / "data" / "paper").iterdir()) == shipped
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("sweep", "--p", "0.3", "--q", "0.4", "--results", ""),
+        ("verify", "--data", ""),
+        ("book", "--p", "0.3", "--q", "0.4", "--out", ""),
+        ("scorecard", "--data", " "),
+        ("edition", "status", "--results", ""),
+    ],
+)
+def test_an_empty_folder_name_is_an_error_not_the_current_folder(args, tmp_path):
+    """Issue 31: `sweep --results ""` wrote runs.sqlite into the current folder and
+    `verify --data ""` verified the default data."""
+    out = cli(*args, cwd=tmp_path)
+    assert out.returncode == 2 and "a folder path, not empty" in _one_line(out.stderr)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_shipped_data_errors_are_one_line(tmp_path):
