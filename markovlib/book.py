@@ -81,8 +81,8 @@ def glue(name: str, value, display: bool = True) -> None:
 
 
 def glue_scale(S, n_seeds: int) -> None:
-    """Glue the edition a page was built at: ``scale_name``, ``seq_len``, ``steps`` and
-    ``n_seeds``."""
+    """Glue the edition a page was built at: ``scale_name``, ``seq_len``, ``steps``,
+    ``n_seeds`` and ``n_runs`` ("1 run", "3 runs")."""
     from IPython.display import Markdown  # optional: the book's dependency (IPython)
 
     glue("scale_name", Markdown(f"`{S.name}`"), display=False)
@@ -90,6 +90,7 @@ def glue_scale(S, n_seeds: int) -> None:
     glue("seq_len", int(S.seq_len), display=False)
     glue("steps", int(S.steps), display=False)
     glue("n_seeds", int(n_seeds), display=False)
+    glue("n_runs", f"{n_seeds} run{'s' if n_seeds != 1 else ''}", display=False)
 
 
 class _Range(NamedTuple):

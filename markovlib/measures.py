@@ -58,8 +58,6 @@ __all__ = [
     "fig3c",
     "fig4",
     "fig4_float32",
-    "fig5",
-    "fig1",
     "fig1_depths",
     "depth_factors",
     "trap_interval",
@@ -410,47 +408,6 @@ def fig4_float32(
     )
 
 
-def fig5(
-    tied: Sequence[RunRecord], untied: Sequence[RunRecord], p_max=0.6, groups=()
-) -> Measure:
-    """Fig 5: on the k-state chain, tied and untied runs learn the chain at
-    p ≤ ``p_max`` (every run escaped); the shares above it are reported."""
-    rows = [*tied, *untied]
-    below = [r for r in rows if r.spec.chain["p"] <= p_max + 1e-12]
-    above = [r for r in rows if r.spec.chain["p"] > p_max + 1e-12]
-    n, t = trap_count(rows)
-    worst = min(r.share for r in below)
-    text = ", ".join(
-        f"{'tied' if r.spec.config.tied else 'untied'} p = {r.spec.chain['p']:g}: "
-        f"{r.share:.2f}"
-        for r in above
-    )
-    return Measure(
-        f"smallest share of the gap at p ≤ {p_max:g}: {worst:.3f}; above: {text}",
-        all(r.cls == ESCAPED for r in below),
-        runs=n,
-        trapped=t,
-        groups=tuple(groups),
-    )
-
-
-def fig1(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
-    """Fig 1: the single layer stays at H(π); depth ≥ 2 reaches H_rate (after a
-    plateau): judged per depth by the rule."""
-    one = trap_count(by_depth[1])
-    deep = [r for L, rs in by_depth.items() if L >= 2 for r in rs]
-    esc = sum(r.cls == ESCAPED for r in deep)
-    n, t = trap_count([r for rs in by_depth.values() for r in rs])
-    return Measure(
-        f"depth 1: {_n(one[1], one[0])} at H(π); depth ≥ 2: {_n(esc, len(deep))} "
-        "escaped",
-        one[1] >= CLAIM_SHARE * one[0] and esc >= CLAIM_SHARE * len(deep),
-        runs=n,
-        trapped=t,
-        groups=tuple(groups),
-    )
-
-
 def higher_order(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
     """ICLR Sec. 4.4: deeper models learn a second-order chain given enough iterations:
     at least half of the runs of each depth ≥ 2 escaped (share of the gap from the
@@ -703,45 +660,6 @@ NEAR_RANK_ONE = 0.1  # a matrix is "near rank one" when s_2 / s_1 < 0.1
 APPD_MATRICES = ("ff.W_1.weight", "ff.W_2.weight")  # the matrices App. D names
 
 
-def appendix_d(inside: dict[str, dict], records: Sequence[RunRecord], groups=()):
-    """App. D's four claims from :func:`markovlib.theory.appendix_d` of learnt models
-    (``inside``: label → its dict) and their runs' learnt kernels: the paper's ratio
-    ‖attn‖ / ‖x + attn‖, the positional spread, s_2 / s_1 of W_1 and W_2, and the
-    kernel against P relative to |p + q − 1|."""
-    ratio = max(d["ratio_mean"] for d in inside.values())
-    spread = max(d["spread"] for d in inside.values())
-    rank = max(
-        v
-        for d in inside.values()
-        for name, v in d["rank_ratio"].items()
-        if name.endswith(APPD_MATRICES)
-    )
-    chain = records[0].chain
-    effect = abs(1 - chain.P[0, 0] - chain.P[1, 1])
-    kernel = max(float(np.abs(r.kernel - chain.P).max()) for r in records)
-    n = len(records)
-    common = dict(runs=n, trapped=trap_count(records)[1], groups=tuple(groups))
-    labels = ", ".join(f"{k} {d['ratio_mean']:.3f}" for k, d in inside.items())
-    return {
-        "appd_attention": Measure(
-            f"{labels} (≈ 0: below {NEAR_ZERO:g})", ratio < NEAR_ZERO, **common
-        ),
-        "appd_positions": Measure(
-            f"{spread:.3f} (≈ 0: below {NEAR_ZERO:g})", spread < NEAR_ZERO, **common
-        ),
-        "appd_rank": Measure(
-            f"{rank:.3f} (near rank one: below {NEAR_RANK_ONE:g})",
-            rank < NEAR_RANK_ONE,
-            **common,
-        ),
-        "appd_formula": Measure(
-            f"{kernel:.4f} = {kernel / effect:.1%} of |p + q − 1|",
-            kernel < AT_UNIGRAM_BELOW * effect,
-            **common,
-        ),
-    }
-
-
 def _appd_properties(d: dict, record: RunRecord) -> dict[str, bool]:
     """App. D's four properties of one learnt model (``d``:
     :func:`markovlib.theory.appendix_d`), each relative to what it could be."""
@@ -778,17 +696,20 @@ def appendix_d_runs(
     out = {}
     tied, rs = has["tied"], records["tied"]
     common = dict(runs=len(rs), trapped=trap_count(rs)[1], groups=tuple(groups))
-    ratio = float(np.median([d["ratio_mean"] for d in inside["tied"]]))
-    moved = max(d["ablation"] for d in inside["tied"])
-    for prop in ("attention", "positions", "rank", "formula"):
+    table = appendix_d_table({"tied": inside["tied"]}, {"tied": rs})
+    effect = abs(1 - rs[0].chain.P[0, 0] - rs[0].chain.P[1, 1])
+    extra = {  # what each property's runs measured, beside the count
+        "attention": f"largest change {table['attention removed: Δ'].max():.4f}; the "
+        f"paper's ratio, median {table['‖attn‖/‖x+attn‖'].median():.3f}",
+        "positions": f"spread median {table['positional spread'].median():.3f}",
+        "rank": f"s2/s1 median {table['W_1, W_2 s2/s1'].median():.3f}",
+        "formula": f"largest |K − P| {table['max|K − P|'].max() / effect:.1%} of "
+        "|p + q − 1|",
+    }
+    for prop, text in extra.items():
         k = sum(h[prop] for h in tied)
-        extra = (
-            f" (largest change {moved:.4f}; the paper's ratio, median {ratio:.3f})"
-            if prop == "attention"
-            else ""
-        )
         out[f"appd_{prop}"] = Measure(
-            f"tied: {_n(k, len(tied))}{extra}", k >= CLAIM_SHARE * len(tied), **common
+            f"tied: {_n(k, len(tied))} ({text})", k >= CLAIM_SHARE * len(tied), **common
         )
     un = has.get("untied", [])
     counts = {
@@ -835,7 +756,6 @@ __all__ += [
     "NEAR_ZERO",
     "NEAR_RANK_ONE",
     "APPD_MATRICES",
-    "appendix_d",
     "appendix_d_runs",
     "appendix_d_table",
 ]

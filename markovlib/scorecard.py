@@ -645,10 +645,17 @@ def page(rows=None) -> str:
     return f"{title}\n\n{summary(rows)}\n\n{rest}" + "\n".join(table) + "\n"
 
 
+def _counts(rows) -> str:
+    """How many rows have each verdict, e.g. "20 reproduced, 7 differ"."""
+    counts = Counter(r.verdict for r in rows).most_common()
+    return ", ".join(
+        f"{n} {'differ' if v == DIFFERS and n != 1 else v}" for v, n in counts
+    )
+
+
 def summary(rows) -> str:
     """The page's first line: how many computed rows have each verdict."""
-    counts = Counter(r.verdict for r in rows)
-    parts = ", ".join(f"{n} {v}" for v, n in counts.most_common())
+    parts = _counts(rows)
     chapters = len(CLAIMS) - len(rows)
     return (
         f"**In short:** {len(rows)} rows computed from the shipped runs and the exact "
@@ -683,9 +690,7 @@ def readme_table(rows) -> str:
             f"| `{r.id}` | {cell(r.claim)} | {cell(r.value)} | {r.verdict} "
             f"| {cell(r.runs)} | {cell(r.trapped)} |"
         )
-    counts = Counter(r.verdict for r in rows)
-    summary = ", ".join(f"{n} {v}" for v, n in counts.most_common())
-    return "\n".join([*lines, "", f"{len(rows)} rows: {summary}."])
+    return "\n".join([*lines, "", f"{len(rows)} rows: {_counts(rows)}."])
 
 
 def readme_block(rows) -> str:

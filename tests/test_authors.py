@@ -221,7 +221,12 @@ def test_appendix_d_judges_every_run_by_what_each_property_says():
     out = measures.appendix_d_runs(inside, recs)
     assert out["appd_attention"].value.startswith("tied: 2 of 3 runs")
     assert out["appd_attention"].ok and out["appd_positions"].ok
-    assert out["appd_rank"].value == "tied: 3 of 3 runs" and out["appd_formula"].ok
+    assert out["appd_rank"].value == "tied: 3 of 3 runs (s2/s1 median 0.010)"
+    assert out["appd_positions"].value == "tied: 2 of 3 runs (spread median 0.010)"
+    assert (
+        out["appd_formula"].ok
+        and "largest |K − P| 0.0% of" in out["appd_formula"].value
+    )
     assert not out["appd_untied"].ok and "rank 0 of 1" in out["appd_untied"].value
     table = measures.appendix_d_table(inside, recs)
     assert list(table["attention"]) == [True, True, False, True]
