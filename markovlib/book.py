@@ -436,6 +436,11 @@ class Groups(NamedTuple):
         k = sum(len(self.records[n]) for n in names)
         return f"{k} of {sum(self.wanted[n] for n in names)} runs"
 
+    def text(self, measure, *names) -> str:
+        """A claim's value as a page prints it: ``measure.value``, or "k of n runs
+        shipped so far" while these groups are incomplete (``measure`` None)."""
+        return measure.value if measure else f"{self.have(*names)} shipped so far"
+
 
 def load_groups(groups: dict, S) -> Groups:
     """:func:`runs_and_records` of each named group of specs (at ``paper`` the shipped

@@ -83,7 +83,7 @@ def test_structure(path):
         assert "hide-input" in cell.metadata.get("tags", []), (
             f"collapse this cell (hide-input):\n{cell.source[:200]}"
         )
-    # the edition a page was built at: glued (scale_name, seq_len, steps, n_seeds) and,
+    # the edition a page was built at: glued (scale_name, seq_len, steps, n_runs) and,
     # where it trains, shown on top
     assert any("glue_scale(S, " in c.source for c in code), (
         "glue the edition with markovlib.book.glue_scale"
@@ -93,9 +93,12 @@ def test_structure(path):
             f'resolve(scale, chapter="{path.stem}")' in c.source for c in code
         ), "take the chapter's settings"
         intro = nb.cells[0].source
-        assert all(
-            f"{{glue:}}`{name}`" in intro
-            for name in ("scale_name", "seq_len", "steps", "n_seeds")
+        assert (
+            all(
+                f"{{glue:}}`{name}`" in intro
+                for name in ("scale_name", "seq_len", "steps")
+            )
+            and "{glue:text}`n_runs`" in intro
         ), "show the edition under the title"
 
 

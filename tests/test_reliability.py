@@ -531,10 +531,10 @@ CHAIN = ["--p", "0.3", "--q", "0.4"]
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["--lr", "0"], "argument --lr: must be a finite number > 0; got 0.0"),
-        (["--lr", "-1"], "argument --lr: must be a finite number > 0; got -1.0"),
-        (["--lr", "nan"], "argument --lr: must be a finite number > 0; got nan"),
-        (["--lr", "inf"], "argument --lr: must be a finite number > 0; got inf"),
+        (["--lr", "0"], "argument --lr: must be a number > 0 and <= 1e+06; got 0.0"),
+        (["--lr", "-1"], "argument --lr: must be a number > 0 and <= 1e+06; got -1.0"),
+        (["--lr", "nan"], "argument --lr: must be a number > 0 and <= 1e+06; got nan"),
+        (["--lr", "inf"], "argument --lr: must be a number > 0 and <= 1e+06; got inf"),
         (
             ["--device", "bogus"],
             "argument --device: must be auto, cpu, cuda, cuda:N or mps; got 'bogus'",
