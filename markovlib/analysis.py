@@ -763,7 +763,7 @@ def optimizer_crossover(
     """Which of the two differences between the book's exact descent (which returns to
     θ_π) and training (which leaves it) matters: the start or the optimiser. Tied
     ``preset`` models on the exact loss: gradient descent at the stable step of
-    :func:`perturb_theta_pi` and AdamW with the authors' settings (betas (0.9, 0.95),
+    :func:`perturb_theta_pi` and AdamW with the authors' optimiser (betas (0.9, 0.95),
     weight decay 1e-3 on the linear layers, one-cycle schedule at ``adam_lr``), from
     θ_π + N(0, noise²) and from the standard N(0, 0.02²) initialisation; seeds
     ``seed``, ``seed + 1``, ..."""

@@ -716,7 +716,7 @@ def manifold_trained(results, starts, p: float, q: float) -> ManifoldRuns:
         {k: np.concatenate([f[k] for f in final]) for k in final[0]},
         loss_class(loss[-1], p, q),
         all(attention_off(r.model) for r in results),
-        f"AdamW (the authors' settings), lr {s.lr:g}, {s.steps} steps, batch "
+        f"AdamW (the authors' optimiser), lr {s.lr:g}, {s.steps} steps, batch "
         f"{s.batch_size} x {s.seq_len}",
     )
 
