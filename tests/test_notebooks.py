@@ -185,7 +185,7 @@ def test_check_rejects_outputs_and_glue_in_golden_cells(tmp_path):
             [*tool, "check", str(path)], capture_output=True, text=True
         )
 
-    clean = furnished(nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(1)"))
+    clean = furnished(nbformat.v4.new_code_cell("print(1)", metadata={"tags": ["nbval-check-output"]}))
     assert check(clean).returncode == 0
     tags = [c.metadata.get("tags", []) for c in clean.cells if c.cell_type == "code"]
     assert (
@@ -199,7 +199,9 @@ def test_check_rejects_outputs_and_glue_in_golden_cells(tmp_path):
     ]
     assert check(with_output).returncode == 1
     glued = furnished(
-        nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nglue('a', 1, display=False)")
+        nbformat.v4.new_code_cell(
+            "glue('a', 1, display=False)", metadata={"tags": ["nbval-check-output"]}
+        )
     )
     result = check(glued)
     assert result.returncode == 1 and "glue" in result.stdout

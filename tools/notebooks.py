@@ -2,11 +2,11 @@
 NBVAL cells.
 
     python tools/notebooks.py strip   [NB ...]  # drop outputs and run metadata
-    python tools/notebooks.py golden  [NB ...]  # smoke run; keep NBVAL_CHECK_OUTPUT
+    python tools/notebooks.py golden  [NB ...]  # smoke run; keep the golden cells' text
     python tools/notebooks.py furnish [NB ...]  # Colab cell, "Re-run this page" box
     python tools/notebooks.py check   [NB ...]  # exit 1 unless stored and furnished
 
-Cells whose source starts with ``# NBVAL_CHECK_OUTPUT`` print deterministic theory
+Cells tagged ``nbval-check-output`` (nbval's own tag, invisible on the page) print deterministic theory
 numbers; their text output is stored so that ``pytest --nbval-lax`` compares a fresh run
 against it. Everything else is stored empty: the book build executes the chapters.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-MARKER = "# NBVAL_CHECK_OUTPUT"
+GOLDEN_TAG = "nbval-check-output"  # nbval compares these cells' stored text output
 BOOK = Path(__file__).resolve().parents[1] / "book"
 INSTALL_TAG, RERUN_TAG = "colab-install", "rerun-box"
 
@@ -106,7 +106,7 @@ def furnished(path: Path, nb):
 
 
 def is_golden(cell) -> bool:
-    return cell.cell_type == "code" and cell.source.lstrip().startswith(MARKER)
+    return cell.cell_type == "code" and GOLDEN_TAG in cell.metadata.get("tags", [])
 
 
 def stored_form(nb, golden_outputs: dict[int, list] | None = None):
@@ -186,7 +186,7 @@ def main(argv: list[str]) -> int:
             for cell in nb.cells:
                 if is_golden(cell) and "glue(" in cell.source:
                     print(
-                        f"{path}: an {MARKER} cell calls glue(); glue in the "
+                        f"{path}: a {GOLDEN_TAG} cell calls glue(); glue in the "
                         "next cell instead"
                     )
                     bad.append(path)
