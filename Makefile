@@ -15,7 +15,7 @@ SCALE ?= paper
 # Trained models of the chapters go to results/ here (markovlib's own default is the user's cache).
 export MARKOVLIB_RESULTS ?= $(CURDIR)/results
 
-.PHONY: book test install lint unit notebooks book-strict browser verify bench clean
+.PHONY: book test install lint unit notebooks book-strict browser verify bench pdf clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,12 @@ browser: $(STAMP)
 verify: $(STAMP)
 	$(BIN)/markovlib verify --quick --sample 2
 	$(BIN)/markovlib verify --sample 1 --max-seconds 120 --exact-only
+
+# The book as a PDF (_build/latex/book.pdf) with Jupyter Book's LaTeX builder and XeLaTeX; needs TeX Live:
+# apt-get install texlive-xetex texlive-latex-extra texlive-fonts-recommended texlive-fonts-extra
+#   texlive-plain-generic latexmk fonts-freefont-otf (bbm.sty is in texlive-fonts-extra)
+pdf: $(STAMP)
+	MARKOVLIB_SCALE=$(SCALE) $(BIN)/jupyter-book build . --path-output . --builder pdflatex
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py

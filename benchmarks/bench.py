@@ -380,7 +380,8 @@ def sweep_times(threads: int) -> dict[str, float]:
     time cold, warm; parallel."""
     import ray
 
-    from markovlib.sweep import grid, sweep
+    from markovlib.runs.spec import grid
+    from markovlib.runs.sweep import sweep
 
     specs = grid(**SWEEP_GRID)
     seconds = {}

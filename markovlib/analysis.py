@@ -88,7 +88,7 @@ def grid_means(
 ) -> np.ndarray:
     """Mean of ``value(run)`` over the seeds of each binary chain (p, q): rows q,
     columns p (as :func:`markovlib.plots.heatmap`). ``specs[i]`` is the
-    :class:`~markovlib.sweep.RunSpec` of ``results[i]``; the seeds of a cell are
+    :class:`~markovlib.runs.spec.RunSpec` of ``results[i]``; the seeds of a cell are
     averaged in increasing order."""
     if len(specs) != len(results):
         raise ValueError(

@@ -9,14 +9,16 @@ of them.
 from __future__ import annotations
 
 import ast
+import copy
 import html
 import math
 import numbers
 import os
 import platform
+import re
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import NamedTuple
@@ -25,8 +27,9 @@ import pandas as pd
 import torch
 
 from ._checks import one_thread
+from ._version import repository_url
 from .measures import record_of
-from .presets import PRESETS
+from .presets import PRESETS, resolve
 from .runs.shipped import shipped_data
 from .runs.sweep import sweep_results
 from .train import cpu_model
@@ -36,7 +39,9 @@ __all__ = [
     "BRANCH",
     "glue",
     "glue_scale",
+    "glue_all",
     "check_chapter_parameters",
+    "CHAPTER_RULES",
     "binder_url",
     "colab_url",
     "install_requirement",
@@ -45,9 +50,8 @@ __all__ = [
     "build_info",
 ]
 
-# The one place that names the public repository (``_config.yml`` repeats it for the
-# launch buttons; a test checks the two agree).
-REPOSITORY = "markovlib/attention-with-markov"
+# owner/name of the public repository (pyproject.toml's [project.urls], the one place)
+REPOSITORY = repository_url().removeprefix("https://github.com/")
 BRANCH = "main"
 
 
@@ -93,6 +97,13 @@ def glue_scale(S, n_seeds: int) -> None:
     glue("n_runs", f"{n_seeds} run{'s' if n_seeds != 1 else ''}", display=False)
 
 
+def glue_all(values: dict | None = None, /, **named) -> None:
+    """Glue every value of ``values`` and every keyword argument, without displaying
+    them (a chapter's numbers that its prose quotes)."""
+    for name, value in {**(values or {}), **named}.items():
+        glue(name, value, display=False)
+
+
 class _Range(NamedTuple):
     """Allowed values of a numeric parameter. ``low`` or ``high`` may name another
     parameter of the same call (the CCMC prompt must hold every token:
@@ -109,7 +120,7 @@ class _Range(NamedTuple):
 
 # Allowed values of the chapters' parameters: a _Range or a tuple of choices.
 _OPEN01, _CLOSED01 = _Range(0.0, 1.0, True, True), _Range(0.0, 1.0)
-_RULES = {
+CHAPTER_RULES = {
     "framework": dict(
         p=_CLOSED01,
         q=_CLOSED01,
@@ -160,20 +171,68 @@ def _check_range(name: str, value, rule: _Range, params: dict) -> None:
         raise ValueError(f"{name} must be {kind} {where}{rule.why}; got {value!r}")
 
 
+class ChapterParameterError(ValueError):
+    """A chapter's parameter that is out of range or unknown; in a notebook IPython
+    shows this sentence alone (``_render_traceback_``), not the stack."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+def papermill_parameters() -> list[str]:
+    """The names papermill assigned in the running kernel: the ``# Parameters`` cell it
+    injects after the ``parameters`` cell (IPython's ``In``); none outside papermill."""
+    try:  # optional: the book's dependency (IPython)
+        from IPython import get_ipython
+    except ImportError:
+        return []
+    shell = get_ipython()
+    cells = [] if shell is None else shell.user_ns.get("In", [])
+    injected = [c for c in cells if str(c).startswith("# Parameters\n")]
+    try:
+        tree = ast.parse(injected[-1]) if injected else ast.Module(body=[])
+    except SyntaxError:
+        return []
+    return [
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and not target.id.startswith("PAPERMILL_")
+    ]
+
+
 def check_chapter_parameters(chapter: str, **params) -> None:
-    """Refuse a chapter's bad parameters in its first code cell: ``ValueError`` naming
-    the parameter and its range.
+    """Refuse a chapter's bad parameters in its first code cell:
+    :class:`ChapterParameterError` (a ``ValueError``) naming the parameter and its
+    range, or a parameter papermill gave that the chapter does not have.
 
     Every chapter takes ``seed`` (an integer >= 0) and ``scale``; the others follow the
-    chapter's rules (``_RULES``). Parameters are checked in the order given, so the
-    first one out of range is named.
+    chapter's rules (``CHAPTER_RULES``). Parameters are checked in the order given, so
+    the first one out of range is named.
     """
-    if chapter not in _RULES:
-        raise ValueError(f"chapter must be one of {', '.join(map(repr, _RULES))}")
+    try:
+        known = [*CHAPTER_RULES.get(chapter, {}), "seed", "scale"]
+        unknown = [n for n in papermill_parameters() if n not in known]
+        if unknown:
+            raise ValueError(
+                f"{chapter} has no parameter {unknown[0]!r} (given to papermill); its "
+                f"parameters are {', '.join(known)}"
+            )
+        _check_parameters(chapter, params)
+    except ValueError as e:
+        raise ChapterParameterError(str(e)) from None
+
+
+def _check_parameters(chapter: str, params: dict) -> None:
+    if chapter not in CHAPTER_RULES:
+        raise ValueError(
+            f"chapter must be one of {', '.join(map(repr, CHAPTER_RULES))}"
+        )
     rules = {
         "seed": _Range(0, math.inf, open_high=True, integer=True),
         "scale": ("auto", *PRESETS),
-        **_RULES[chapter],
+        **CHAPTER_RULES[chapter],
     }
     for name, value in params.items():
         if name not in rules:
@@ -349,7 +408,7 @@ def build_info(
             versions[name] = "not installed"
     cuda = torch.cuda.is_available()
     return {
-        "built": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "built": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": _git_commit(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -400,6 +459,26 @@ def scales_table():
             for s in PRESETS.values()
         ]
     )
+
+
+def build_checks(info: dict, defaults: dict, progress: pd.DataFrame) -> dict:
+    """The Reproducibility page's claims as values: three scales, ``auto`` one of them,
+    every chapter's ``defaults`` with ``seed`` and ``scale = "auto"``, markovlib and
+    torch in ``info``, and the edition's ``progress`` shipping no more than it has."""
+    return {
+        "three scales": set(PRESETS) == {"smoke", "cpu", "paper"}
+        and len(scales_table()) == 3,
+        "auto is a scale": resolve("auto").name in PRESETS,
+        "every chapter takes seed, scale auto": len(defaults) >= 6
+        and all("seed" in ps and ps["scale"] == "auto" for ps in defaults.values()),
+        "markovlib and torch installed": "not installed"
+        not in (info["versions"]["markovlib"], info["versions"]["torch"]),
+        "edition progress": len(progress) > 20
+        and bool((progress["shipped"] <= progress["runs"]).all()),
+    }
+
+
+__all__ += ["build_checks"]
 
 
 def runs_and_records(specs, S, *, ensemble_size: int = 32):
@@ -454,3 +533,273 @@ def load_groups(groups: dict, S) -> Groups:
 
 
 __all__ += ["Groups", "load_groups"]
+
+
+# A reader's re-run notebook (`markovlib rerun`): the chapter's MyST as plain Markdown,
+# which Jupyter, Colab and GitHub show as the book's page reads.
+
+_ROLE = re.compile(r"\{([A-Za-z][\w:+-]*)\}`([^`]*)`")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,}|:{3,})\s*(?:\{([^}\s]+)\})?\s*(.*?)\s*$")
+_OPTION = re.compile(r"^\s*:[\w-]+:")
+_TARGET = re.compile(r"^\s*\(([\w.:-]+)\)=\s*$")  # a MyST label line: (sec-x)=
+_MISSING = "(not computed)"
+_KINDS = {  # a label's prefix -> what it names
+    "thm": "theorem",
+    "def": "definition",
+    "prop": "proposition",
+    "lem": "lemma",
+    "cor": "corollary",
+    "fig": "figure",
+    "eq": "equation",
+    "sec": "section",
+}
+
+
+def glued_values(nb) -> dict[str, dict]:
+    """Name -> mime bundle of every value glued in the executed notebook ``nb``."""
+    values = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            scrap = out.get("metadata", {}).get("scrapbook", {})
+            if "name" not in scrap:
+                continue
+            prefix = scrap.get("mime_prefix", "")
+            values[scrap["name"]] = {
+                mime.removeprefix(prefix): "".join(v) if isinstance(v, list) else v
+                for mime, v in out.get("data", {}).items()
+            }
+    return values
+
+
+def _plain_value(text: str):
+    """The value a ``text/plain`` repr stands for (number, string), else the text."""
+    numpy_scalar = re.fullmatch(r"np\.\w+\((.*)\)", text.strip())  # np.float64(0.5)
+    try:
+        return ast.literal_eval(numpy_scalar[1] if numpy_scalar else text.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+def _glue_text(bundle: dict | None, spec: str = "") -> str:
+    """``{glue:text}``: the plain value, ``spec`` applied to a number."""
+    if bundle is None:
+        return _MISSING
+    plain = bundle.get("text/plain", "")
+    if "text/markdown" in bundle and (not plain or plain.startswith("<")):
+        return bundle["text/markdown"]  # an IPython Markdown object: its text
+    value = _plain_value(plain)
+    if spec and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            return format(value, spec)
+        except ValueError:
+            pass
+    return str(value)
+
+
+def _glue_any(bundle: dict | None) -> str:
+    """``{glue:}``: Markdown as Markdown, a figure as a mention, else the value."""
+    if bundle is not None and "text/markdown" in bundle:
+        return bundle["text/markdown"]
+    if bundle is not None and any(m.startswith("image/") for m in bundle):
+        return "(figure below)"
+    return _glue_text(bundle)
+
+
+def _glue_role(values: dict, kind: str, text: str) -> str:
+    """A glue role (``kind``: '', 'any', 'text', 'md', 'figure') of ``name[:spec]``."""
+    name, _, spec = text.partition(":")
+    bundle = values.get(name.strip())
+    if kind == "text":
+        return _glue_text(bundle, spec.strip())
+    return _glue_any(bundle)  # md (its :myst or :commonmark is the bundle's format)
+
+
+def _humanized(label: str) -> str:
+    """'thm-saddle' -> 'the theorem “saddle”'; 'global_minimum' -> 'Global minimum'."""
+    head, sep, rest = label.partition("-")
+    kind = _KINDS.get(head)
+    if sep and kind:
+        return f"the {kind} “{rest.replace('-', ' ')}”"
+    words = re.sub(r"[-_]+", " ", label.rsplit("/", 1)[-1]).strip()
+    return words[:1].upper() + words[1:]
+
+
+def _reference(ctx: dict, name: str, text: str) -> str:
+    """A cross-reference role (numref, ref, prf:ref, doc, eq) as the words it reads."""
+    explicit = re.fullmatch(r"(.*?)\s*<([^<>]+)>", text, flags=re.S)
+    shown, target = (explicit[1], explicit[2]) if explicit else ("", text.strip())
+    if name == "doc":
+        chapter = target.rsplit("/", 1)[-1].removesuffix(".ipynb").removesuffix(".md")
+        return shown or f"*{ctx['titles'].get(chapter) or _humanized(chapter)}*"
+    words, number = ctx["labels"].get(target, (_humanized(target), ""))
+    if shown:
+        return shown.replace("%s", number or "?").replace("{number}", number or "?")
+    return words
+
+
+def _role(ctx: dict, match: re.Match) -> str:
+    """One MyST role as plain Markdown."""
+    name, text = match[1], match[2]
+    if name.startswith("glue"):
+        return _glue_role(ctx["values"], name.removeprefix("glue").strip(":"), text)
+    if name.startswith("cite"):
+        return "[" + ", ".join(k.strip() for k in text.split(",")) + "]"
+    if name == "math":
+        return f"${text}$"
+    if name in ("numref", "ref", "prf:ref", "doc", "eq"):
+        return _reference(ctx, name, text)
+    return re.sub(r"\s*<[^<>]+>$", "", text)  # {term}, {abbr}, ...: the text shown
+
+
+def _roles(ctx: dict, text: str) -> str:
+    """Every role of ``text`` replaced, glue first (glued Markdown may hold roles)."""
+    glued = _ROLE.sub(
+        lambda m: _role(ctx, m) if m[1].startswith("glue") else m[0], text
+    )
+    return _ROLE.sub(lambda m: _role(ctx, m), glued)
+
+
+def _closing(lines: list[str], start: int, fence: str) -> int:
+    """Index of the line closing the fence opened at ``start`` (len(lines): none)."""
+    char, n = fence[0], len(fence)
+    closer = re.compile(rf"^\s*{re.escape(char)}{{{n},}}\s*$")
+    return next(
+        (i for i in range(start + 1, len(lines)) if closer.match(lines[i])), len(lines)
+    )
+
+
+def _title(ctx: dict, name: str, args: str) -> str:
+    """A directive's bold title line: '**Theorem (Saddle).**', '**Note**'."""
+    args = _roles(ctx, args)
+    kind = name.rpartition(":")[2].replace("-", " ").capitalize()
+    if name.startswith("prf:"):
+        args = f" {args}" if args.startswith("(") else f" ({args})" if args else ""
+        return f"**{kind}{args}.**"
+    return f"**{args or kind}**"
+
+
+def _directive(ctx: dict, name: str, args: str, body: list[str]) -> list[str]:
+    """A MyST directive as a bold title line and its body (options dropped)."""
+    while body and _OPTION.match(body[0]):
+        body = body[1:]
+    inner = _markdown(ctx, "\n".join(body)).strip("\n")
+    if name.startswith("glue"):  # ```{glue} name: the value itself
+        return [_glue_role(ctx["values"], name.partition(":")[2], args)]
+    if name == "math":
+        return ["$$", inner, "$$"]
+    return [_title(ctx, name, args), "", inner]
+
+
+def _markdown(ctx: dict, text: str) -> str:
+    """MyST ``text`` as plain Markdown: roles replaced, directives unfolded."""
+    lines, out, prose, i = text.split("\n"), [], [], 0
+    while i < len(lines):
+        fence = _FENCE.match(lines[i])
+        if fence is None or (fence[1][0] == ":" and not fence[2]):
+            if not _TARGET.match(lines[i]):
+                prose.append(lines[i])
+            i += 1
+            continue
+        out += [_roles(ctx, "\n".join(prose))] if prose else []
+        prose, end = [], _closing(lines, i, fence[1])
+        if fence[2]:  # a block of its own: blank lines around it
+            out += [""] if out and out[-1].rpartition("\n")[2].strip() else []
+            out += _directive(ctx, fence[2], fence[3], lines[i + 1 : end])
+            out += [""] if end + 1 < len(lines) and lines[end + 1].strip() else []
+        else:
+            out += lines[i : end + 1]  # a code block: verbatim
+        i = end + 1
+    out += [_roles(ctx, "\n".join(prose))] if prose else []
+    return "\n".join(out)
+
+
+_LABELLED = re.compile(  # a directive's opening line, options, then its :label:
+    r"^[ \t]*(?:`{3,}|:{3,})[ \t]*\{([^}\s]+)\}[ \t]*(.*)\n"
+    r"(?:[ \t]*:(?!label:)[\w-]+:.*\n)*[ \t]*:label:[ \t]*(\S+)",
+    flags=re.M,
+)
+
+
+def _labels(nb) -> tuple[dict, dict]:
+    """Label -> (words, number) of figures and directives; cell -> (number, caption)."""
+    labels, captions = {}, {}
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("mystnb", cell.metadata.get("myst", {}))
+        figure = meta.get("figure") if cell.cell_type == "code" else None
+        if figure:
+            n = str(len(captions) + 1)
+            captions[i] = (n, figure.get("caption", ""))
+            labels[figure.get("name", f"fig-{n}")] = (f"Figure {n}", n)
+        if cell.cell_type != "markdown":
+            continue
+        for name, args, label in _LABELLED.findall(cell.source):
+            kind = name.rpartition(":")[2].replace("-", " ")
+            title = args.split(";")[0].strip(" ()")
+            labels[label] = (
+                f"the {kind} “{title}”" if title else _humanized(label),
+                "",
+            )
+    return labels, captions
+
+
+def render_roles(nb, titles: dict | None = None):
+    """A copy of executed ``nb`` whose Markdown reads as plain Markdown, values in."""
+    import nbformat  # optional: the book's dependency (nbformat)
+
+    labels, captions = _labels(nb)
+    ctx = dict(values=glued_values(nb), labels=labels, titles=titles or {})
+    out, cells = copy.deepcopy(nb), []
+    for i, cell in enumerate(out.cells):
+        if cell.cell_type == "markdown":
+            cell.source = _markdown(ctx, cell.source)
+        for output in cell.get("outputs", []):  # displayed MyST (the rerun box)
+            if "text/markdown" in output.get("data", {}):
+                output.data["text/markdown"] = _markdown(
+                    ctx, output.data["text/markdown"]
+                )
+        cells.append(cell)
+        if i in captions:
+            n, caption = captions[i]
+            text = f"**Figure {n}.** {_markdown(ctx, caption)}"
+            cells.append(
+                nbformat.v4.new_markdown_cell(text, metadata={"tags": ["caption"]})
+            )
+            if out.get("nbformat_minor", 5) < 5:  # cell ids came with nbformat 4.5
+                cells[-1].pop("id", None)
+    out.cells = cells
+    return out
+
+
+def chapter_titles(book: str | Path) -> dict[str, str]:
+    """Stem -> title (first '# ' heading) of every chapter and page in ``book``."""
+    import nbformat  # optional: the book's dependency (nbformat)
+
+    titles = {}
+    for path in sorted(Path(book).glob("*.ipynb")) + sorted(Path(book).glob("*.md")):
+        if path.suffix == ".ipynb":
+            cells = nbformat.read(str(path), as_version=4).cells
+            text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+        else:
+            text = path.read_text()
+        heading = re.search(r"^# +(.+?)\s*$", text, flags=re.M)
+        if heading:
+            titles[path.stem] = heading[1]
+    return titles
+
+
+__all__ += ["glued_values", "render_roles", "chapter_titles"]
+
+
+def quiet_kernel_manager():
+    """A Jupyter kernel manager whose kernel process writes nothing on the terminal:
+    its own log (TCP warnings, the ZMQ traceback of a kernel stopped by Ctrl-C) goes
+    to /dev/null; cells' output still reaches the notebook through the kernel's
+    messages. Pass as ``papermill.execute_notebook(..., kernel_manager_class=...)``."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            kw.setdefault("stderr", subprocess.DEVNULL)
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return QuietKernelManager

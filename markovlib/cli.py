@@ -1,9 +1,10 @@
-"""The ``markovlib`` command: train one model, run a sweep into a result store, or build
-a reader's edition.
+"""The ``markovlib`` command: train one model, run a sweep into a result store, build a
+reader's edition, or re-run one chapter.
 
     markovlib train --p 0.5 --q 0.8 --tied --steps 400
     markovlib sweep --p 0.2,0.5,0.8 --q 0.2,0.5,0.8 --tied both --seeds 5
     markovlib book --p 0.6 --q 0.7 --scale cpu --out my-book
+    markovlib rerun framework --p 0.3 --q 0.9  # one chapter: notebook + HTML page
     markovlib verify --sample 2   # the shipped data is what this library produces
     markovlib edition status      # progress of the paper edition's runs
 
@@ -13,6 +14,7 @@ Bad arguments exit with status 2 and one line naming the argument.
 from __future__ import annotations
 
 import argparse
+import copy
 import fcntl
 import json
 import os
@@ -20,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -27,27 +30,30 @@ import torch
 
 from . import presets
 from .book import (
-    _RULES,
+    CHAPTER_RULES,
     chapter_parameters,
+    chapter_titles,
     check_chapter_parameters,
     find_repository,
+    quiet_kernel_manager,
+    render_roles,
 )
 from .chains import binary
 from .model import TransformerConfig
 from .runs.edition import produce, status
 from .runs.executors import ClusterUnreachable, InfeasibleRequest
 from .runs.experiments import paper_edition
+from .runs.export import export
 from .runs.shipped import (
     ShippedData,
     ShippedDataError,
-    VerificationError,
     default_data_dir,
-    export,
-    verify,
+    no_data_message,
 )
 from .runs.spec import grid
-from .runs.store import SEED_LIMIT, ResultStore, StoreError
+from .runs.store import SEED_LIMIT, ResultStore, StoreError, permitted
 from .runs.sweep import sweep
+from .runs.verify import VerificationError, verify
 from .scorecard import compute
 from .train import Execution, train
 
@@ -130,6 +136,13 @@ def _int_at_least(low: int):
 
 
 _positive_int, _nonnegative_int = _int_at_least(1), _int_at_least(0)
+
+
+def _sample(value: str):
+    """``verify --sample``: a count of runs, or 'all'."""
+    return "all" if value == "all" else _nonnegative_int(value)
+
+
 # a folder named on the command line: an empty name would mean the current folder
 _folder = _argument_type(str, "a folder path, not empty", lambda v: v.strip() != "")
 _nonnegative_number = _argument_type(
@@ -294,6 +307,17 @@ def _check_memory(train: dict, config: dict) -> None:
     )
 
 
+def add_train_parser(subs) -> None:
+    train = subs.add_parser(
+        "train", help="train one model and compare its loss with H_rate and H(pi)"
+    )
+    _add_chain(train, _probability)
+    train.add_argument("--tied", action=argparse.BooleanOptionalAction, default=True)
+    train.add_argument("--seed", type=_seed, default=0)
+    _add_training(train)
+    train.set_defaults(run=cmd_train)
+
+
 def cmd_train(args) -> int:
     chain = binary(args.p, args.q)
     train_kwargs, config_kwargs = _settings(args)
@@ -373,11 +397,73 @@ def _check_seed_count(args, cells: int) -> None:
     )
 
 
-def cmd_sweep(args) -> int:
+def add_sweep_parser(subs) -> None:
+    sub = subs.add_parser(
+        "sweep", help="train a (p, q) grid × tying × seeds into a result store"
+    )
+    _add_chain(sub, _probabilities)
+    sub.add_argument("--tied", choices=["both", "tied", "untied"], default="both")
+    sub.add_argument(
+        "--seeds", type=_positive_int, default=1, help="number of seeds per cell"
+    )
+    sub.add_argument("--seed", type=_seed, default=0, help="first seed")
+    sub.add_argument(
+        "--results",
+        type=_folder,
+        default="results",
+        help="directory of the result store",
+    )
+    sub.add_argument(
+        "--ensemble-size",
+        type=_positive_int,
+        default=8,
+        help="models trained per batched step",
+    )
+    sub.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local: here, one ensemble after the other; ray: one Ray "
+        "task per ensemble",
+    )
+    sub.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster address host:port (default: $RAY_ADDRESS, "
+        "else a new Ray instance on this machine)",
+    )
+    sub.add_argument(
+        "--cpus-per-task",
+        type=_positive_int,
+        default=None,
+        help="CPUs (and torch threads) per Ray task (default 1)",
+    )
+    sub.add_argument(
+        "--gpus-per-task",
+        type=_nonnegative_number,
+        default=None,
+        help="GPUs per Ray task, fractions allowed: 0.125 puts 8 ensembles on "
+        "one GPU (default 0)",
+    )
+    _add_training(sub)
+    sub.set_defaults(run=cmd_sweep)
+
+
+def _sweep_specs(args) -> list:
+    """The sweep's runs: the (p, q) grid × tying × seeds at the command's sizes;
+    refused in one line where the seeds do not fit or a Ray option lacks Ray."""
     train_kwargs, config_kwargs = _settings(args)
     tied = {"both": (True, False), "tied": (True,), "untied": (False,)}[args.tied]
     _check_seed_count(args, len(args.p) * len(args.q) * len(tied))
-    specs = grid(
+    ray_only = {
+        "--address": args.address,
+        "--cpus-per-task": args.cpus_per_task,
+        "--gpus-per-task": args.gpus_per_task,
+    }
+    for option, value in ray_only.items():
+        if value is not None and args.executor != "ray":
+            raise UsageError(f"argument {option}: needs --executor ray")
+    return grid(
         args.p,
         args.q,
         tied=tied,
@@ -386,22 +472,13 @@ def cmd_sweep(args) -> int:
         config_kwargs=config_kwargs,
         **train_kwargs,
     )
-    ray_only = {
-        "--address": args.address,
-        "--cpus-per-task": args.cpus_per_task,
-        "--gpus-per-task": args.gpus_per_task,
-    }
-    for option, value in ray_only.items():
-        if value is not None and args.executor != "ray":
-            print(
-                f"markovlib sweep: error: argument {option}: needs --executor ray",
-                file=sys.stderr,
-            )
-            return 2
-    store = ResultStore(args.results)
-    before = len(store)
+
+
+def _sweep_into(store: ResultStore, specs: list, args) -> pd.DataFrame:
+    """:func:`~markovlib.runs.sweep.sweep` of ``specs`` into ``store`` with the
+    command's executor; a Ray cluster that cannot run them is one line (exit 2)."""
     try:
-        frame = sweep(
+        return sweep(
             specs,
             store,
             ensemble_size=args.ensemble_size,
@@ -416,21 +493,24 @@ def cmd_sweep(args) -> int:
     except InfeasibleRequest as e:
         raise UsageError(f"argument {e.option}: {e}") from None
     except ClusterUnreachable as e:
-        print(
-            "markovlib sweep: error: argument --address: cannot reach a Ray "
-            f"cluster at {e.address}" + (f"; {e.hint}" if e.hint else ""),
-            file=sys.stderr,
-        )
-        return 2
+        hint = f"; {e.hint}" if e.hint else ""
+        raise UsageError(
+            f"argument --address: cannot reach a Ray cluster at {e.address}{hint}"
+        ) from None
     except ModuleNotFoundError as e:
         if e.name != "ray":
             raise
-        print(
-            "markovlib sweep: error: argument --executor: ray is not installed (pip "
-            "install 'markovlib[ray]')",
-            file=sys.stderr,
-        )
-        return 2
+        raise UsageError(
+            "argument --executor: ray is not installed (pip install 'markovlib[ray]')"
+        ) from None
+
+
+def cmd_sweep(args) -> int:
+    specs = _sweep_specs(args)
+    store = ResultStore(args.results)
+    before = len(store)
+    try:
+        frame = _sweep_into(store, specs, args)
     except KeyboardInterrupt:
         print(
             f"interrupted: {len(store)} runs stored in {store.path} "
@@ -456,7 +536,7 @@ def sweep_summary(frame):
     return summary
 
 
-def _book_out(args, root: Path) -> Path:
+def _book_out(args, root: Path, default: str = "editions/p<p>-q<q>") -> Path:
     """The ``--out`` folder, refused unless new, empty or an earlier edition (it holds
     :data:`EDITION_MARKER`), and outside the book's own sources."""
     out = Path(args.out).resolve()
@@ -471,13 +551,19 @@ def _book_out(args, root: Path) -> Path:
     ):
         raise UsageError(
             f"argument --out: {out} is inside the book's own sources or shipped data "
-            f"in {root}; give a folder outside them (default: editions/p<p>-q<q>)"
+            f"in {root}; give a folder outside them (default: {default})"
         )
     if out.is_dir() and any(out.iterdir()) and not (out / EDITION_MARKER).is_file():
         raise UsageError(
             f"argument --out: {out} is a folder with files of its own (no "
             f"{EDITION_MARKER}, so not an earlier markovlib edition); give a new or "
             "empty folder"
+        )
+    folder = next(p for p in (out, *out.parents) if p.exists())
+    if not permitted(folder, os.W_OK):  # its mode counts for root too
+        raise UsageError(
+            f"argument --out: {folder} is not writable (permission denied, mode "
+            f"{folder.stat().st_mode & 0o777:03o}); give a folder you can write"
         )
     return out
 
@@ -497,7 +583,7 @@ def _chapter_parameters(args, sources: list[Path]) -> dict[Path, dict]:
         params = {k: v for k, v in given.items() if k in defaults}
         if {"p", "q"} <= set(defaults):  # binary chapters; k-state and CCMC keep theirs
             params.update(p=args.p, q=args.q)
-        if source.stem in _RULES:
+        if source.stem in CHAPTER_RULES:
             try:
                 check_chapter_parameters(source.stem, **{**defaults, **params})
             except ValueError as e:
@@ -532,6 +618,34 @@ def _write_marker(fd: int, args) -> None:
     os.pwrite(fd, f"markovlib edition {text}\n".encode(), 0)
 
 
+def add_book_parser(subs) -> None:
+    book = subs.add_parser(
+        "book",
+        help="execute every chapter with your (p, q) and build your own HTML edition",
+    )
+    _add_chain(book, _probability)
+    book.add_argument("--seed", type=_seed, default=0)
+    book.add_argument(
+        "--scale",
+        choices=["auto", *presets.PRESETS],
+        default=None,
+        help="the chapters' scale (default: $MARKOVLIB_SCALE, else auto); given, it "
+        "wins over $MARKOVLIB_SCALE",
+    )
+    book.add_argument(
+        "--out",
+        type=_folder,
+        default=None,
+        help="output directory (default: editions/p<p>-q<q>)",
+    )
+    book.add_argument(
+        "--source",
+        default=".",
+        help="the clone of the book to build from (default: here or above)",
+    )
+    book.set_defaults(run=cmd_book)
+
+
 def cmd_book(args) -> int:
     root = find_repository(args.source)
     if root is None:
@@ -549,6 +663,8 @@ def cmd_book(args) -> int:
     try:
         _write_marker(fd, args)
         return _build_book(args, root, out, params)
+    except OSError as e:  # a full disk: say where (os.pwrite names no file)
+        raise OSError(e.errno, e.strerror, e.filename or str(out)) from None
     finally:
         if saved is not None:
             os.environ[presets.ENV_VAR] = saved
@@ -562,9 +678,10 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
     import yaml
 
     # everything the build reads besides the notebooks: toc, pages, bibliography,
-    # favicon, CSS, local extension
+    # favicon, CSS, local extension (and pyproject.toml, where it reads the repository)
     support = [
         root / "_toc.yml",
+        root / "pyproject.toml",
         root / "tools" / "sphinx_fixes.py",
         *(f for f in (root / "book").iterdir() if f.is_file() and f.suffix != ".ipynb"),
         *(f for f in (root / "_static").rglob("*") if f.is_file()),
@@ -591,6 +708,7 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
                 cwd=str(source.parent),
                 parameters=given,
                 progress_bar=False,
+                kernel_manager_class=quiet_kernel_manager(),
             )
         except pm.PapermillExecutionError as e:
             evalue = " ".join(str(e.evalue).split())
@@ -600,9 +718,7 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
                 file=sys.stderr,
             )
             return 1
-    jupyter_book = Path(sys.executable).with_name(
-        "jupyter-book"
-    )  # installed beside this Python
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")  # beside Python
     built = subprocess.run(
         [str(jupyter_book), "build", str(out), "--path-output", str(out)]
     )
@@ -617,16 +733,242 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
     return 0
 
 
+def add_rerun_parser(subs) -> None:
+    """``markovlib rerun CHAPTER --p P --q Q``: one chapter, as notebook and page."""
+    rerun = subs.add_parser(
+        "rerun",
+        help="execute one chapter with your (p, q) into a notebook and an HTML page "
+        "that read like the book's",
+    )
+    rerun.add_argument("chapter", metavar="CHAPTER", help="framework, saddles, ...")
+    _add_chain(rerun, _probability)
+    rerun.add_argument("--seed", type=_seed, default=0)
+    rerun.add_argument(
+        "--scale",
+        choices=["auto", *presets.PRESETS],
+        default=None,
+        help="the chapter's scale (default: $MARKOVLIB_SCALE, else auto); given, it "
+        "wins over $MARKOVLIB_SCALE",
+    )
+    rerun.add_argument(
+        "--out",
+        type=_folder,
+        default=None,
+        help="output directory (default: reruns/<chapter>-p<p>-q<q>)",
+    )
+    rerun.set_defaults(run=cmd_rerun)
+
+
+def _rerun_source(chapter: str) -> tuple[Path, Path]:
+    """The clone here and its ``book/<chapter>.ipynb``: a chapter taking p and q."""
+    root = find_repository()
+    if root is None:
+        raise UsageError(
+            f"no clone of the book at or above {Path.cwd()} (a folder with _toc.yml "
+            "and book/); run markovlib rerun from a clone"
+        )
+    sources = sorted((root / "book").glob("*.ipynb"))
+    if chapter not in [s.stem for s in sources]:
+        raise UsageError(
+            f"argument CHAPTER: must be one of {', '.join(s.stem for s in sources)}; "
+            f"got {chapter!r}"
+        )
+    binary = []
+    for source in sources:
+        try:
+            defaults = chapter_parameters(source)
+        except ValueError:  # no parameters cell (Reproducibility declares none)
+            defaults = {}
+        binary += [source.stem] if {"p", "q"} <= set(defaults) else []
+    if chapter not in binary:
+        raise UsageError(
+            f"argument CHAPTER: {chapter} has no binary chain (p, q) to set; give one "
+            f"of {', '.join(binary)}"
+        )
+    return root, root / "book" / f"{chapter}.ipynb"
+
+
+def cmd_rerun(args) -> int:
+    """Check everything, then re-run one chapter into ``--out``; Ctrl-C: exit 130."""
+    root, source = _rerun_source(args.chapter)
+    args.out = args.out or f"reruns/{args.chapter}-p{args.p:g}-q{args.q:g}"
+    out = _book_out(args, root, default="reruns/<chapter>-p<p>-q<q>")
+    if args.scale is None:
+        _environment_scale()  # the chapter reads it: refuse a bad one now
+    params = _chapter_parameters(args, [source])[source]
+    fd = _claim_edition(out)
+    saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None
+    try:
+        _write_marker(fd, args)
+        return _rerun(root, source, out, params)
+    except KeyboardInterrupt:
+        # nbclient leaves a kernel poll unawaited: no warning about it at exit
+        warnings.filterwarnings("ignore", "coroutine", RuntimeWarning)
+        print("markovlib rerun: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if saved is not None:
+            os.environ[presets.ENV_VAR] = saved
+        os.close(fd)
+
+
+def _rerun(root: Path, source: Path, out: Path, params: dict) -> int:
+    """Execute ``source`` with ``params`` into ``out``: a notebook and an HTML page."""
+    import logging
+
+    import nbformat  # optional: the book's dependencies (nbformat, papermill)
+    import papermill as pm
+
+    target = out / source.name
+    shown = ", ".join(f"{k}={v}" for k, v in params.items())
+    print(f"executing {source.name} with {shown}", flush=True)
+    log, handler = logging.getLogger("papermill"), logging.StreamHandler(sys.stderr)
+    log.addHandler(handler)
+    level, log.level = log.level, logging.INFO
+    try:
+        pm.execute_notebook(
+            str(source),
+            str(target),
+            cwd=str(source.parent),
+            parameters=params,
+            log_output=True,
+            progress_bar=True,
+            kernel_manager_class=quiet_kernel_manager(),
+        )
+    except pm.PapermillExecutionError as e:
+        if e.ename == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
+            raise KeyboardInterrupt from None
+        evalue = " ".join(str(e.evalue).split())
+        print(
+            f"markovlib rerun: error: {source.name} failed ({e.ename}: {evalue}); "
+            f"see {target}",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        log.removeHandler(handler)
+        log.level = level
+    nb = render_roles(
+        nbformat.read(str(target), as_version=4), chapter_titles(source.parent)
+    )
+    nbformat.write(nb, str(target))
+    page = target.with_suffix(".html")
+    page.write_text(_html(nb, f"{source.stem}, {shown}"), encoding="utf-8")
+    print(f"notebook: {target}\nHTML page: {page}")
+    return 0
+
+
+def _html(nb, title: str) -> str:
+    """``nb`` as one HTML page, less hidden code and glue outputs (in the text)."""
+    from nbconvert import HTMLExporter  # optional: the re-run's dependency
+    from traitlets.config import Config
+
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if "outputs" in cell:
+            cell.outputs = [
+                o for o in cell.outputs if "scrapbook" not in o.get("metadata", {})
+            ]
+    config = Config()
+    config.TagRemovePreprocessor.remove_input_tags = {"hide-input", "remove-input"}
+    config.TagRemovePreprocessor.remove_cell_tags = {"remove-cell"}
+    config.TagRemovePreprocessor.remove_all_outputs_tags = {"remove-output"}
+    exporter = HTMLExporter(config=config)
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    return body
+
+
 def _data_dir(args) -> Path | None:
-    return Path(args.data) if args.data else default_data_dir()
+    """``--data``, else ``$MARKOVLIB_DATA``, else data/paper here or above (None where
+    there is none); refused in one line where it names a file."""
+    directory = Path(args.data) if args.data else default_data_dir()
+    if directory is not None and directory.exists() and not directory.is_dir():
+        where = (
+            "argument --data" if args.data else "environment variable MARKOVLIB_DATA"
+        )
+        raise UsageError(
+            f"{where}: {directory} is a file, not a folder; give the shipped data "
+            "folder (data/paper)"
+        )
+    return directory
+
+
+def add_verify_parser(subs) -> None:
+    verify = subs.add_parser(
+        "verify",
+        help="check the shipped run data and re-train a random sample bit for bit",
+    )
+    verify.add_argument(
+        "--data",
+        type=_folder,
+        default=None,
+        help="shipped data folder (default: data/paper here or above)",
+    )
+    verify.add_argument(
+        "--sample",
+        type=_sample,
+        default=2,
+        help="runs to re-train (default 2; all: every shipped run)",
+    )
+    verify.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="where the re-training runs: here, or one Ray task per ensemble",
+    )
+    verify.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster address host:port (default: $RAY_ADDRESS, "
+        "else a new Ray instance on this machine)",
+    )
+    verify.add_argument(
+        "--seed",
+        type=_nonnegative_int,
+        default=None,
+        help="seed of the sample (default: random)",
+    )
+    verify.add_argument(
+        "--quick",
+        action="store_true",
+        help="re-train each run only to its checkpoint (step 50) and "
+        "compare up to there",
+    )
+    verify.add_argument(
+        "--max-seconds",
+        type=_positive_float,
+        default=None,
+        help="draw only among runs that took at most this long to train",
+    )
+    verify.add_argument(
+        "--exact-only",
+        action="store_true",
+        help="draw only among runs this CPU can reproduce bit for bit",
+    )
+    verify.add_argument(
+        "--complete",
+        action="store_true",
+        help="fail unless every run of the paper edition is shipped",
+    )
+    verify.set_defaults(run=cmd_verify)
 
 
 def cmd_verify(args) -> int:
     directory = _data_dir(args)
     if directory is None or not directory.is_dir():
         print(
-            f"markovlib verify: error: argument --data: no shipped data folder "
-            f"{'found (give --data DIR)' if directory is None else str(directory)}",
+            "markovlib verify: error: argument --data: "
+            + (
+                f"{no_data_message()}; or give --data DIR"
+                if directory is None
+                else f"no shipped data folder {directory}"
+            ),
+            file=sys.stderr,
+        )
+        return 2
+    if args.address is not None and args.executor != "ray":
+        print(
+            "markovlib verify: error: argument --address: needs --executor ray",
             file=sys.stderr,
         )
         return 2
@@ -639,10 +981,24 @@ def cmd_verify(args) -> int:
             max_seconds=args.max_seconds,
             exact_only=args.exact_only,
             complete=args.complete,
+            executor=args.executor,
+            address=args.address,
         )
     except (ShippedDataError, VerificationError) as e:
         print(f"markovlib verify: FAILED: {_one_line(e)}", file=sys.stderr)
         return 1
+    except ClusterUnreachable as e:
+        print(f"markovlib verify: error: argument --address: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        if e.name != "ray":
+            raise
+        print(
+            "markovlib verify: error: argument --executor: ray is not installed (pip "
+            "install 'markovlib[ray]')",
+            file=sys.stderr,
+        )
+        return 2
     print(
         f"verified: {n} of {n} runs reproduced"
         if n
@@ -651,9 +1007,25 @@ def cmd_verify(args) -> int:
     return 0
 
 
+def add_scorecard_parser(subs) -> None:
+    card = subs.add_parser(
+        "scorecard",
+        help="the paper edition's scorecard, computed from the shipped runs (trains "
+        "nothing)",
+    )
+    card.add_argument(
+        "--data",
+        type=_folder,
+        default=None,
+        help="shipped data folder (default: data/paper)",
+    )
+    card.add_argument("--json", action="store_true", help="print the rows as JSON")
+    card.set_defaults(run=cmd_scorecard)
+
+
 def cmd_scorecard(args) -> int:
     t0 = time.perf_counter()
-    rows = compute(args.data)
+    rows = compute(_data_dir(args))
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=1, ensure_ascii=False))
         return 0
@@ -702,19 +1074,60 @@ def _edition_paths(args) -> tuple[Path | None, Path | None]:
 
 
 def _edition_store(args, results: Path | None):
-    """The edition's result store: read only where it exists for ``status``, created
-    by ``produce`` and ``export``."""
+    """The edition's result store: opened read-only where it exists for ``status`` and
+    ``export`` (nothing created or written there), created by ``produce``."""
 
-    if args.action == "status":
+    if results is not None and results.exists() and not results.is_dir():
+        raise UsageError(
+            f"argument --results: {results} is a file, not a folder; give the "
+            "edition's result store folder"
+        )
+    if args.action != "produce":  # status and export only read it
         if results is None or not (results / "runs.sqlite").is_file():
             return _NoStore(results)
-        return ResultStore(results)
+        return ResultStore(results, read_only=True)
     if results is None:
         raise UsageError(
             "argument --results: no data/paper folder or clone of the book here or "
             "above to put results/paper-edition in; give --results DIR"
         )
     return ResultStore(results)
+
+
+def add_edition_parser(subs) -> None:
+    edition = subs.add_parser(
+        "edition", help="produce the paper edition: train its runs, export them as data"
+    )
+    edition.add_argument("action", choices=["status", "produce", "export"])
+    edition.add_argument(
+        "--results",
+        type=_folder,
+        default=None,
+        help="result store of the edition's runs (default: results/paper-edition "
+        "beside the data/ folder)",
+    )
+    edition.add_argument(
+        "--data",
+        type=_folder,
+        default=None,
+        help="shipped data folder to export to (default: data/paper here or above)",
+    )
+    edition.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=1,
+        help="torch threads per process (default 1)",
+    )
+    edition.add_argument(
+        "--only", type=lambda s: s.split(","), default=None, help="group name prefixes"
+    )
+    edition.add_argument(
+        "--ensemble",
+        type=_positive_int,
+        default=8,
+        help="runs trained together in one batched step (default 8)",
+    )
+    edition.set_defaults(run=cmd_edition)
 
 
 def cmd_edition(args) -> int:
@@ -773,185 +1186,16 @@ def build_parser() -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     subs = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-
-    train = subs.add_parser(
-        "train", help="train one model and compare its loss with H_rate and H(pi)"
-    )
-    _add_chain(train, _probability)
-    train.add_argument("--tied", action=argparse.BooleanOptionalAction, default=True)
-    train.add_argument("--seed", type=_seed, default=0)
-    _add_training(train)
-    train.set_defaults(run=cmd_train)
-
-    sweep = subs.add_parser(
-        "sweep", help="train a (p, q) grid × tying × seeds into a result store"
-    )
-    _add_chain(sweep, _probabilities)
-    sweep.add_argument("--tied", choices=["both", "tied", "untied"], default="both")
-    sweep.add_argument(
-        "--seeds", type=_positive_int, default=1, help="number of seeds per cell"
-    )
-    sweep.add_argument("--seed", type=_seed, default=0, help="first seed")
-    sweep.add_argument(
-        "--results",
-        type=_folder,
-        default="results",
-        help="directory of the result store",
-    )
-    sweep.add_argument(
-        "--ensemble-size",
-        type=_positive_int,
-        default=8,
-        help="models trained per batched step",
-    )
-    sweep.add_argument(
-        "--executor",
-        choices=["local", "ray"],
-        default="local",
-        help="local: here, one ensemble after the other; ray: one Ray "
-        "task per ensemble",
-    )
-    sweep.add_argument(
-        "--address",
-        default=None,
-        help="Ray cluster address host:port (default: $RAY_ADDRESS, "
-        "else a new Ray instance on this machine)",
-    )
-    sweep.add_argument(
-        "--cpus-per-task",
-        type=_positive_int,
-        default=None,
-        help="CPUs (and torch threads) per Ray task (default 1)",
-    )
-    sweep.add_argument(
-        "--gpus-per-task",
-        type=_nonnegative_number,
-        default=None,
-        help="GPUs per Ray task, fractions allowed: 0.125 puts 8 ensembles on "
-        "one GPU (default 0)",
-    )
-    _add_training(sweep)
-    sweep.set_defaults(run=cmd_sweep)
-
-    book = subs.add_parser(
-        "book",
-        help="execute every chapter with your (p, q) and build your own HTML edition",
-    )
-    _add_chain(book, _probability)
-    book.add_argument("--seed", type=_seed, default=0)
-    book.add_argument(
-        "--scale",
-        choices=["auto", *presets.PRESETS],
-        default=None,
-        help="the chapters' scale (default: $MARKOVLIB_SCALE, else auto); given, it "
-        "wins over $MARKOVLIB_SCALE",
-    )
-    book.add_argument(
-        "--out",
-        type=_folder,
-        default=None,
-        help="output directory (default: editions/p<p>-q<q>)",
-    )
-    book.add_argument(
-        "--source",
-        default=".",
-        help="the clone of the book to build from (default: here or above)",
-    )
-    book.set_defaults(run=cmd_book)
-
-    verify = subs.add_parser(
-        "verify",
-        help="check the shipped run data and re-train a random sample bit for bit",
-    )
-    verify.add_argument(
-        "--data",
-        type=_folder,
-        default=None,
-        help="shipped data folder (default: data/paper here or above)",
-    )
-    verify.add_argument(
-        "--sample",
-        type=_nonnegative_int,
-        default=2,
-        help="runs to re-train (default 2)",
-    )
-    verify.add_argument(
-        "--seed",
-        type=_nonnegative_int,
-        default=None,
-        help="seed of the sample (default: random)",
-    )
-    verify.add_argument(
-        "--quick",
-        action="store_true",
-        help="re-train each run only to its checkpoint (step 50) and "
-        "compare up to there",
-    )
-    verify.add_argument(
-        "--max-seconds",
-        type=_positive_float,
-        default=None,
-        help="draw only among runs that took at most this long to train",
-    )
-    verify.add_argument(
-        "--exact-only",
-        action="store_true",
-        help="draw only among runs this CPU can reproduce bit for bit",
-    )
-    verify.add_argument(
-        "--complete",
-        action="store_true",
-        help="fail unless every run of the paper edition is shipped",
-    )
-    verify.set_defaults(run=cmd_verify)
-
-    card = subs.add_parser(
-        "scorecard",
-        help="the paper edition's scorecard, computed from the shipped runs (trains "
-        "nothing)",
-    )
-    card.add_argument(
-        "--data",
-        type=_folder,
-        default=None,
-        help="shipped data folder (default: data/paper)",
-    )
-    card.add_argument("--json", action="store_true", help="print the rows as JSON")
-    card.set_defaults(run=cmd_scorecard)
-
-    edition = subs.add_parser(
-        "edition", help="produce the paper edition: train its runs, export them as data"
-    )
-    edition.add_argument("action", choices=["status", "produce", "export"])
-    edition.add_argument(
-        "--results",
-        type=_folder,
-        default=None,
-        help="result store of the edition's runs (default: results/paper-edition "
-        "beside the data/ folder)",
-    )
-    edition.add_argument(
-        "--data",
-        type=_folder,
-        default=None,
-        help="shipped data folder to export to (default: data/paper here or above)",
-    )
-    edition.add_argument(
-        "--threads",
-        type=_positive_int,
-        default=1,
-        help="torch threads per process (default 1)",
-    )
-    edition.add_argument(
-        "--only", type=lambda s: s.split(","), default=None, help="group name prefixes"
-    )
-    edition.add_argument(
-        "--ensemble",
-        type=_positive_int,
-        default=8,
-        help="runs trained together in one batched step (default 8)",
-    )
-    edition.set_defaults(run=cmd_edition)
+    for add in (
+        add_train_parser,
+        add_sweep_parser,
+        add_book_parser,
+        add_rerun_parser,
+        add_verify_parser,
+        add_scorecard_parser,
+        add_edition_parser,
+    ):
+        add(subs)
     return parser
 
 

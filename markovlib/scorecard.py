@@ -39,7 +39,7 @@ from .measures import Measure, RunRecord, k_threshold
 from .model import TransformerConfig
 from .presets import AUTHORS, resolve
 from .runs.experiments import paper_edition
-from .runs.shipped import ShippedData, default_data_dir
+from .runs.shipped import ShippedData, default_data_dir, no_data_message
 from .runs.spec import make_chain
 from .theory import (
     appendix_d,
@@ -523,6 +523,18 @@ def record(
     return v
 
 
+def record_measures(
+    measured: dict, scale, *, applicable: bool = True, missing: str = "not shipped yet"
+) -> dict[str, str]:
+    """:func:`record` each claim id's :class:`~markovlib.measures.Measure` (None: its
+    runs are not shipped yet, so ``missing`` and not tested); return the verdicts."""
+    verdicts = {}
+    for cid, m in measured.items():
+        value, ok, at = (missing, False, None) if m is None else (m.value, m.ok, scale)
+        verdicts[cid] = record(cid, value, ok, at, applicable=applicable)
+    return verdicts
+
+
 PAGE_INTRO = """\
 # Scorecard
 
@@ -544,15 +556,10 @@ fp16 autocast on CUDA; here fp16 is PyTorch's CPU autocast to float16 (the same 
 autocast rules,
 CPU kernels), which has not been checked against a GPU run.
 
-**The paper edition.** The rows down to the poster's are computed from the shipped \
-runs in
-`data/paper` and the exact theory by `markovlib scorecard` (it trains nothing; \
-`markovlib scorecard
---json` prints the same rows with the groups of runs each one read). A test compares \
-every verdict
-with a table checked into the repository, so a change that flips one has to say so. \
-The last rows
-are computed by their chapters when the book is built.
+**The paper edition.** The rows down to the poster's are computed from the runs \
+shipped with
+this book and the exact theory; the last rows are computed by their chapters when the \
+book is built.
 
 **The rule for trained claims.** A run's *share of the gap* is \
 $(H(\\pi) - L) / (H(\\pi) -
@@ -593,10 +600,10 @@ def _computed_rows(rows) -> list[str]:
         )
         counted = "" if r.runs is None else f" ({r.runs} runs)"
         out += [
-            f"* - {c.claim} ({c.source})",
-            f"  - {c.setting}",
+            f"* - {r.verdict}",
+            f"  - {c.claim} ({c.source})",
             f"  - {c.measure}: {r.value}{counted}",
-            f"  - {r.verdict}",
+            f"  - {c.setting}",
             f"  - {where}",
         ]
     return out
@@ -609,10 +616,10 @@ def _chapter_rows() -> list[str]:
             continue
         paste = f"{c.chapter}.ipynb::sc_{c.id}"
         out += [
-            f"* - {c.claim} ({c.source})",
-            f"  - {c.setting}",
+            f"* - {{glue:text}}`{paste}_verdict:s`",
+            f"  - {c.claim} ({c.source})",
             f"  - {c.measure}: {{glue:text}}`{paste}_value:s`",
-            f"  - {{glue:text}}`{paste}_verdict:s`",
+            f"  - {c.setting}",
             f"  - {{numref}}`{c.target}`"
             if c.target.startswith("fig-")
             else f"  - {{prf:ref}}`{c.target}`",
@@ -628,13 +635,13 @@ def page(rows=None) -> str:
     header = [
         "```{list-table}",
         ":header-rows: 1",
-        ":widths: 30 20 30 10 10",
+        ":widths: 12 30 30 18 10",
         ":name: tab-scorecard",
         "",
-        "* - Claim",
-        "  - Setting",
+        "* - Verdict",
+        "  - Claim",
         "  - Measured in the paper edition",
-        "  - Verdict",
+        "  - Setting",
         "  - Where",
     ]
     intro = PAGE_INTRO.format(
@@ -654,12 +661,19 @@ def _counts(rows) -> str:
 
 
 def summary(rows) -> str:
-    """The page's first line: how many computed rows have each verdict."""
-    parts = _counts(rows)
-    chapters = len(CLAIMS) - len(rows)
+    """The page's first line: "n rows: r reproduced, d differ, t not tested" over the
+    computed rows, and how many more rows the chapters compute."""
+    n = Counter(r.verdict for r in rows)
+    parts = [
+        f"{n[REPRODUCED]} reproduced",
+        f"{n[DIFFERS]} differ{'s' if n[DIFFERS] == 1 else ''}",
+        f"{n[NOT_TESTED]} not tested",
+        *([f"{n[NOT_APPLICABLE]} not applicable"] if n[NOT_APPLICABLE] else []),
+    ]
     return (
-        f"**In short:** {len(rows)} rows computed from the shipped runs and the exact "
-        f"theory: {parts}; {chapters} more rows computed by their chapters."
+        f"**In short:** {len(rows)} rows: {', '.join(parts)} (from the shipped runs "
+        f"and the exact theory); {len(CLAIMS) - len(rows)} more rows at the end are "
+        "computed by their chapters when the book is built."
     )
 
 
@@ -758,7 +772,7 @@ class Row:
 
 def shipped_records(data, specs) -> list:
     """:class:`~markovlib.measures.RunRecord` of every run of ``specs`` that the
-    shipped data (a :class:`~markovlib.shipped.ShippedData`) holds, without loading
+    shipped data (a :class:`~markovlib.runs.shipped.ShippedData`) holds, without loading
     a model."""
 
     index, out = data.index(), []
@@ -969,15 +983,15 @@ def _trained(data, edition: dict) -> dict:
 
 def compute(data=None) -> list[Row]:
     """The rows of :data:`COMPUTED` from the shipped data (``data``: a folder or a
-    :class:`~markovlib.shipped.ShippedData`; default :func:`default_data_dir`) and the
-    exact theory, in the page's order. Trains nothing; a row whose runs are not all
+    :class:`~markovlib.runs.shipped.ShippedData`; default :func:`default_data_dir`) and
+    the exact theory, in the page's order. Trains nothing; a row whose runs are not all
     shipped yet is *not tested*, with how many are there. A trained row's setting is
     read from the specs of its runs (:func:`setting_text`)."""
 
     if not isinstance(data, ShippedData):
         directory = default_data_dir() if data is None else data
         if directory is None:
-            raise FileNotFoundError("no shipped data found (data/paper/manifest.json)")
+            raise FileNotFoundError(no_data_message())
         data = ShippedData(directory)
     paper = resolve("paper", environ=False)
     edition = dict(paper_edition())

@@ -64,6 +64,77 @@ def _zero_model(config: TransformerConfig) -> Transformer:
     return model
 
 
+def _binary_gain(chain: MarkovChain) -> float | None:
+    """<a, e> of Thm 1's binary construction, logit(1 - q) - logit(p) (None for
+    k > 2); p + q = 1 up to rounding gives 0."""
+    if chain.k != 2:
+        return None
+    gain = _logit(1 - chain.P[1, 0]) - _logit(chain.P[0, 1])
+    return 0.0 if -1e-9 < gain < 0 else gain  # e.g. 1 - 0.9 < 0.1 in floating point
+
+
+def _construction(
+    chain: MarkovChain, config: TransformerConfig, route: str, gain: float | None
+) -> str:
+    """The route of :func:`global_minimum` ('auto' resolved), checked against the
+    chain and the model."""
+    k, d = chain.k, config.d_model
+    if route == "auto":
+        route = "direct" if k == 2 and (not config.tied or gain >= 0) else "feedforward"
+    if route not in ("direct", "feedforward"):
+        raise ValueError(
+            f"route must be 'auto', 'direct' or 'feedforward'; got {route!r}"
+        )
+    if (route == "feedforward" or k > 2) and d < k:
+        raise ValueError(
+            f"this construction needs d_model >= k; got d_model={d}, k={k}"
+        )
+    return route
+
+
+def _direct_binary(model: Transformer, chain: MarkovChain, gain: float) -> None:
+    """Thm 1's canonical θ* for k = 2: e_0 = 0, sigmoid(b) = p and <a, e> = ``gain``
+    (tied: a = e, ||e||^2 = gain)."""
+    E, A, b = model.wte.weight, model.head.weight, model.head.bias  # A is E when tied
+    if model.config.tied:
+        if gain < 0:
+            raise ValueError(
+                "the direct tied route needs p + q <= 1 (||e||^2 = logit(1-q) - "
+                "logit(p) >= 0); "
+                "use route='feedforward'"
+            )
+        E[1, 0] = math.sqrt(gain)
+    else:
+        E[1, 0], A[1, 0] = 1.0, gain
+    b[1] = _logit(chain.P[0, 1])
+
+
+def _direct_kernel(model: Transformer, chain: MarkovChain) -> None:
+    """θ* for k > 2, untied: one-hot embeddings e_i and head rows log P, so that
+    logit_j = log P[x_n, j]."""
+    if model.config.tied:
+        raise ValueError(
+            "the direct route for k > 2 is untied only; use route='feedforward'"
+        )
+    k, E, A = chain.k, model.wte.weight, model.head.weight
+    E[:, :k] = torch.eye(k)
+    A[:, :k] = torch.as_tensor(np.log(chain.P).T, dtype=A.dtype)
+
+
+def _feedforward_kernel(model: Transformer, chain: MarkovChain) -> None:
+    """θ* through the ReLU layer (App. B.2's idea): one-hot e_i mapped to
+    Σ_j log P_ij e_j, which the (tied) head reads as logits."""
+    k, E, block = chain.k, model.wte.weight, model.blocks[0]
+    E[:, :k] = torch.eye(k)
+    if not model.config.tied:
+        model.head.weight[:, :k] = torch.eye(k)
+    unit = float(block.ff.act(torch.tensor(1.0)))  # act(1): 1 for ReLU, 0.841 for GELU
+    block.ff.W_1.weight[:k, :k] = torch.eye(k)  # hidden unit i fires on e_i only
+    # column i: Σ_j log P_ij e_j, reached as z = e_i + (target_i - e_i)
+    target = torch.as_tensor(np.log(chain.P).T, dtype=E.dtype)
+    block.ff.W_2.weight[:k, :k] = (target - torch.eye(k)) / unit
+
+
 @torch.no_grad()
 def global_minimum(
     chain: MarkovChain, config: TransformerConfig, route: str = "auto"
@@ -90,59 +161,15 @@ def global_minimum(
             "Thm 1's construction needs every transition probability in (0, "
             "1) (finite logits)"
         )
-    k, d, P = chain.k, config.d_model, chain.P
-    gain = _logit(1 - P[1, 0]) - _logit(P[0, 1]) if k == 2 else None
-    if gain is not None and -1e-9 < gain < 0:
-        gain = 0.0  # p + q = 1 up to rounding (e.g. 1 - 0.9 < 0.1 in floating point)
-    if route == "auto":
-        route = "direct" if k == 2 and (not config.tied or gain >= 0) else "feedforward"
-    if route not in ("direct", "feedforward"):
-        raise ValueError(
-            f"route must be 'auto', 'direct' or 'feedforward'; got {route!r}"
-        )
-    if (route == "feedforward" or k > 2) and d < k:
-        raise ValueError(
-            f"this construction needs d_model >= k; got d_model={d}, k={k}"
-        )
-
+    gain = _binary_gain(chain)
+    route = _construction(chain, config, route, gain)
     model = _zero_model(config)
-    E, A, b = model.wte.weight, model.head.weight, model.head.bias  # A is E when tied
-    if route == "direct" and k == 2:
-        if config.tied:
-            if gain < 0:
-                raise ValueError(
-                    "the direct tied route needs p + q <= 1 (||e||^2 = logit(1-q) - "
-                    "logit(p) >= 0); "
-                    "use route='feedforward'"
-                )
-            E[1, 0] = math.sqrt(gain)
-        else:
-            E[1, 0], A[1, 0] = 1.0, gain
-        b[1] = _logit(P[0, 1])
-    elif route == "direct":
-        if config.tied:
-            raise ValueError(
-                "the direct route for k > 2 is untied only; use route='feedforward'"
-            )
-        E[:, :k] = torch.eye(k)
-        A[:, :k] = torch.as_tensor(
-            np.log(P).T, dtype=A.dtype
-        )  # logits_j = log P[x_n, j]
+    if route == "feedforward":
+        _feedforward_kernel(model, chain)
+    elif chain.k == 2:
+        _direct_binary(model, chain, gain)
     else:
-        block = model.blocks[0]
-        E[:, :k] = torch.eye(k)
-        if not config.tied:
-            A[:, :k] = torch.eye(k)
-        unit = float(
-            block.ff.act(torch.tensor(1.0))
-        )  # act(1): 1 for ReLU, 0.841 for GELU
-        block.ff.W_1.weight[:k, :k] = torch.eye(k)  # hidden unit i fires on e_i only
-        target = torch.as_tensor(
-            np.log(P).T, dtype=E.dtype
-        )  # column i: Σ_j log P_ij e_j
-        block.ff.W_2.weight[:k, :k] = (
-            target - torch.eye(k)
-        ) / unit  # z = e_i + (target_i - e_i)
+        _direct_kernel(model, chain)
     return model
 
 

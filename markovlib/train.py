@@ -502,6 +502,224 @@ def train_many(
     return _fit(chains, config, settings, seeds, inits, run, ensemble=True)
 
 
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16-scaled": torch.float16}
+
+
+def _bounds(
+    config: TransformerConfig, settings: TrainConfig, run: Execution
+) -> tuple[int | None, int]:
+    """The checkpoint step (None: none) and the last step a run trains, both checked."""
+    if settings.seq_len > config.max_len:
+        raise ValueError(
+            f"seq_len must be <= config.max_len ({config.max_len}); "
+            f"got {settings.seq_len}"
+        )
+    checkpoint, last = run.checkpoint, settings.steps
+    if checkpoint is not None:
+        checkpoint = min(_check_positive_int("checkpoint", checkpoint), settings.steps)
+    if run.stop_after is not None:
+        last = min(_check_positive_int("stop_after", run.stop_after), settings.steps)
+    return checkpoint, last
+
+
+def _initial_model(
+    config: TransformerConfig,
+    streams: list[tuple[int, int, int]],
+    inits: list[dict | None] | None,
+    device: torch.device,
+    ensemble: bool,
+) -> Transformer:
+    """The starting weights: each member's draw from its initialisation stream, or
+    ``inits`` where given."""
+    cpu = torch.device("cpu")
+    if ensemble:
+        gens = [seeded(stream[0], cpu) for stream in streams]
+        model = Transformer(config, n_models=len(streams), generators=gens)
+    else:
+        model = Transformer(config, generator=seeded(streams[0][0], cpu))
+    model = model.to(device)
+    if inits is not None:
+        _start_from(model, inits)
+    return model
+
+
+@dataclass
+class _Loop:
+    """The state of one training loop (one model or an ensemble): the model, its
+    optimiser and schedule, and each member's training and test data streams."""
+
+    model: Transformer
+    forward: object  # the model, or torch.compile of it (the same parameters)
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    chains: list[Chain]
+    settings: TrainConfig
+    device: torch.device
+    train_gens: list[torch.Generator]
+    test_gens: list[torch.Generator]
+    ensemble: bool
+
+    @classmethod
+    def start(cls, model, chains, settings, streams, device, compile, ensemble):
+        """AdamW and its schedule on ``model`` (App. A), the data streams seeded."""
+        s = settings
+        optimizer = make_optimizer(
+            model, s.lr, s.weight_decay, decay_embeddings=s.decay_embeddings
+        )
+        scheduler = make_schedule(optimizer, s.schedule, s.steps, s.lr)
+        forward = torch.compile(model) if compile else model
+        train_gens = [seeded(stream[1], device) for stream in streams]
+        test_gens = [seeded(stream[2], device) for stream in streams]
+        return cls(
+            model,
+            forward,
+            optimizer,
+            scheduler,
+            chains,
+            s,
+            device,
+            train_gens,
+            test_gens,
+            ensemble,
+        )
+
+    @property
+    def n(self) -> int:
+        """The number of members (1 for a single model)."""
+        return len(self.chains)
+
+    @property
+    def scale(self) -> float:
+        """The static loss scale: 2^16 for 'fp16-scaled', else 1."""
+        return LOSS_SCALE if self.settings.precision == "fp16-scaled" else 1.0
+
+    def batch(self, gens: list[torch.Generator]) -> torch.Tensor:
+        """One fresh batch per member from its chain, (N, batch, length + 1) for an
+        ensemble."""
+        s = self.settings
+        xs = [
+            c.sample(
+                s.batch_size,
+                s.seq_len + 1,
+                generator=g,
+                device=self.device,
+                start=s.start,
+            )
+            for c, g in zip(self.chains, gens)
+        ]
+        return torch.stack(xs) if self.ensemble else xs[0]
+
+    def loss(self, x: torch.Tensor) -> torch.Tensor:
+        """The cross entropy of ``x`` in float32, the forward pass under the run's
+        autocast precision."""
+        dtype = HALF.get(self.settings.precision)
+        with torch.autocast(
+            self.device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None
+        ):
+            return cross_entropy(self.forward, x).float()
+
+    @torch.no_grad()
+    def test_loss(self) -> torch.Tensor:
+        """Each member's mean loss on ``eval_batches`` fresh test batches (CPU)."""
+        self.model.eval()
+        batches = range(self.settings.eval_batches)
+        losses = torch.stack([self.loss(self.batch(self.test_gens)) for _ in batches])
+        self.model.train()
+        return losses.mean(0).reshape(self.n).cpu()
+
+    def step(self) -> tuple[float, torch.Tensor]:
+        """One AdamW step on a fresh batch; the lr it used and the members' losses (on
+        the device: no host sync per step on CUDA)."""
+        losses = self.loss(self.batch(self.train_gens))
+        self.optimizer.zero_grad(set_to_none=True)
+        # member i's gradient is that of its own loss
+        (losses.sum() * self.scale).backward()
+        if self.scale != 1.0:
+            for p in self.model.parameters():
+                if p.grad is not None:
+                    p.grad.div_(self.scale)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        return lr, losses.detach().reshape(self.n)
+
+    def weights(self) -> list[dict]:
+        """A CPU copy of each member's weights (a checkpoint)."""
+        members = [
+            self.model.member(i) if self.ensemble else self.model for i in range(self.n)
+        ]
+        return [
+            {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
+            for m in members
+        ]
+
+
+@dataclass
+class _Trace:
+    """What a loop records: the lr and training losses of every step, the test losses
+    by evaluated step, the checkpoint's weights and the seconds taken."""
+
+    lrs: list[float]
+    train_losses: list[torch.Tensor]
+    test_losses: dict[int, torch.Tensor]
+    saved: list[dict] | None = None
+    seconds: float = float("nan")
+
+
+def _run_loop(loop: _Loop, run: Execution, checkpoint: int | None, last: int) -> _Trace:
+    """Steps 1 to ``last``, the test loss every ``eval_every`` steps and at the end, the
+    weights kept after step ``checkpoint``."""
+    s = loop.settings
+    trace = _Trace([float("nan")], [], {0: loop.test_loss()})
+    t0 = time.perf_counter()
+    bar = tqdm(
+        range(1, s.steps + 1),
+        desc=run.desc,
+        disable=not run.progress,
+        leave=False,
+        mininterval=0.5,
+    )
+    loop.model.train()
+    for step in bar:
+        lr, losses = loop.step()
+        trace.lrs.append(lr)
+        trace.train_losses.append(losses)
+        if step % s.eval_every == 0 or step == s.steps:
+            trace.test_losses[step] = loop.test_loss()
+            bar.set_postfix(
+                train=f"{losses.mean().item():.4f}",
+                test=f"{trace.test_losses[step].mean():.4f}",
+            )
+        if step == checkpoint:
+            trace.saved = loop.weights()
+        if step == last:
+            break
+    bar.close()
+    trace.seconds = time.perf_counter() - t0
+    return trace
+
+
+def _histories(trace: _Trace, last: int) -> list[pd.DataFrame]:
+    """Each member's history: one row per step 0..last (lr, train_loss, test_loss;
+    NaN where not measured)."""
+    train_matrix = torch.stack(trace.train_losses).cpu().T.tolist()  # (n, steps)
+    test = trace.test_losses
+    return [
+        pd.DataFrame(
+            {
+                "step": np.arange(last + 1),
+                "lr": trace.lrs,
+                "train_loss": [float("nan")] + train_row,
+                "test_loss": [
+                    float(test[t][i]) if t in test else float("nan")
+                    for t in range(last + 1)
+                ],
+            }
+        )
+        for i, train_row in enumerate(train_matrix)
+    ]
+
+
 def _fit(
     chains: list[Chain],
     config: TransformerConfig,
@@ -516,153 +734,38 @@ def _fit(
     (an ensemble). A run started (``inits``) with every attention weight 0 keeps them
     0 and skips computing attention (:func:`attention_skipped`: the same numbers bit
     for bit, about 4x faster at length 1024)."""
-    s = settings
-    device, compile, progress, desc = run.device, run.compile, run.progress, run.desc
-    checkpoint, stop_after = run.checkpoint, run.stop_after
-    if s.seq_len > config.max_len:
-        raise ValueError(
-            f"seq_len must be <= config.max_len ({config.max_len}); got {s.seq_len}"
-        )
-    if checkpoint is not None:
-        checkpoint = min(_check_positive_int("checkpoint", checkpoint), s.steps)
-    last = (
-        s.steps
-        if stop_after is None
-        else min(_check_positive_int("stop_after", stop_after), s.steps)
-    )
+    checkpoint, last = _bounds(config, settings, run)
     for chain in chains:
         check_vocab(config, chain)
-
-    device = resolve_device(device)
-    n = len(seeds)
-    # per member: initialisation, training data and test data streams, all derived from
-    # its seed
+    device = resolve_device(run.device)
+    # per member: initialisation, training data and test data streams, all derived
+    # from its seed
     streams = [seed_streams(seed) for seed in seeds]
-    cpu = torch.device("cpu")
-    if ensemble:
-        model = Transformer(
-            config, n_models=n, generators=[seeded(st[0], cpu) for st in streams]
-        ).to(device)
-    else:
-        model = Transformer(config, generator=seeded(streams[0][0], cpu)).to(device)
-    if inits is not None:
-        _start_from(model, inits)
+    model = _initial_model(config, streams, inits, device, ensemble)
     skip = inits is not None and _attention_zero(model)
-    optimizer = make_optimizer(
-        model, s.lr, s.weight_decay, decay_embeddings=s.decay_embeddings
-    )
-    scheduler = make_schedule(optimizer, s.schedule, s.steps, s.lr)
-    forward = (
-        torch.compile(model) if compile else model
-    )  # shares the parameters of model
-
-    half = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16-scaled": torch.float16}
-    dtype = half.get(s.precision)
-
-    def loss_of(x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(
-            device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None
-        ):
-            return cross_entropy(forward, x).float()
-
-    scale = LOSS_SCALE if s.precision == "fp16-scaled" else 1.0
-
-    train_gens = [seeded(st[1], device) for st in streams]
-    test_gens = [seeded(st[2], device) for st in streams]
-
-    def draw(gens) -> torch.Tensor:
-        xs = [
-            c.sample(
-                s.batch_size, s.seq_len + 1, generator=g, device=device, start=s.start
-            )
-            for c, g in zip(chains, gens)
-        ]
-        return torch.stack(xs) if ensemble else xs[0]
-
-    @torch.no_grad()
-    def test_loss() -> torch.Tensor:
-        model.eval()
-        losses = torch.stack(
-            [loss_of(draw(test_gens)) for _ in range(s.eval_batches)]
-        ).mean(0)
-        model.train()
-        return losses.reshape(n).cpu()
-
-    def weights_of(i: int) -> dict:
-        member = model.member(i) if ensemble else model
-        return {k: v.detach().cpu().clone() for k, v in member.state_dict().items()}
-
+    loop = _Loop.start(model, chains, settings, streams, device, run.compile, ensemble)
     with attention_skipped(model) if skip else nullcontext():
-        lrs, train_losses, test_losses = [float("nan")], [], {0: test_loss()}
-        saved = None
-        t0 = time.perf_counter()
-        bar = tqdm(
-            range(1, s.steps + 1),
-            desc=desc,
-            disable=not progress,
-            leave=False,
-            mininterval=0.5,
-        )
-        model.train()
-        for step in bar:
-            losses = loss_of(draw(train_gens))
-            optimizer.zero_grad(set_to_none=True)
-            # member i's gradient is that of its own loss
-            (losses.sum() * scale).backward()
-            if scale != 1.0:
-                for p in model.parameters():
-                    if p.grad is not None:
-                        p.grad.div_(scale)
-            lrs.append(optimizer.param_groups[0]["lr"])
-            optimizer.step()
-            scheduler.step()
-            train_losses.append(
-                losses.detach().reshape(n)
-            )  # kept on the device: no host sync per step on CUDA
-            if step % s.eval_every == 0 or step == s.steps:
-                test_losses[step] = test_loss()
-                bar.set_postfix(
-                    train=f"{train_losses[-1].mean().item():.4f}",
-                    test=f"{test_losses[step].mean():.4f}",
-                )
-            if step == checkpoint:
-                saved = [weights_of(i) for i in range(n)]
-            if step == last:
-                break
-        bar.close()
-    seconds = time.perf_counter() - t0
+        trace = _run_loop(loop, run, checkpoint, last)
     model.eval()
-    train_matrix = torch.stack(train_losses).cpu().T.tolist()  # (n, steps)
-    where = provenance(device, ensemble_size=n if ensemble else 1, compile=compile)
-    results = []
-    for i, (chain, seed) in enumerate(zip(chains, seeds)):
-        history = pd.DataFrame(
-            {
-                "step": np.arange(last + 1),
-                "lr": lrs,
-                "train_loss": [float("nan")] + train_matrix[i],
-                "test_loss": [
-                    float(test_losses[t][i]) if t in test_losses else float("nan")
-                    for t in range(last + 1)
-                ],
-            }
+    where = provenance(
+        device, ensemble_size=loop.n if ensemble else 1, compile=run.compile
+    )
+    histories = _histories(trace, last)
+    return [
+        TrainResult(
+            chain=chain,
+            config=config,
+            model=(model.member(i) if ensemble else model).eval(),
+            history=histories[i],
+            seed=int(seed),
+            train_config=settings,
+            seconds=trace.seconds,
+            provenance=where,
+            checkpoint_step=checkpoint,
+            checkpoint=None if trace.saved is None else trace.saved[i],
         )
-        member = model.member(i) if ensemble else model
-        results.append(
-            TrainResult(
-                chain=chain,
-                config=config,
-                model=member.eval(),
-                history=history,
-                seed=int(seed),
-                train_config=settings,
-                seconds=seconds,
-                provenance=where,
-                checkpoint_step=checkpoint,
-                checkpoint=None if saved is None else saved[i],
-            )
-        )
-    return results
+        for i, (chain, seed) in enumerate(zip(chains, seeds))
+    ]
 
 
 @torch.no_grad()

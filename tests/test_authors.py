@@ -243,6 +243,15 @@ def test_cell_trap_shares_draws_each_cell_with_its_interval_and_the_half_line():
     assert ax.get_ylabel() == "runs at H(π)"
 
 
+def test_cells_not_shipped_yet_give_an_empty_table_and_a_note_not_an_error():
+    """The paper build before Fig 4's cells ship: no KeyError, the rule not met."""
+    table = measures.cell_trap_table([])
+    assert table.empty and "share" in table.columns
+    ax = plots.cell_trap_shares(table)
+    assert [t.get_text() for t in ax.texts] == ["no runs of these cells shipped yet"]
+    assert not measures.fig4_cells([], [], []).ok
+
+
 # -------------------------------------------------------------------------- scorecard
 def test_settings_are_read_from_the_specs_and_say_whose_they_are():
     c = scorecard.claim("fig3b")

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = """
 import markovlib, pathlib
-from markovlib.sweep import default_results_dir, grid, sweep_results
-from markovlib.shipped import default_data_dir
+from markovlib.runs.spec import grid
+from markovlib.runs.store import default_results_dir
+from markovlib.runs.sweep import sweep_results
+from markovlib.runs.shipped import default_data_dir
 specs = grid([0.3], [0.4], tied=[True], seeds=[0], config_kwargs=dict(max_len=16), \
 steps=2, batch_size=2, seq_len=8)
 [r] = sweep_results(specs, device="cpu", progress=False)
@@ -119,3 +122,15 @@ def test_book_command_needs_a_clone(installed, tmp_path):
         cwd=tmp_path,
     )
     assert out.returncode == 2 and "--source: no clone of the book" in out.stderr
+
+
+def test_scorecard_without_shipped_data_says_how_to_get_it(installed, tmp_path):
+    """An installed markovlib ships no runs: one line naming the repository (read
+    from the wheel's metadata) and MARKOVLIB_DATA, no traceback."""
+    out = _run(installed, "-m", "markovlib", "scorecard", cwd=tmp_path)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert out.returncode == 1 and out.stdout == "", out
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("markovlib scorecard: error: no shipped data found")
+    assert f"clone {project['urls']['Repository']} and run" in out.stderr
+    assert "MARKOVLIB_DATA=" in out.stderr and not any(tmp_path.iterdir())

@@ -267,3 +267,313 @@ def test_the_saddles_sentences_carry_the_counts():
     assert saddle_grid_text(fig4, "smoke", False).endswith(
         "(Far too short to converge.)"
     )
+
+
+# --- the saddles chapter (helper H7) ---
+def test_fig4_kernel_maps_learnt_q_and_share_per_cell():
+    grid = (0.3, 0.6)
+    recs = [_at_chain(0.3, 0.6), _at_marginal(0.3, 0.6), _at_chain(0.6, 0.6)]
+    learnt_q, share = measures.fig4_kernel_maps(recs, grid)
+    pi0 = binary(0.3, 0.6).stationary()[0]
+    assert learnt_q[1, 0] == pytest.approx((0.6 + pi0) / 2)  # q = 0.6, p = 0.3
+    assert learnt_q[1, 1] == pytest.approx(0.6)
+    assert share[1, 0] == pytest.approx(0.5) and share[1, 1] == pytest.approx(1.0)
+    assert np.isnan(learnt_q[0, 0]) and np.isnan(share[0, 1])  # no runs there
+
+
+def test_thm3_holds_on_both_sides_of_the_line_not_on_it():
+    from markovlib import analysis, theory
+    from markovlib.model import TransformerConfig
+
+    cfg = TransformerConfig.theory(tied=False, max_len=6)
+    for p, q in ((0.5, 0.8), (0.2, 0.3)):
+        chain = binary(p, q)
+        h = theory.unigram_hessian(chain, cfg, length=6)
+        v = h.eigenvector(0)
+        pairing = analysis.ea_cosine(h, v)
+        assert measures.thm3_holds(h, chain, pairing, drop=0.01)
+        assert not measures.thm3_holds(h, chain, pairing, drop=0.0)
+        assert not measures.thm3_holds(h, chain, -pairing, drop=0.01)
+    on = binary(0.4, 0.6)
+    h = theory.unigram_hessian(on, cfg, length=6)
+    assert not measures.thm3_holds(h, on, -1.0, drop=0.01)
+
+
+def test_runs_complete_needs_every_step_and_finite_losses():
+    def run(n, bad=False):
+        loss = np.full(n, 0.6)
+        loss[-1] = np.nan if bad else 0.6
+        frame = pd.DataFrame({"step": np.arange(n), "test_loss": loss})
+        return SimpleNamespace(history=frame, test_history=frame)
+
+    assert measures.runs_complete([run(11), run(11)], 10)
+    assert not measures.runs_complete([run(11), run(10)], 10)
+    assert not measures.runs_complete([run(11, bad=True)], 10)
+    assert measures.runs_complete([], 10)
+
+
+# ------------------------------------------------ the framework and CCMC chapters (H5)
+def test_framework_facts_and_checks_hold_for_chains_and_catch_errors():
+    from markovlib import chains
+    from markovlib.model import Transformer, TransformerConfig
+
+    facts = measures.chain_facts(0.5, 0.8)
+    assert facts["fw_pi_0"] == pytest.approx(8 / 13) and facts["fw_switching"] == 1.3
+    assert facts["fw_regime"].startswith("above 1")
+    assert measures.chain_facts(0.2, 0.3)["fw_regime"].startswith("below 1")
+    assert measures.chain_facts(0.3, 0.7)["fw_regime"].startswith("exactly 1")
+    for p, q in ((0.5, 0.8), (0.3, 0.7), (0.2, 0.3)):
+        assert all(measures.entropy_checks(binary(p, q)).values()), (p, q)
+    grid = np.round(np.linspace(0.02, 0.98, 49), 10)
+    rate, unigram = chains.entropy_grid(grid)
+    assert all(measures.entropy_grid_checks(grid, rate, unigram).values())
+    bent = rate.copy()
+    bent[3, 7] += 1e-6
+    bad = measures.entropy_grid_checks(grid, bent, unigram)
+    assert not bad["grid: closed forms"] and not bad["grid: symmetric about p = q"]
+    assert measures.entropy_facts(binary(0.5, 0.8), grid, rate, unigram)[
+        "fw_gap_max"
+    ] == pytest.approx((unigram - rate).max())
+    chain = binary(0.5, 0.8)
+    x = chain.sample(64, 200, seed=0)
+    est = chains.empirical_kernel(chain, x)
+    assert all(measures.sampler_checks(chain, x, est, 5.0).values())
+    wrong = chains.empirical_kernel(chain, binary(0.3, 0.8).sample(64, 200, seed=0))
+    assert not measures.sampler_checks(chain, x, wrong, 5.0)[
+        "transition frequencies within 5 std. errors"
+    ]
+    table = measures.transition_table(chain, est)
+    cells = table.to_numpy().ravel()
+    assert all(len(c.lstrip("-0.").replace(".", "").split("e")[0]) <= 4 for c in cells)
+    assert all(measures.symmetric_checks(5, 0.1).values())
+    assert measures.symmetric_facts(5, 0.1)["fw_multi_entropy_rate"] == pytest.approx(
+        0.4637, abs=5e-5
+    )
+    configs = {
+        (pr, t): getattr(TransformerConfig, pr)(
+            vocab_size=2, d_model=4, tied=t == "tied"
+        )
+        for pr in ("theory", "gpt2")
+        for t in ("tied", "untied")
+    }
+    n = {key: Transformer(cfg).n_params() for key, cfg in configs.items()}
+    assert all(measures.parameter_checks(configs, n, 4).values())
+    assert not all(
+        measures.parameter_checks(configs, n | {("gpt2", "tied"): 1}, 4).values()
+    )
+    facts = measures.parameter_facts(n, 4, 16)
+    assert facts["fw_n_params_positional"] == 64 and facts["fw_max_len"] == 16
+    shapes, dev = (
+        {"theory": (2, 8, 2), "gpt2": (2, 8, 2)},
+        {"theory": 0.01, "gpt2": 0.1},
+    )
+    assert all(measures.forward_checks(shapes, dev, 2, 8).values())
+    assert not all(measures.forward_checks(shapes, dev, 2, 9).values())
+    exact = np.full(10, 0.5)
+    assert all(measures.marginal_checks(1.0, exact, exact, 100, 5.0).values())
+    assert not all(measures.marginal_checks(1.0, exact + 0.4, exact, 100, 5.0).values())
+
+
+def test_ccmc_facts_checks_and_claims_from_a_small_run():
+    import torch
+
+    from markovlib import ccmc
+
+    W = ccmc.random_W(4, sigma=1.0, seed=0)
+    eq = ccmc.equivalence(W, ccmc.sample_prompts(16, 8, 4, seed=1), seed=2)
+    facts, text = measures.ccmc_equivalence_facts(eq, 16)
+    assert facts["cc_nprompts"] == 16 and text.startswith("16 prompts: max difference")
+    errors = {100: np.array([1.0, 1.0]), 400: np.array([0.5]), 1600: np.array([0.25])}
+    facts, text = measures.ccmc_estimation_facts(errors, -0.5, W)
+    assert facts["cc_est_const"] == pytest.approx(10.0) and facts["cc_est_reps"] == 2
+    assert facts["cc_est_n_tail"] == 100 and "n = 100..1600: -0.500" in text
+    prompt = ccmc.balanced_prompt(4, 8, seed=2)
+    kw = dict(n_traj=8, window=10, at=np.array([10, 30]))
+    runs = {
+        name: ccmc.generation_run(V, prompt, 30, seed=3, **kw)
+        for name, V in (("W+", W + 3 * torch.eye(4)), ("W-", W - 3 * torch.eye(4)))
+    }
+    ends = {name: ccmc.final_window(run, 10) for name, run in runs.items()}
+    facts = measures.ccmc_generation_facts(runs, ends, 2)
+    assert facts["cc_share_plus"] == ends["W+"]["share"] and facts["cc_n_winners"] == 2
+    assert facts["cc_stable_minus"] == len(runs["W-"]["stable"])
+    report = measures.ccmc_generation_report(runs, ends, 30, 10)
+    assert report.count("stable single-token states") == 2
+    collapse = measures.ccmc_collapse(ends["W+"], ends["W-"], 10, 30, 2)
+    mean_err = np.array([1.0, 0.5])
+    args = (W, prompt, ends, 0.01, collapse)
+    checks = measures.ccmc_checks(
+        eq, mean_err, *args, converges=False, default_regime=True
+    )
+    assert len(checks) == 4 and checks["attention = the CCMC formula"]
+    off = eq | {"max_diff": 1e-3}
+    assert not measures.ccmc_checks(
+        off, mean_err, *args, converges=False, default_regime=True
+    )["attention = the CCMC formula"]
+    odd = prompt[:7]
+    assert not measures.ccmc_checks(
+        eq, mean_err, W, odd, *args[2:], converges=False, default_regime=False
+    )["the prompt holds every token equally often"]
+    claims = measures.ccmc_claims(eq, -0.46, True, 0.96789, collapse)
+    assert claims["ccmc_rate"] == ("-0.46", True)
+    assert claims["ccmc_collapse"] == ("0.968", collapse.plus)
+    assert claims["ccmc_equivalence"][1] is True
+
+
+# ------------------------------------- the bad_local_minima and global_minimum chapters
+def test_trap_variant_texts_glue_every_model_as_k_of_n():
+    from markovlib.measures import TRAP_KEYS, trap_variant_texts
+
+    def stats(k, median):
+        return SimpleNamespace(
+            plateau_text=lambda at_end=False: f"{0 if at_end else k} of 32",
+            median_text=median,
+        )
+
+    texts = trap_variant_texts(
+        {name: stats(i, f"{100 * i}") for i, name in enumerate(TRAP_KEYS)}, "theory"
+    )
+    assert texts["blm_preset"] == "`theory`"
+    assert texts["trap_fraction_at_400"] == "1 of 32" == texts["trap_fraction_theory"]
+    assert texts["trap_fraction_end"] == "0 of 32"
+    assert texts["median_escape_step"] == "100"
+    assert texts["trap_fraction_gpt2_wide"] == "3 of 32"
+    assert texts["median_escape_theory_ln"] == "200"
+    assert len(texts) == 4 + 2 * len(TRAP_KEYS)
+
+
+def test_construction_claim_needs_the_kernel_the_loss_and_flat_slices():
+    from markovlib.measures import construction_claim
+
+    ok = {"kernel_error": 1e-8, "grad": 1e-9, "loss": 0.5 + 1e-12}
+    flat = {"a": 0.5 + np.linspace(-1, 1, 5) ** 2}
+    claim = construction_claim({"tied, direct": ok}, flat, 0.5)
+    assert claim.ok and claim.value == "1.0e-12"
+    assert not construction_claim({"x": {**ok, "grad": 1e-3}}, flat, 0.5).ok
+    assert not construction_claim({"x": {**ok, "loss": 0.6}}, flat, 0.5).ok
+    dips = {"a": 0.5 - np.linspace(-1, 1, 5) ** 2}  # a slice below H_rate
+    assert not construction_claim({"x": ok}, dips, 0.5).ok
+
+
+def test_rank_ratio_table_says_why_a_cell_is_empty():
+    from markovlib.measures import rank_ratio_table
+
+    tied = {"rank_ratio": {"wte.weight": 0.2, "blocks.0.ff.W_1.weight": 0.38312}}
+    untied = {"rank_ratio": {**tied["rank_ratio"], "head.weight": 0.124}}
+    table = rank_ratio_table({"tied": tied, "untied": untied})
+    assert list(table.index) == ["wte", "ff.W_1", "head"]
+    assert table.loc["head", "tied"] == "tied to wte"
+    assert (
+        table.loc["ff.W_1", "tied"] == "0.383"
+        and table.loc["head", "untied"] == "0.124"
+    )
+    assert list(table["App. D names it"]) == [False, True, False]
+    assert not table.isna().any().any()
+
+
+# --- the trapped chapter (helper H7) ---
+def test_plateau_ends_only_above_the_line_nan_when_never():
+    from dataclasses import replace
+
+    stays = _at_marginal(0.6, 0.8)
+    flat = pd.DataFrame({"step": [0, 10], "test_loss": [0.69, 0.69]})  # above H(π)
+    stays = replace(stays, history=flat)
+    t = measures.plateau_ends([stays, _at_chain(0.2, 0.3), _at_chain(0.5, 0.8)])
+    assert t["above_line"].tolist() == pytest.approx([0.4, 0.3])  # not (0.2, 0.3)
+    assert np.isnan(t["escape"].iloc[0]) and t["escape"].iloc[1] == 10
+    assert t["steps"].tolist() == [10, 10]
+
+
+def test_by_seed_text_counts_cells_above_the_line_per_seed():
+    recs = [
+        _record(0.6, 0.8, np.vstack([binary(0.6, 0.8).stationary()] * 2), seed=0),
+        _record(0.8, 0.8, binary(0.8, 0.8).P, seed=0),
+        _record(0.6, 0.8, binary(0.6, 0.8).P, seed=1),
+        _record(0.2, 0.3, binary(0.2, 0.3).P, seed=1),  # below the line: not counted
+    ]
+    assert measures.by_seed_text(recs) == "seed 0: 1 of 2 cells; seed 1: 0 of 1 cells"
+    assert measures.by_seed_text([]) == "no run shipped yet"
+
+
+def _gradient_table():
+    return pd.DataFrame(
+        {
+            "fp16 zero share": [1.0, 0.97, 0.0],
+            "fp16 cosine": [np.nan, 0.5, 1.0],
+            "fp16-scaled cosine": [0.99, 0.98, 1.0],
+        },
+        index=["W_Q", "W_K", "head.bias"],
+    )
+
+
+def test_zero_share_text_all_or_at_least():
+    t = _gradient_table()
+    assert measures.zero_share_text(t, ["W_Q"]) == "all"
+    assert measures.zero_share_text(t, ["W_Q", "W_K"]) == "at least 97 %"
+
+
+def test_gradient_table_names_the_cosine_of_a_zero_gradient():
+    shown = measures.gradient_table(_gradient_table())
+    assert shown.loc["W_Q", "fp16 cosine"] == "none (all 0)"
+    assert shown.loc["W_K", "fp16 cosine"] == 0.5
+    assert not shown.isna().any().any()
+
+
+def test_fig4_by_grid_only_complete_grids():
+    tied = [_at_marginal(0.6, 0.8), _at_chain(0.2, 0.3)]
+    untied = [_at_chain(0.6, 0.8), _at_chain(0.2, 0.3)]
+    groups = SimpleNamespace(
+        wanted={
+            ("a", "tied"): 2,
+            ("a", "untied"): 2,
+            ("b", "tied"): 3,
+            ("b", "untied"): 2,
+        },
+        records={
+            ("a", "tied"): tied,
+            ("a", "untied"): untied,
+            ("b", "tied"): tied,
+            ("b", "untied"): untied,
+        },
+    )
+    groups.complete = lambda *names: all(
+        len(groups.records[n]) == groups.wanted[n] for n in names
+    )
+    out = measures.fig4_by_grid(groups)
+    assert list(out) == ["a"]
+    assert out["a"].value == measures.fig4(tied, untied).value
+
+
+def test_crossover_text_counts_runs_at_the_unigram_loss():
+    cross = SimpleNamespace(
+        losses={
+            ("gd", "θ_π + noise"): np.zeros((2, 3)),
+            ("adamw", "standard init"): np.zeros((3, 3)),
+        },
+        at_unigram=lambda key: 2 if key[0] == "gd" else 0,
+    )
+    text = measures.crossover_text(cross)
+    first, second = text.split("; ")
+    assert first == "gd from θ_π + noise: 2 of 2 at H(π)"
+    assert second == "adamw from standard init: 0 of 3 at H(π)"
+
+
+# --- the multi_state chapter (helper H7) ---
+def test_most_learnt_picks_the_best_run_on_the_chain():
+    from markovlib.chains import symmetric
+
+    def rec(p, kernel):
+        chain = symmetric(5, p)
+        history = pd.DataFrame({"step": [0, 10], "test_loss": [1.6, 1.6]})
+        spec = SimpleNamespace(chain={"p": p}, seed=0)
+        return RunRecord(chain, np.asarray(kernel, dtype=float), history, spec)
+
+    uniform = np.full((5, 5), 0.2)
+    exact = symmetric(5, 0.9).P
+    top = measures.most_learnt(
+        [rec(0.9, uniform), rec(0.9, exact), rec(0.1, exact)], 0.9
+    )
+    assert top["p"] == 0.9 and top["class"] == "escaped" and top["share"] == 1.0
+    assert top["stay"] == "0.100 to 0.100" and top["true"] == 0.1
+    none = measures.most_learnt([rec(0.1, exact)], 0.9)
+    assert none["class"] == "not shipped" and none["share"] == "–"

@@ -37,6 +37,18 @@ READER_CHAINS = {
 }
 
 
+# claims whose runs do not depend on the reader's chain (the Fig 4 grids): read from the
+# shipped paper edition at every scale, so a smoke run records their paper verdict
+EDITION_CLAIMS = {
+    "fig4_fp32",
+    "fig4",
+    "fig4_3runs",
+    "below_line",
+    "untied_escape",
+    "fig3c_untied",
+}
+
+
 def test_every_chapter_has_a_reader_chain():
     assert {c.stem for c in CHAPTERS} == set(READER_CHAINS)
 
@@ -146,7 +158,8 @@ def test_runs_with_new_chain(path, tmp_path, monkeypatch):
         assert value and re.search(r"\d", value), (c.id, value)
         assert verdict in VERDICTS, (c.id, verdict)
         if verdict != "not applicable to this chain" and not c.exact:
-            assert verdict == "not tested at this scale", (c.id, verdict)  # smoke
+            if c.id not in EDITION_CLAIMS:
+                assert verdict == "not tested at this scale", (c.id, verdict)  # smoke
 
 
 def _glued(nb) -> dict[str, str]:
@@ -185,7 +198,9 @@ def test_check_rejects_outputs_and_glue_in_golden_cells(tmp_path):
             [*tool, "check", str(path)], capture_output=True, text=True
         )
 
-    clean = furnished(nbformat.v4.new_code_cell("print(1)", metadata={"tags": ["nbval-check-output"]}))
+    clean = furnished(
+        nbformat.v4.new_code_cell("print(1)", metadata={"tags": ["nbval-check-output"]})
+    )
     assert check(clean).returncode == 0
     tags = [c.metadata.get("tags", []) for c in clean.cells if c.cell_type == "code"]
     assert (

@@ -13,7 +13,7 @@ import pytest
 from matplotlib.colors import to_rgba
 
 from markovlib import plots
-from markovlib.chains import binary, symmetric
+from markovlib.chains import binary, lag_switching, symmetric
 
 
 @pytest.fixture(autouse=True)
@@ -289,3 +289,440 @@ def test_text_column_figures_read_at_nine_points():
     column_px = 590
     assert plots.MIN_FONT_PT * column_px / (96 * plots.TEXT_WIDTH_IN) >= 9
     assert plots.MIN_FONT_PT * column_px / (96 * 12) < 9  # a 12-inch figure would not
+
+
+# --- the saddles chapter (helper H7) ---
+def test_saddle_slice_draws_both_directions_and_the_quadratic():
+    chain = binary(0.5, 0.8)
+    ts = np.linspace(-2, 2, 9)
+    ax = plots.saddle_slice(ts, 0.6 - 0.01 * ts**2, 0.6 + 0.01 * ts**2, chain, -0.02)
+    labels = [ln.get_label() for ln in ax.lines]
+    assert labels[:3] == [
+        "untied, most negative",
+        "tied, softest",
+        r"$H(\pi) - c\,t^2/2$",
+    ]
+    quad = ax.lines[2].get_ydata()
+    assert quad[4] == pytest.approx(chain.unigram_entropy())  # t = 0
+    assert quad[0] == pytest.approx(chain.unigram_entropy() - 0.04)  # t = -2
+    assert ax.get_ylim()[0] == pytest.approx(chain.entropy_rate() - 0.02)
+
+
+def test_perturbed_descent_one_line_per_noise_seed_and_a_label_per_model():
+    chain = binary(0.5, 0.8)
+    runs = {
+        m: SimpleNamespace(losses=np.full((3, 5), 0.6 - i / 10))
+        for i, m in enumerate(("theory", "gpt2"))
+    }
+    ax = plots.perturbed_descent(runs, chain)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert (
+        "theory, untied (3 noise seeds)" in texts
+        and "gpt2, untied (3 noise seeds)" in texts
+    )
+    drawn = [ln for ln in ax.lines if len(ln.get_xdata()) == 5]
+    assert len(drawn) == 6  # 3 seeds x 2 models
+    assert {to_rgba(ln.get_color()) for ln in drawn} == {
+        to_rgba(plots.COLORS["theory"]),
+        to_rgba(plots.COLORS["untied"]),
+    }
+
+
+def test_tied_untied_runs_one_panel_per_model():
+    chain = binary(0.5, 0.8)
+    side = {
+        (m, tie): [_history(0), _history(1)]
+        for m in ("gpt2", "theory")
+        for tie in ("tied", "untied")
+    }
+    fig = plots.tied_untied_runs(side, chain)
+    axes = fig.axes
+    assert [ax.get_title() for ax in axes] == ["gpt2 model", "theory model"]
+    runs = [ln for ln in axes[0].lines if len(ln.get_xdata()) == 5]  # 5 evaluations
+    assert len(runs) == 4
+    assert all(
+        ax.get_legend() is None for ax in axes
+    )  # the legend is below, off the data
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts[:2] == ["tied", "untied"]
+
+
+def test_fig4_maps_draws_two_rows_of_heatmaps_per_tying():
+    grid = [0.2, 0.5, 0.8]
+    q = np.meshgrid(grid, grid)[1]
+    maps = {"tied": q + 0.05, "untied": q - 1e-5}
+    fig = plots.fig4_maps(maps, {t: np.full((3, 3), 0.5) for t in maps}, grid)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == [  # row 1: learnt - true, row 2: share; a column per tying
+        "tied: learnt P(0|1) - q",
+        "untied: learnt P(0|1) - q",
+        "tied: share of the gap learnt",
+        "untied: share of the gap learnt",
+    ]
+    first = fig.axes[0]
+    assert {t.get_text() for t in first.texts} == {"0.050"}  # learnt minus true
+    untied = next(ax for ax in fig.axes if ax.get_title().startswith("untied: learnt"))
+    assert {t.get_text() for t in untied.texts} == {"0.000"}  # never "-0.000"
+    labels = {ax.get_ylabel() for ax in fig.axes}
+    assert r"0: at $\theta_\pi$, 1: global minimum" in labels  # mathtext, not "θ_π"
+
+
+# ------------------------------------- the bad_local_minima and global_minimum figures
+def _overlapping(labels) -> bool:
+    boxes = [t.get_window_extent() for t in labels if t.get_text()]
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+def test_hessian_spectrum_and_threshold_show_thm2s_numbers():
+    from markovlib.analysis import CurvatureGrid, hessian_blocks
+
+    plots.set_style()
+    H = np.diag([0.5, 0.0, 0.2, 0.0])
+    blocks = hessian_blocks(H, ["wte.a", "x", "head.bias", "y"], ("wte", "head"))
+    fig = plots.hessian_spectrum(blocks, H)
+    left, right = fig.axes[:2]
+    assert left.get_title() == "all 4 parameters" and left.get_yscale() == "symlog"
+    assert right.images[0].get_array().shape == (2, 2)  # the (E, b) block only
+    g = np.array([0.2, 0.5, 0.8])
+    grid = CurvatureGrid(g, np.add.outer(g, g) - 1, np.add.outer(g, g) - 1)
+    fig = plots.curvature_threshold(grid, (1.3, 0.14))
+    star = [line for line in fig.axes[0].lines if line.get_marker() == "*"]
+    assert [tuple(s.get_xydata()[0]) for s in star] == [(1.3, 0.14)]
+    assert fig.axes[0].get_legend() is not None
+
+
+def test_perturbation_curves_scale_losses_between_the_two_entropies():
+    from markovlib.analysis import Perturbation
+
+    chain, mirror = binary(0.5, 0.8), binary(0.5, 0.2)
+    at_pi = np.full((2, 5), chain.unigram_entropy())
+    down = np.linspace(mirror.unigram_entropy(), mirror.entropy_rate(), 5)[None]
+    perturb = {
+        ("theory", "this chain"): Perturbation(chain, "theory", True, 0.1, at_pi),
+        ("theory", "mirror"): Perturbation(mirror, "theory", True, 0.1, down),
+    }
+    fig = plots.perturbation_curves(perturb)
+    ax = fig.axes[0]
+    ys = [line.get_ydata() for line in ax.lines if len(line.get_ydata()) == 5]
+    assert np.allclose(ys[0], 1) and np.allclose(ys[-1], [1, 0.75, 0.5, 0.25, 0])
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["p + q = 1.30", "p + q = 0.70", r"$H(\pi)$"]
+
+
+def test_trap_training_counts_runs_as_k_of_n():
+    chain = binary(0.5, 0.8)
+    h = pd.DataFrame({"step": [0, 10], "test_loss": [0.66, 0.62]})
+    run = SimpleNamespace(test_history=h)
+    curve = pd.DataFrame({"step": [0, 10], "plateau": [1.0, 0.5]})
+
+    def stats(n_escaped):
+        escaped = np.full(n_escaped, 10)
+        return SimpleNamespace(
+            curve=curve, tol=0.004726386, n=4, escaped=escaped, n_escaped=n_escaped
+        )
+
+    names = ("gpt2", "theory", "theory + LN", "gpt2, init 0.2")
+    trained = {n: [run] * 4 for n in names}
+    fig = plots.trap_training(
+        trained, {n: stats(i) for i, n in enumerate(names)}, chain, at_step=10, steps=20
+    )
+    first, plateau, hist = fig.axes
+    assert first.get_legend_handles_labels()[1][:2] == [
+        "gpt2 (4 runs)",
+        "theory (4 runs)",
+    ]
+    assert plateau.get_title().endswith("within\n0.0047 nats of $H_{\\rm rate}$")
+    assert hist.get_legend_handles_labels()[1] == [
+        "theory: 1 of 4",
+        "theory + LN: 2 of 4",
+        "gpt2, init 0.2: 3 of 4",
+    ]
+
+
+def test_probability_panels_and_loss_slices():
+    plots.set_style()
+    pos, probs = np.arange(5), np.full(5, 0.4)
+    fig = plots.probability_panels(
+        {"at θ_π": (pos, probs, "gpt2, seed 3"), "escaped": (pos, probs, "gpt2")},
+        {"p": 0.5},
+    )
+    assert [ax.get_title() for ax in fig.axes] == ["at θ_π", "escaped"]
+    assert fig.axes[1].get_ylabel() == "" and fig.axes[0].get_ylabel()
+    ts = np.linspace(-1, 1, 5)
+    fig = plots.loss_slices(ts, {"tied, direct": 0.5 + ts**2}, rate=0.5)
+    assert np.allclose(fig.axes[0].lines[0].get_ydata(), ts**2)
+
+
+def test_appendix_d_panels_label_every_matrix_without_overlap():
+    plots.set_style()
+    names = ["wte.weight", "blocks.0.attn.W_Q.weight", "blocks.0.ff.W_1.weight"]
+    tied = {"ratio": np.full(16, 0.4), "rank_ratio": dict(zip(names, (0.2, 0.1, 0.3)))}
+    untied = {**tied, "rank_ratio": {**tied["rank_ratio"], "head.weight": 0.5}}
+    fig = plots.appendix_d_panels(
+        {"tied": tied, "untied": untied},
+        np.zeros((16, 8)),
+        near_zero=0.1,
+        near_rank_one=0.1,
+        named=("ff.W_1.weight",),
+    )
+    fig.canvas.draw()
+    bars = fig.axes[2]
+    ticks = [t.get_text() for t in bars.get_yticklabels()]
+    assert ticks == ["wte", "attn.W_Q", "ff.W_1 *", "head"]
+    assert [t.get_text() for t in bars.texts] == ["tied: wte"]  # no head of its own
+    assert not _overlapping(bars.get_yticklabels())
+    assert all(t.get_rotation() == 0 for t in bars.get_xticklabels())
+    assert plots.short_weight_name("blocks.0.ff.W_2.weight") == "ff.W_2"
+
+
+# ------------------------------------------------ the framework and CCMC chapters (H5)
+def _legend_clear_of_axes(fig) -> bool:
+    """Every figure legend lies below every panel (no legend over data)."""
+    fig.canvas.draw()
+    panels = [
+        ax.get_window_extent() for ax in fig.axes if ax.get_label() != "<colorbar>"
+    ]
+    return bool(fig.legends) and all(
+        leg.get_window_extent().y1 <= min(b.y0 for b in panels) for leg in fig.legends
+    )
+
+
+def test_framework_figures_place_the_chain_and_keep_legends_off_the_data():
+    from markovlib import chains
+
+    plots.set_style()
+    chain = binary(0.5, 0.8)
+    paths, iid = chain.sample(3, 20, seed=0).numpy(), chains.binary(0.4, 0.6)
+    fig = plots.sample_paths(paths, iid.sample(3, 20, seed=1).numpy(), chain)
+    assert [ax.images[0].get_array().shape for ax in fig.axes] == [(3, 20)] * 2
+    assert "p + q = 1.30" in fig.axes[0].get_title()
+    grid = np.round(np.linspace(0.02, 0.98, 49), 10)
+    rate, unigram = chains.entropy_grid(grid)
+    fig = plots.entropy_maps(grid, rate, unigram, 0.5, 0.8)
+    star = fig.axes[0].lines[-1]  # p = 0.5: column 24; q = 0.8: row 48 - 39 from top
+    assert star.get_xdata()[0] == pytest.approx(24.5)
+    assert star.get_ydata()[0] == pytest.approx(48 - 39 + 0.5)
+    assert _legend_clear_of_axes(fig)
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts == ["$p + q = 1$ (gap = 0)", "chosen (p, q) = (0.5, 0.8)"]
+    freq = np.full(60, 0.4)
+    ax = plots.marginal_law(freq, freq, np.linspace(0.5, 0.4, 60), 0.4, 100)
+    assert ax.get_ylim() == (0, 1) and len(ax.lines[-1].get_xdata()) == 50
+    assert "100 paths, first 50 positions" in ax.get_title()
+
+
+def test_ccmc_figures_draw_the_theorem_and_the_generation():
+    import torch
+
+    from markovlib import ccmc
+
+    plots.set_style()
+    W = ccmc.random_W(4, sigma=1.0, seed=0)
+    x = ccmc.sample_prompts(1, 8, 4, seed=1)
+    pos = torch.linspace(0, 1, 8, dtype=torch.float64)
+    fig = plots.ccmc_reweighting(W, x, pos)
+    right = fig.axes[1]
+    heights = [b.get_height() for b in right.patches]
+    assert len(heights) == 12 and sum(heights[4:8]) == pytest.approx(1.0)
+    assert heights[4:8] == pytest.approx(ccmc.ccmc_probs(W, x)[0].tolist())
+    assert _legend_clear_of_axes(fig)
+    assert not _overlapping(fig.axes[0].get_xticklabels())
+    errors = {
+        100: np.array([1.0, 1.2]),
+        400: np.array([0.5, 0.6]),
+        1600: np.array([0.3]),
+    }
+    ax = plots.ccmc_estimation(errors, W)
+    reference = next(ln for ln in ax.lines if ln.get_linestyle() == "--").get_ydata()
+    assert reference[-1] == pytest.approx(0.3) and reference[0] == pytest.approx(1.2)
+    w_norm = float(ccmc.row_centred(W).norm())
+    assert _horizontal_lines(ax).keys() == {round(w_norm, 12)}
+    kw = dict(n_traj=6, window=10, at=np.array([10, 20, 40]))
+    prompt = ccmc.balanced_prompt(4, 8, seed=2)
+    runs = {
+        name: ccmc.generation_run(V, prompt, 40, seed=3, **kw)
+        for name, V in (("W+", W + 2 * torch.eye(4)), ("W-", W - 2 * torch.eye(4)))
+    }
+    fig = plots.ccmc_collapse(runs, 10, 2.0)
+    assert len(fig.axes) == 4 and _legend_clear_of_axes(fig)
+    assert fig.axes[0].get_title().startswith("$W_+ = W + 2 I$")
+    ends = ccmc.final_window(runs["W+"], 10)
+    shares = np.full((3, 4), 0.25)
+    fig = plots.ccmc_mean_field(
+        np.array([9, 18, 48]), shares, shares, ends["winners"], 10
+    )
+    left, right = fig.axes
+    assert len(left.lines) == 2 * 4 + 1 and "6 trajectories" in left.get_title()
+    assert sum(b.get_height() for b in right.patches) == pytest.approx(1.0)
+    assert _legend_clear_of_axes(fig)
+
+
+# --- the depth chapter (helper H7) ---
+def _records_on(chain_seed: int, history_seed: int):
+    h = _history(history_seed)
+    return SimpleNamespace(history=h, spec=SimpleNamespace(chain={"seed": chain_seed}))
+
+
+def test_layers_counts_in_words():
+    assert plots.layers(1) == "1 layer" and plots.layers(4) == "4 layers"
+
+
+def test_depth_curves_keeps_the_legend_off_the_axes():
+    chain = binary(0.5, 0.8)
+    runs = {1: [_history(0), _history(1)], 2: [_history(2), _history(3)], 4: []}
+    fig = plots.depth_curves(runs, chain, title="Fig 1")
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts[:2] == [
+        "1 layer (mean of 2)",
+        "2 layers (mean of 2)",
+    ]  # no empty depth
+    fig.canvas.draw()
+    legend_box = ax.get_legend().get_window_extent()
+    assert legend_box.y1 <= ax.get_window_extent().y0  # below the axes, off the curves
+
+
+def test_higher_order_curves_one_panel_per_chain_and_a_note_when_missing():
+    chains = {0: lag_switching(2, 0.3, 0.6), 1: lag_switching(2, 0.6, 0.7)}
+    by_depth = {1: [_records_on(0, 1)], 2: [_records_on(0, 2)]}
+    fig = plots.higher_order_curves(by_depth, chains, steps=40)
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in axes] == [
+        "order-2 chain, seed 0",
+        "order-2 chain, seed 1",
+    ]
+    assert [t.get_text() for t in axes[1].texts] == ["not shipped yet"]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[:2] == ["1 layer", "2 layers"] and len(labels) == 5
+
+
+def test_lag_curves_and_window_shares_put_their_legends_below():
+    chain = lag_switching(2, 0.5, 0.8)
+    fig, axes = plt.subplots(1, 2)
+    plots.lag_curves(
+        {1: [_history(0)], 2: [_history(1)]}, [_history(2)], chain, 1, axes[0]
+    )
+    rec = lambda s: SimpleNamespace(share=s)  # noqa: E731
+    by_window = {0: [rec(0.0), rec(0.1)], 1: [rec(0.9), rec(1.0)], 2: [rec(0.5)]}
+    plots.window_shares(by_window, [rec(0.2)], 1, axes[1])
+    mean = next(ln for ln in axes[1].lines if ln.get_label() == "window w")
+    assert list(mean.get_ydata()) == pytest.approx([0.05, 0.95, 0.5])
+    fig.canvas.draw()
+    for ax in axes:
+        assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0
+    labels = [t.get_text() for t in axes[0].get_legend().get_texts()]
+    assert "window w = 1" in labels and any("best first-order" in t for t in labels)
+
+
+def test_attention_maps_title_each_model_with_its_loss():
+    w = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]
+    fig = plots.attention_maps(
+        {"full": w, "window": np.eye(4)}, {"full": 0.6, "window": 0.62}
+    )
+    titles = [ax.get_title() for ax in fig.axes[:2]]
+    assert titles == ["full\nfinal loss 0.6000", "window\nfinal loss 0.6200"]
+    assert fig.axes[-1].get_ylabel() == "attention weight"  # the colour bar
+
+
+# --- the trapped chapter (helper H7) ---
+def test_fig4_share_panels_frames_and_hides_unused_axes():
+    grid = [0.2, 0.5, 0.8]
+    maps = {
+        ("fp16, 400", "tied"): np.full((3, 3), 0.5),
+        ("fp16, 400", "untied"): np.ones((3, 3)),
+    }
+    fig = plots.fig4_share_panels(maps, {("fp16, 400", "tied"): [(0.8, 0.8)]}, grid)
+    shown = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert [ax.get_title() for ax in shown] == [
+        "tied, fp16, 400 iterations",
+        "untied, fp16, 400 iterations",
+    ]
+    assert len(shown[0].patches) == 1 and len(shown[1].patches) == 0  # one framed cell
+    assert sum(not ax.get_visible() for ax in fig.axes) == 2
+
+
+def test_plateau_lengths_marks_runs_that_never_escaped():
+    ends = {
+        "fp16, 400": pd.DataFrame(
+            {"above_line": [0.1, 0.3], "escape": [np.nan, 50.0], "steps": [400, 400]}
+        ),
+        "empty": pd.DataFrame(columns=["above_line", "escape", "steps"]),
+    }
+    ax = plots.plateau_lengths(ends)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["fp16, 400", "fp16, 400: never"]
+    never = ax.collections[1].get_offsets()
+    assert never.tolist() == [[0.1, 400.0]]  # at its last step
+
+
+# --- the multi_state and initialisation chapters (helper H7) ---
+def test_fig5_curves_puts_each_run_on_its_chain():
+    k = 5
+    run = lambda p, seed: SimpleNamespace(chain=symmetric(k, p), history=_history(seed))  # noqa: E731
+    runs = {"tied": [run(p, i) for i, p in enumerate((0.1, 0.3, 0.6, 0.9))]}
+    runs["untied"] = [run(p, 9) for p in (0.1, 0.3, 0.6, 0.9)]
+    fig = plots.fig5_curves(runs, k, (0.1, 0.3, 0.6, 0.9), "Fig. 5")
+    titles = [ax.get_title().split(":")[0] for ax in fig.axes]
+    assert titles == [
+        "k = 5, p = 0.1",
+        "k = 5, p = 0.3",
+        "k = 5, p = 0.6",
+        "k = 5, p = 0.9",
+    ]
+    assert f"{symmetric(5, 0.6).entropy_rate():.4f}" in fig.axes[2].get_title()
+    assert all(
+        ax.get_legend() is None for ax in fig.axes
+    )  # one legend, under the panels
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[0] == "tied (mean of 1)" or labels[0] == "tied"
+    tied = fig.axes[2].lines[0]  # p = 0.6: the tied run of seed 2 only
+    expected = _history(2).dropna(subset=["test_loss"])["test_loss"].to_numpy()
+    assert np.allclose(tied.get_ydata(), expected)
+
+
+def test_k_threshold_changes_sign_at_the_threshold():
+    fig = plots.k_threshold({2: 0.5, 3: 2 / 3, 5: 0.8}, n_dots=4)
+    left, right = fig.axes
+    k2 = next(ln for ln in left.lines if ln.get_label() == "k = 2")
+    x, y = k2.get_xdata(), k2.get_ydata()
+    assert np.all(y[x < 0.49] < 0) and np.all(y[x > 0.51] > 0)  # (k - 1)/k = 0.5
+    dots = right.lines[0]
+    assert list(dots.get_xdata()) == [2, 3, 5]
+
+
+def test_threshold_shares_one_colour_per_model_legend_below():
+    rec = lambda p, s: SimpleNamespace(spec=SimpleNamespace(chain={"p": p}), share=s)  # noqa: E731
+    records = {"theory": [rec(0.7, 1.0), rec(0.9, 0.0)], "gpt2": [rec(0.7, 0.95)]}
+    fig = plots.threshold_shares(records, 0.8, 5, 1000)
+    ax = fig.axes[0]
+    assert ax.get_title() == "k = 5: tied runs after 1000 steps"
+    theory = next(ln for ln in ax.lines if ln.get_label() == "theory, tied")
+    assert list(theory.get_xdata()) == [0.7, 0.9] and list(theory.get_ydata()) == [
+        1.0,
+        0.0,
+    ]
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0
+
+
+def test_portrait_pair_marks_starts_as_predicted_or_not():
+    starts = np.array([[0.5, -1.5], [1.0, 1.0]])  # (e0, w0)
+    path = np.stack([starts, starts * 0.9], axis=1)  # (N, K, 2)
+    gd = SimpleNamespace(path=path, found=np.array(["local", "global"]))
+    descent = {"this chain": gd, "mirror": gd}
+    predicted = {
+        "this chain": np.array(["local", "local"]),
+        "mirror": np.array(["local", "global"]),
+    }
+    chains = {"this chain": (0.5, 0.8), "mirror": (0.5, 0.2)}
+    fig = plots.portrait_pair(
+        chains, descent=descent, starts=starts, predicted=predicted
+    )
+    first, second = fig.axes[:2]
+    bad = next(ln for ln in first.lines if ln.get_label() == "start: not as predicted")
+    assert bad.get_xydata().tolist() == [[1.0, 1.0]]  # (w, e) of the second start
+    bad2 = next(
+        ln for ln in second.lines if ln.get_label() == "start: not as predicted"
+    )
+    assert len(bad2.get_xydata()) == 0
+    assert fig.legends and first.get_title() == "this chain: p + q = 1.30"

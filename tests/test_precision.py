@@ -9,7 +9,7 @@ import torch
 
 from markovlib.chains import binary
 from markovlib.model import TransformerConfig
-from markovlib.sweep import grid
+from markovlib.runs.spec import grid
 from markovlib.train import LOSS_SCALE, Execution, train, train_many
 
 KW = dict(steps=12, batch_size=4, seq_len=64, eval_every=4, eval_batches=1)
@@ -101,8 +101,8 @@ def test_precision_is_part_of_the_key_and_ensembles_match_single_runs():
 
 
 def _trapped_run():
-    from markovlib.experiments import paper_edition
-    from markovlib.shipped import ShippedData, default_data_dir
+    from markovlib.runs.experiments import paper_edition
+    from markovlib.runs.shipped import ShippedData, default_data_dir
 
     directory = default_data_dir()
     if directory is None:

@@ -151,10 +151,63 @@ def test_binder_installs_cpu_torch_and_markovlib():
     assert not (ROOT / "postBuild").exists() and not (ROOT / "environment.yml").exists()
 
 
-def test_config_names_the_library_repository():
+def _sphinx_fixes():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import sphinx_fixes
+    finally:
+        sys.path.pop(0)
+    return sphinx_fixes
+
+
+def test_the_repository_url_is_named_in_one_place():
+    url = f"https://github.com/{book.REPOSITORY}"
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'Repository = "{url}"' in pyproject
+    assert book.install_requirement() == f"markovlib @ git+{url}@{book.BRANCH}"
+    tracked = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True
+    ).stdout.split()
+    naming = [
+        name
+        for name in tracked
+        if not name.endswith(".ipynb")  # their install cell: tools/notebooks.py furnish
+        and (ROOT / name).is_file()
+        and book.REPOSITORY in (ROOT / name).read_text(errors="replace")
+    ]
+    assert naming == ["pyproject.toml"], naming
+    # the book's buttons and footer read it from there
+    config = types.SimpleNamespace(html_theme_options={})
+    _sphinx_fixes().repository_buttons(None, config)
+    options = config.html_theme_options
+    assert options["repository_url"] == url and options["use_repository_button"]
+    assert f"{url}/blob/main/LICENSE" in options["extra_footer"]
+    assert "MIT licence" in options["extra_footer"]
+
+
+def test_bibliography_labels_are_the_texts_author_year():
+    from pybtex.database import parse_file
+
+    fixes = _sphinx_fixes()
+    entries = parse_file(str(ROOT / "book" / "references.bib")).entries
+    labels = dict(
+        zip(entries, fixes.AuthorYearLabels().format_labels(entries.values()))
+    )
+    assert labels["makkuva2025attention"] == "Makkuva et al., 2025"
+    assert labels["cover2006elements"] == "Cover and Thomas, 2006"
+    twice = [entries["levin2017markov"], entries["levin2017markov"]]
+    assert list(fixes.AuthorYearLabels().format_labels(twice)) == [
+        "Levin and Peres, 2017a",
+        "Levin and Peres, 2017b",
+    ]
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+    assert config["bibtex_reference_style"] == "author_year"
+    assert config["bibtex_default_style"] == "authoryear"
+
+
+def test_config_names_the_launch_services():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    assert config["repository"]["url"] == f"https://github.com/{book.REPOSITORY}"
-    assert config["repository"]["branch"] == book.BRANCH
+    assert "repository" not in config  # tools/sphinx_fixes.py reads pyproject.toml
     assert config["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
     assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
     assert "sphinx-mathjax-offline" in config["sphinx"]["extra_extensions"]
@@ -265,7 +318,7 @@ def test_rerun_box_round_trips_the_parameters():
         and "scale used: `cpu`" in md
     )
     assert (
-        "https://mybinder.org/v2/gh/markovlib/attention-with-markov/main"
+        f"https://mybinder.org/v2/gh/{book.REPOSITORY}/main"
         "?urlpath=tree/book/saddles.ipynb" == book.binder_url("saddles")
     )
     html = box._repr_html_()
@@ -337,11 +390,7 @@ def test_build_info_reads_the_machine(monkeypatch):
 def test_sphinx_fixes_drops_repeated_scripts_in_place():
     from sphinx.builders.html._assets import _JavaScript
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import sphinx_fixes
-    finally:
-        sys.path.pop(0)
+    sphinx_fixes = _sphinx_fixes()
     files = [
         _JavaScript("a.js"),
         _JavaScript(None, body="const X = 1"),
@@ -496,3 +545,92 @@ def test_reproducibility_page_helpers():
     assert text.startswith("Built **2026-01-01 00:00 UTC** from commit `abc1234`")
     assert f"https://github.com/{book.REPOSITORY}" in text
     assert text.endswith('so `scale = "auto"` ran as **`smoke`**.')
+
+
+def test_build_checks_fail_on_a_broken_build():
+    import pandas as pd
+
+    info = {"versions": {"markovlib": "1.0", "torch": "2.0"}}
+    defaults = {f"ch{i}": {"seed": 0, "scale": "auto"} for i in range(6)}
+    progress = pd.DataFrame({"runs": [3] * 21, "shipped": [3] * 21})
+    assert all(book.build_checks(info, defaults, progress).values())
+    broken = {
+        "markovlib and torch installed": (
+            {"versions": {"markovlib": "not installed", "torch": "2.0"}},
+            defaults,
+            progress,
+        ),
+        "every chapter takes seed, scale auto": (
+            info,
+            {**defaults, "ch0": {"seed": 0, "scale": "cpu"}},
+            progress,
+        ),
+        "edition progress": (info, defaults, progress.assign(shipped=4)),
+    }
+    for name, args in broken.items():
+        checks = book.build_checks(*args)
+        assert [k for k, ok in checks.items() if not ok] == [name]
+
+
+def _lowest_python(specifiers) -> str:
+    """The lowest Python 3.x.y that satisfies every specifier (a Requires-Python)."""
+    from packaging.specifiers import SpecifierSet
+
+    sets = [SpecifierSet(s) for s in specifiers if s]
+    versions = (f"3.{m}.{p}" for m in range(6, 20) for p in range(20))
+    return next(v for v in versions if all(v in s for s in sets))
+
+
+def test_the_python_version_is_the_one_the_pins_need():
+    """requires-python and the README's "Python ≥ 3.x" are the lowest Python that every
+    pin of requirements.txt installs on (their Requires-Python)."""
+    import tomllib
+    from importlib.metadata import metadata
+
+    pins = [
+        line.split("==")[0]
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if "==" in line
+    ]
+    needed = _lowest_python(metadata(name).get("Requires-Python") for name in pins)
+    # numpy 2.4, pandas 3.1, scipy 1.17, matplotlib 3.11 need 3.11; soupsieve 3.11.5
+    assert needed == "3.11.5"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    # the library's own ranges need the minor version; the book's pins the patch
+    assert project["requires-python"] == ">=3.11"
+    readme = (ROOT / "README.md").read_text()
+    assert f"Python ≥ {needed}" in readme and "Python ≥ 3.10" not in readme
+    assert "make install" in readme.split("\n## ", 1)[0]  # documented with the two
+
+
+def test_the_readme_is_short_and_the_history_is_on_a_page():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    assert "book/making_of.md" in readme
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    assert "book/making_of" in files and (ROOT / "book" / "making_of.md").is_file()
+
+
+def test_citation_file_cites_the_book_and_the_paper():
+    import tomllib
+
+    from pybtex.database import parse_file
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert cff["cff-version"] == "1.2.0" and cff["type"] == "software"
+    assert {"message", "title", "authors"} <= set(cff)
+    assert cff["version"] == project["version"] and cff["license"] == project["license"]
+    paper = parse_file(str(ROOT / "book" / "references.bib")).entries[
+        "makkuva2025attention"
+    ]
+    [reference] = cff["references"]
+    assert reference["title"] == paper.fields["title"].replace("{", "").replace("}", "")
+    assert [a["family-names"] for a in reference["authors"]] == [
+        "".join(p.last_names) for p in paper.persons["author"]
+    ]
+    assert reference["year"] == int(paper.fields["year"])
+    for page in ("README.md", "book/intro.md"):
+        text = (ROOT / page).read_text()
+        assert "## Cite this book" in text and "CITATION.cff" in text, page

@@ -4,6 +4,7 @@ loses nothing and stores nothing twice."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -18,13 +19,20 @@ import tempfile
 import threading
 import time
 
+import numpy as np
+import pandas as pd
 import psutil
 import pytest
 import torch
 
 from markovlib.cli import main
-from markovlib.executors import ClusterUnreachable, _probe
-from markovlib.sweep import ResultStore, grid, sweep
+from markovlib.runs.edition import produce
+from markovlib.runs.executors import ClusterUnreachable, _probe
+from markovlib.runs.export import export
+from markovlib.runs.spec import grid
+from markovlib.runs.store import ResultStore
+from markovlib.runs.sweep import sweep
+from markovlib.runs.verify import VerificationError, verify
 
 ray = pytest.importorskip("ray")
 
@@ -153,7 +161,8 @@ def _counting_puts(store: ResultStore) -> list[str]:
 
 def test_importing_markovlib_does_not_import_ray():
     code = (
-        "import sys, markovlib, markovlib.sweep, markovlib.executors, markovlib.cli; "
+        "import sys, markovlib, markovlib.runs.sweep, markovlib.runs.executors, "
+        "markovlib.cli; "
         "print('ray' in sys.modules)"
     )
     out = subprocess.run(
@@ -349,3 +358,50 @@ def test_bad_executor_arguments_exit_2(args, argument, capsys, tmp_path):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"argument {argument}" in err, err
     assert not (tmp_path / "runs.sqlite").exists()
+
+
+def test_verify_sample_all_retrains_every_run_through_ray(
+    cluster, tmp_path, monkeypatch
+):
+    """`verify --sample all` on a small edition of three groups (two ensembles of two
+    and a single run) exported here: every run re-trained in a Ray task of the local
+    head (the driver cannot train: its train_specs raises) and judged bit for bit."""
+    small = dict(steps=60, batch_size=4, seq_len=32, eval_every=10, eval_batches=4)
+    specs = grid(
+        [0.3],
+        [0.4],
+        tied=[True, False],
+        seeds=[0, 1],
+        config_kwargs=dict(max_len=32),
+        **small,
+    )
+    single = grid([0.6], [0.3], seeds=[2], config_kwargs=dict(max_len=32), **small)
+    groups = [("tied", specs[:2]), ("untied", specs[2:]), ("single", single[:1])]
+    threads = torch.get_num_threads()
+    try:
+        produce(groups, tmp_path / "store", threads=1, log=lambda *a, **k: None)
+    finally:
+        torch.set_num_threads(threads)
+    export(groups, ResultStore(tmp_path / "store"), tmp_path / "data", log=print)
+    assert len(pd.read_parquet(tmp_path / "data" / "single-001.parquet")) == 1
+
+    def no_training_here(*args, **kwargs):
+        raise AssertionError("the driver trained")
+
+    monkeypatch.setattr("markovlib.runs.executors.train_specs", no_training_here)
+    lines = []
+    run = dict(edition=groups, executor="ray", log=lines.append)
+    assert verify(tmp_path / "data", sample="all", **run) == 5
+    assert any("re-training 5 of 5 runs in 3 training(s)" in line for line in lines)
+    judged = [line for line in lines if "reproduced" in line]
+    assert len(judged) == 5 and all("bit for bit" in line for line in judged), lines
+    frame = pd.read_parquet(tmp_path / "data" / "single-001.parquet")
+    frame.at[0, "train_loss"] = np.asarray(frame.at[0, "train_loss"]) + 1e-7
+    frame.to_parquet(tmp_path / "data" / "single-001.parquet", index=False)
+    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
+    for f in manifest["files"]:  # re-hashed: a careful tamperer
+        raw = (tmp_path / "data" / f["name"]).read_bytes()
+        f["sha256"], f["bytes"] = hashlib.sha256(raw).hexdigest(), len(raw)
+    (tmp_path / "data" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(VerificationError, match="train_loss differs first at step 1"):
+        verify(tmp_path / "data", sample="all", quick=True, **run)

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from markovlib.sweep import ResultStore, StoreError, grid, sweep
+from markovlib.runs.spec import grid
+from markovlib.runs.store import ResultStore, StoreError
+from markovlib.runs.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--steps", "3", "--batch-size", "2", "--seq-len", "8", "--scale", "smoke"]
@@ -150,8 +152,9 @@ def test_one_changed_digit_of_a_stored_metric_fails_every_read(tmp_path):
 
 
 def test_a_diverged_run_is_reported_as_diverged_not_as_a_loss():
-    """Issue 31: with lr 1e6 (the largest the CLI accepts) the loss is NaN by step 3; the CLI
-    says so in one line and exits 1, and the run's final loss is NaN (never the step-0 loss)."""
+    """Issue 31: with lr 1e6 (the largest the CLI accepts) the loss is NaN by step 3;
+    the CLI says so in one line and exits 1, and the run's final loss is NaN (never the
+    step-0 loss)."""
     out = cli("train", "--p", "0.5", "--q", "0.8", "--lr", "1e6", *TINY)
     line = _one_line(out.stderr)
     assert out.returncode == 1 and out.stdout.strip() == "", out.stdout
@@ -231,7 +234,9 @@ def test_a_bad_row_names_its_key(tmp_path):
     con.execute("UPDATE runs SET metrics = ? WHERE key = ?", ("{not json", key))
     con.commit()
     con.close()
-    with pytest.raises(StoreError, match=f"run {key} is damaged .*DELETE FROM runs WHERE key = '{key}'"):
+    with pytest.raises(
+        StoreError, match=f"run {key} is damaged .*DELETE FROM runs WHERE key = '{key}'"
+    ):
         ResultStore(tmp_path).frame()
 
 
@@ -355,30 +360,85 @@ def test_kill_9_mid_sweep_keeps_the_store_whole(tmp_path):
     assert f"12 runs in {store.path} ({12 - before} new)" in again.stdout
 
 
-def test_a_read_only_results_folder_is_one_clear_line(tmp_path):
+def _listing(folder: Path) -> dict:
+    """Name -> (mode, bytes) of every file in ``folder``."""
+    return {
+        p.name: (p.stat().st_mode & 0o777, p.read_bytes())
+        for p in sorted(folder.iterdir())
+    }
+
+
+@pytest.mark.parametrize(
+    "read_only,says",
+    [
+        ("", "the result store folder {results} is not writable"),
+        ("runs.sqlite", "the result store file {path} is read-only (mode 444)"),
+        # what a reader that could not write left behind (issue 31)
+        ("runs.sqlite-wal", "the result store file {path} is read-only (mode 444)"),
+    ],
+)
+def test_a_read_only_store_is_refused_before_training(tmp_path, read_only, says):
+    """Issue 31: a read-only runs.sqlite (or -wal, or folder) was found only when the
+    trained runs were written. The mode is what counts, also for root (whom
+    permissions do not stop): refused before training, naming the path."""
     results = tmp_path / "results"
-    results.mkdir()
-    os.chmod(results, 0o555)
-    if os.access(
-        results, os.W_OK
-    ):  # root writes through permissions: use a read-only mount instead
-        results = next(
-            (
-                Path(d)
-                for d in ("/proc/sys/kernel", "/sys/kernel")
-                if Path(d).is_dir() and not os.access(d, os.W_OK)
-            ),
-            None,
-        )
-        if results is None:
-            pytest.skip("running as root with no read-only folder to point at")
-    out = cli("sweep", "--p", "0.3", "--q", "0.4", "--results", str(results), *TINY)
+    ResultStore(results)  # a healthy, empty store
+    if read_only:
+        (results / read_only).touch()
+    path = results / read_only
+    os.chmod(path, 0o555 if path == results else 0o444)
+    before = _listing(results)
+    start = time.perf_counter()
+    out = cli("sweep", *CHAIN, "--results", str(results), *TINY, env=_env())
     line = _one_line(out.stderr)
-    assert (
-        out.returncode == 1
-        and f"the result store folder {results} is not writable" in line
-    )
-    assert not (results / "runs.sqlite").exists()
+    assert out.returncode == 1 and out.stdout == "", out.stdout
+    assert says.format(results=results, path=path) in line, line
+    assert time.perf_counter() - start < 60  # refused before any training
+    assert _listing(results) == before  # nothing written, created or changed
+    os.chmod(path, 0o755 if path == results else 0o644)
+    assert len(ResultStore(results)) == 0
+
+
+@pytest.mark.parametrize("mode", [0o444, 0o555])
+def test_reading_a_read_only_store_leaves_nothing_behind(tmp_path, mode):
+    """Issue 31: a read-only open left read-only -wal/-shm files, and the next sweep
+    trained and then died on them. `edition status` and `export` only read: opened
+    read-only (mode 444 file or 555 folder), they list the runs and leave no file."""
+    results = tmp_path / "results"
+    store = _filled_store(results, 1)
+    target = store.path if mode == 0o444 else results
+    os.chmod(target, mode)
+    before = _listing(results)
+    out = cli("edition", "status", "--results", str(results), env=_env(), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "0.00 h of training in the local store" in out.stdout
+    assert _listing(results) == before and sorted(tmp_path.iterdir()) == [results]
+    os.chmod(target, 0o644 if mode == 0o444 else 0o755)
+    args = ["--seeds", "2", "--tied", "tied", "--results", str(results), *TINY]
+    again = cli("sweep", *CHAIN, *args, env=_env())  # writes where a reader was
+    assert again.returncode == 0, again.stderr
+    assert f"2 runs in {store.path} (2 new)" in again.stdout
+
+
+def test_a_store_with_mode_000_is_unreadable_not_damaged(tmp_path):
+    """Issue 31: a store chmod-ed 000 was called 'damaged ... move it aside'; it is
+    intact: the message says it cannot be read, for writing and reading commands."""
+    store = _filled_store(tmp_path / "results", 1)
+    raw = store.path.read_bytes()
+    os.chmod(store.path, 0o000)
+    for args in (
+        ["sweep", *CHAIN, *TINY, "--results", str(store.directory)],
+        ["edition", "status", "--results", str(store.directory)],
+    ):
+        out = cli(*args, env=_env())
+        line = _one_line(out.stderr)
+        assert out.returncode == 1 and out.stdout == "", out.stdout
+        assert f"{store.path} cannot be read (permission denied: mode 000)" in line
+        assert "the store is not damaged" in line and "move it aside" not in line
+    os.chmod(store.path, 0o644)
+    assert store.path.read_bytes() == raw and sorted(
+        p.name for p in store.directory.iterdir()
+    ) == ["runs.sqlite"]
 
 
 # ---------------------------------------------------------------- what a user types
@@ -510,12 +570,100 @@ def test_papermill_rejects_a_bad_seed_before_any_work(tmp_path, seed):
             progress_bar=False,
             kernel_name="python3",
         )
-    assert err.value.ename == "ValueError" and err.value.evalue.startswith(
-        "seed must be an integer >= 0"
-    )
+    assert err.value.ename == "ChapterParameterError"
+    assert err.value.evalue.startswith("seed must be an integer >= 0")
+    assert err.value.traceback == [f"ChapterParameterError: {err.value.evalue}"]
     assert (
         "check_chapter_parameters(" in err.value.source
     )  # the chapter's first cell of its own code
+
+
+def _parameter_check(chapter: str, out: Path) -> Path:
+    """``book/<chapter>.ipynb`` cut to its parameters cell and its own call of
+    check_chapter_parameters (the cells before it only import)."""
+    import ast
+
+    import nbformat
+
+    nb = nbformat.read(ROOT / "book" / f"{chapter}.ipynb", as_version=4)
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    check = next(c for c in nb.cells if "check_chapter_parameters(" in c.source)
+    call = next(
+        n
+        for n in ast.parse(check.source).body
+        if isinstance(n, ast.Expr) and "check_chapter" in ast.unparse(n)
+    )
+    nb.cells = [
+        *params,
+        nbformat.v4.new_code_cell(
+            "from markovlib.book import check_chapter_parameters\n"
+            + ast.get_source_segment(check.source, call)
+        ),
+    ]
+    nbformat.write(nb, out)
+    return out
+
+
+# the issue's cases: (chapter, name, value as typed after -p, the sentence)
+PAPERMILL_CASES = [
+    ("framework", "p", "1.5", "p must be a number in [0, 1]; got 1.5"),
+    ("global_minimum", "p", "abc", "p must be a number in (0, 1); got 'abc'"),
+    ("saddles", "q", "0", "q must be a number in (0, 1); got 0"),
+    ("trapped", "seed", "-1", "seed must be an integer >= 0; got -1"),
+    (
+        "depth",
+        "scale",
+        "bogus",
+        "scale must be one of 'auto', 'smoke', 'cpu', 'paper'; got 'bogus'",
+    ),
+    ("multi_state", "k", "1", "k must be an integer in [2, 12]; got 1"),
+    ("framework", "k", "4.5", "k must be an integer in [2, 12]; got 4.5"),
+    (
+        "ccmc",
+        "prompt_len",
+        "3",
+        "prompt_len must be an integer in [8, 256] (section 3's prompt holds every "
+        "token); got 3",
+    ),
+    (
+        "bad_local_minima",
+        "pp",
+        "0.3",
+        "bad_local_minima has no parameter 'pp' (given to papermill); its parameters "
+        "are p, q, preset, noise, seed, scale",
+    ),
+]
+
+
+def test_papermill_parameters_are_one_sentence_and_unknown_ones_refused(tmp_path):
+    """Issue 31: every bad `papermill -p` value printed two tracebacks (55-60 lines)
+    and `-p pp 0.3` ran the defaults and exited 0. Each chapter's own check (its
+    parameters cell and call, run by the papermill command) now stops the kernel with
+    the sentence alone: the kernel's part of papermill's report is that one line,
+    and papermill exits 1. (Papermill itself still prints its own stack above it.)"""
+    procs = []
+    for i, (chapter, name, value, _) in enumerate(PAPERMILL_CASES):
+        source = _parameter_check(chapter, tmp_path / f"{i}-{chapter}.ipynb")
+        procs.append(
+            subprocess.Popen(
+                [str(Path(sys.executable).with_name("papermill")), str(source)]
+                + [str(tmp_path / f"{i}-out.ipynb"), "-p", name, value]
+                + ["--no-progress-bar", "--start-timeout", "300"],  # 9 kernels at once
+                env=_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=tmp_path,
+            )
+        )
+    for proc, (*_, sentence) in zip(procs, PAPERMILL_CASES):
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 1, err
+        kernel = err.split('Exception encountered at "In [')[1].splitlines()[1:]
+        assert [ln for ln in kernel if ln.strip()] == [
+            f"ChapterParameterError: {sentence}"
+        ], err
+        assert err.count("Traceback") == 1  # papermill's own; the kernel shows none
 
 
 # ------------------------------------------------ what a user types: one line, exit 2
@@ -680,7 +828,7 @@ def _insert_run(directory: Path, spec, *, weights: bytes, seconds: float = 1.0) 
     as in rows of older versions), with the given weights blob; its key."""
     import pandas as pd
 
-    from markovlib.sweep import history_json
+    from markovlib.runs.store import history_json
 
     history = pd.DataFrame(
         {"step": [0], "lr": [0.0], "train_loss": [0.7], "test_loss": [0.7]}
@@ -741,7 +889,7 @@ def test_unreadable_weights_name_the_run_and_its_row(tmp_path, kind):
 def test_a_bad_pickle_in_the_store_is_one_line_in_the_cli(tmp_path):
     """`edition export` reads every finished run's weights: a blob that unpickles to
     something else is one line naming the run, exit 1, and nothing is exported."""
-    from markovlib.experiments import paper_edition
+    from markovlib.runs.experiments import paper_edition
 
     spec = paper_edition()[0][1][0]
     key = _insert_run(tmp_path / "store", spec, weights=_blob("an object"))
@@ -919,6 +1067,7 @@ def fake_clone(tmp_path):
         **READERS,
         "_config.yml": 'title: Fake\nexecute:\n  execute_notebooks: "off"\n',
         "tools/sphinx_fixes.py": "",
+        "pyproject.toml": "",  # `book` copies it (the repository's URL is read there)
         "_static/site.css": "",
     }.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -993,6 +1142,83 @@ def test_book_rebuilds_an_earlier_edition_and_locks_it(tmp_path, fake_clone):
     assert '"p": 0.6' in marker.read_text()  # the build in progress keeps its marker
 
 
+def test_book_in_a_read_only_folder_is_one_line(tmp_path):
+    """Issue 31: `book --out` in a read-only folder was a traceback (and root wrote
+    through the mode): refused before anything is written."""
+    parent = tmp_path / "read-only"
+    parent.mkdir()
+    os.chmod(parent, 0o555)
+    out = cli("book", *CHAIN, "--out", str(parent / "mine"), env=_env(), timeout=120)
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert _one_line(out.stderr) == (
+        f"markovlib book: error: argument --out: {parent} is not writable (permission "
+        "denied, mode 555); give a folder you can write"
+    )
+    assert list(parent.iterdir()) == []
+
+
+def test_book_on_a_full_disk_is_one_line_naming_it(small_disk, fake_clone):
+    """Issue 31: `book --out` on a full disk was a traceback."""
+    _fill(small_disk / "filler")
+    target = small_disk / "mine"
+    args = ["book", "--source", str(fake_clone), *CHAIN, "--out", str(target)]
+    out = cli(*args, env=_env(), timeout=300)
+    line = _one_line(out.stderr)
+    assert out.returncode == 1 and line.startswith(
+        "markovlib book: error: No space left on device: "
+    ), line
+    assert str(target) in line
+
+
+def _interrupted(args: list, ready: str, **kw) -> tuple[int, str, str]:
+    """The CLI with ``args`` in a session of its own, sent Ctrl-C (SIGINT to its whole
+    process group, as a terminal does) 3 s after ``ready`` shows on its stdout;
+    (exit status, stdout, stderr)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "markovlib", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kw,
+    )
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if ready in line:
+            break
+    assert ready in "".join(seen), proc.communicate(timeout=60)
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, "".join(seen) + out, err
+
+
+def test_ctrl_c_in_verify_is_one_line_and_exit_130(tmp_path):
+    """Issue 31: Ctrl-C in `verify` printed 57 lines; interrupted while re-training."""
+    path, _ = _one_run_data(tmp_path / "data", lambda row: row)
+    args = ["verify", "--data", str(path.parent), "--sample", "1", "--seed", "0"]
+    code, _, err = _interrupted(args, "manifest:", env=_env(PYTHONUNBUFFERED="1"))
+    assert code == 130 and "interrupted" in _one_line(err), err
+
+
+def test_ctrl_c_in_book_is_one_line_and_exit_130(tmp_path, fake_clone):
+    """Issue 31: Ctrl-C in `book` printed 75 lines and 3 tracebacks; interrupted while
+    a chapter runs (its kernel gets the Ctrl-C too)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import time\ntime.sleep(300)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, fake_clone / "book" / "slow.ipynb")
+    args = ["book", "--source", str(fake_clone), *CHAIN, "--out", str(tmp_path / "b")]
+    code, _, err = _interrupted(args, "executing slow.ipynb", env=_env())
+    assert code == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith(
+        "markovlib book: interrupted"
+    ), err
+
+
 # --------------------------------------------------------- edition commands, anywhere
 def _fake_repository(root: Path) -> Path:
     """A folder holding data/paper with an empty manifest."""
@@ -1004,7 +1230,7 @@ def _fake_repository(root: Path) -> Path:
 
 
 def test_edition_status_finds_the_data_above_and_creates_nothing(tmp_path):
-    from markovlib.experiments import paper_edition
+    from markovlib.runs.experiments import paper_edition
 
     repo = _fake_repository(tmp_path / "repo")
     total = sum(len(specs) for _, specs in paper_edition())
@@ -1040,3 +1266,132 @@ def test_edition_export_finds_the_data_above_or_says_so(tmp_path):
         "manifest.json here or above; give --data DIR"
     )
     assert not any(elsewhere.iterdir())
+
+
+# ------------------------------------------------------- a file where a folder belongs
+@pytest.mark.parametrize(
+    "args,env,says",
+    [
+        (["edition", "status", "--results", "{f}"], {}, "argument --results: {f}"),
+        (["edition", "produce", "--results", "{f}"], {}, "argument --results: {f}"),
+        (["sweep", *CHAIN, *TINY, "--results", "{f}"], {}, "store folder {f}"),
+        (["scorecard", "--data", "{f}"], {}, "argument --data: {f}"),
+        (["edition", "export", "--data", "{f}"], {}, "argument --data: {f}"),
+        (["verify", "--data", "{f}"], {}, "argument --data: {f}"),
+        (["scorecard"], {"MARKOVLIB_DATA": "{f}"}, "variable MARKOVLIB_DATA: {f}"),
+        (["verify"], {"MARKOVLIB_DATA": "{f}"}, "variable MARKOVLIB_DATA: {f}"),
+        (["edition", "status"], {"MARKOVLIB_DATA": "{f}"}, "MARKOVLIB_DATA: {f}"),
+    ],
+)
+def test_a_file_where_a_folder_belongs_is_one_line(tmp_path, args, env, says):
+    """Issue 31: `scorecard --data FILE` and `edition export --data FILE` were
+    tracebacks, `edition status --results FILE` ignored the file."""
+    mine = tmp_path / "mine.txt"
+    mine.write_text("my own file")
+    fill = {k: v.format(f=mine) for k, v in env.items()}
+    out = cli(*(a.format(f=mine) for a in args), env=_env(**fill), cwd=tmp_path)
+    line = _one_line(out.stderr)
+    assert out.returncode in (1, 2) and out.stdout == "", out.stdout
+    assert says.format(f=mine) in line and "is a file, not a folder" in line, line
+    assert mine.read_text() == "my own file" and list(tmp_path.iterdir()) == [mine]
+
+
+def test_a_chapter_on_a_file_for_a_folder_says_so_in_one_line(tmp_path):
+    """Issue 31: MARKOVLIB_RESULTS or MARKOVLIB_DATA naming a file made a chapter fail
+    with 70-91 lines of chained tracebacks; now the kernel shows one line naming it."""
+    mine = tmp_path / "mine.txt"
+    mine.write_text("my own file")
+    procs = {
+        variable: subprocess.Popen(
+            [str(Path(sys.executable).with_name("papermill")), "--no-progress-bar"]
+            + [
+                str(ROOT / "book" / "global_minimum.ipynb"),
+                str(tmp_path / f"{i}.ipynb"),
+            ]
+            + ["--cwd", str(ROOT / "book")],
+            env=_env(MARKOVLIB_SCALE="smoke", **{variable: str(mine)}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, variable in enumerate(("MARKOVLIB_RESULTS", "MARKOVLIB_DATA"))
+    }
+    said = {
+        "MARKOVLIB_RESULTS": f"StoreError: the result store folder {mine} is a file",
+        "MARKOVLIB_DATA": f"ShippedDataError: the shipped data folder {mine} is a file",
+    }
+    for variable, proc in procs.items():
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 1, err
+        kernel = err.split('Exception encountered at "In [')[1].splitlines()[1:]
+        (line,) = [ln for ln in kernel if ln.strip()]  # the kernel's part: one line
+        assert line.startswith(f"{said[variable]}, not a folder"), err
+    assert mine.read_text() == "my own file"
+
+
+# -------------------------------------------------- shipped runs a reader cannot use
+def _one_run_data(directory: Path, change) -> tuple[Path, str]:
+    """A data folder holding the smallest shipped file, its first run changed by
+    ``change(row)`` and the manifest re-hashed; (the file, the run's key)."""
+    import hashlib
+
+    import pandas as pd
+
+    manifest = json.loads((ROOT / "data" / "paper" / "manifest.json").read_text())
+    entry = min(manifest["files"], key=lambda f: f["bytes"])
+    rows = pd.read_parquet(ROOT / "data" / "paper" / entry["name"]).to_dict("records")
+    rows[0] = change(dict(rows[0]))
+    directory.mkdir(parents=True)
+    path = directory / entry["name"]
+    pd.DataFrame(rows).to_parquet(path)
+    data = path.read_bytes()
+    entry = {**entry, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    (directory / "manifest.json").write_text(
+        json.dumps({"format": manifest["format"], "files": [entry]})
+    )
+    return path, rows[0]["key"]
+
+
+def _threads_zero(row):
+    prov = json.loads(row["provenance"])
+    row["provenance"] = json.dumps({**prov, "threads": 0}, sort_keys=True)
+    return row
+
+
+def _empty_arrays(row):
+    import numpy as np
+
+    for column in ("history_step", "lr", "train_loss", "test_loss"):
+        row[column] = np.array([], dtype=row[column].dtype)
+    row["weights"] = row["checkpoint"] = b""
+    return row
+
+
+@pytest.mark.parametrize(
+    "change,says",
+    [
+        (_threads_zero, "provenance.threads 0 is not an integer >= 1"),
+        (_empty_arrays, "history_step holds 0 steps"),
+    ],
+)
+def test_a_shipped_run_no_one_can_use_is_one_line_naming_it(tmp_path, change, says):
+    """Issue 31: a shipped run whose provenance says `threads: 0`, and a file whose
+    array columns are empty ('cannot reshape array of size 0'), were tracebacks:
+    verify names the run and the file, before any re-training."""
+    path, key = _one_run_data(tmp_path / "data", change)
+    out = cli("verify", "--data", str(path.parent), "--sample", "1", env=_env())
+    line = _one_line(out.stderr)
+    assert out.returncode == 1 and line.startswith("markovlib verify: FAILED: "), line
+    assert f"run {key} in {path.name}" in line and says in line, line
+
+
+def test_a_chapter_reading_a_run_with_empty_arrays_gets_one_line(tmp_path):
+    """What a chapter reads (ShippedData.record) of such a run: an error naming the
+    run and its file, shown by IPython as that one line."""
+    from markovlib.runs.shipped import ShippedData, ShippedDataError
+
+    path, key = _one_run_data(tmp_path / "data", _empty_arrays)
+    with pytest.raises(ShippedDataError) as err:
+        ShippedData(path.parent).record(key)
+    assert str(err.value).startswith(f"run {key} in {path} is damaged (its weights ")
+    assert err.value._render_traceback_() == [f"ShippedDataError: {err.value}"]

@@ -121,7 +121,7 @@ def _shipped_rows() -> dict:
 def _independent_trapped(group: str) -> tuple[int, int]:
     """(runs, runs at θ_π) of a shipped group counted straight from the stored learnt
     kernels: r = (P̂(1|0) − P̂(1|1)) / (p + q − 1) below 0.1, over cells off the line."""
-    from markovlib.experiments import paper_edition
+    from markovlib.runs.experiments import paper_edition
 
     rows = _shipped_rows()
     n = t = 0
@@ -158,3 +158,24 @@ def test_every_claim_is_recorded_by_its_chapter_and_links_to_a_target(c):
     assert "record(" in code and f'"{c.id}"' in code, c.id
     everything = json.dumps(nb)
     assert c.target in everything, f"{c.target} is not defined in {c.chapter}"
+
+
+def test_record_measures_marks_missing_runs_not_tested():
+    from markovlib.measures import Measure
+
+    S = resolve("paper")
+    verdicts = scorecard.record_measures(
+        {
+            "fig3c": Measure("x", True),
+            "trap_models": None,
+            "fig3a_fp32": Measure("y", False),
+        },
+        S,
+    )
+    assert verdicts == {
+        "fig3c": scorecard.REPRODUCED,
+        "trap_models": scorecard.NOT_TESTED,
+        "fig3a_fp32": scorecard.DIFFERS,
+    }
+    off = scorecard.record_measures({"fig3c": None}, S, applicable=False)
+    assert off == {"fig3c": scorecard.NOT_APPLICABLE}

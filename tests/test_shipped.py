@@ -14,16 +14,13 @@ import pandas as pd
 import pytest
 import torch
 
-from markovlib.edition import produce
-from markovlib.shipped import (
-    ShippedData,
-    ShippedDataError,
-    VerificationError,
-    export,
-    thin_history,
-    verify,
-)
-from markovlib.sweep import ResultStore, grid, sweep_results
+from markovlib.runs.edition import produce
+from markovlib.runs.export import export
+from markovlib.runs.shipped import ShippedData, ShippedDataError, thin_history
+from markovlib.runs.spec import grid
+from markovlib.runs.store import ResultStore
+from markovlib.runs.sweep import sweep_results
+from markovlib.runs.verify import VerificationError, verify
 
 # 16 test paths per evaluation: enough for verify to estimate the sampling noise
 SMALL = dict(steps=60, batch_size=4, seq_len=32, eval_every=10, eval_batches=4)
@@ -226,7 +223,8 @@ def _verify_cli(*args):
     :func:`_groups`."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); import test_shipped; "
-        "import markovlib.experiments as e; e.paper_edition = test_shipped._groups; "
+        "import markovlib.runs.experiments as e; "
+        "e.paper_edition = test_shipped._groups; "
         "from markovlib.cli import main; sys.exit(main(sys.argv[2:]))"
     )
     here = str(Path(__file__).parent)
@@ -243,6 +241,13 @@ def test_verify_cli_exit_codes(edition, tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert "verified: 2 of 2 runs reproduced" in ok.stdout  # the drawn run's ensemble
     assert "sample seed" in ok.stdout
+    every = _verify_cli("--data", str(root / "data"), "--sample", "all", "--quick")
+    assert every.returncode == 0, every.stderr
+    assert (
+        "re-training 4 of 4 runs to their checkpoint in 2 training(s)" in every.stdout
+    )
+    assert "verified: 4 of 4 runs reproduced" in every.stdout
+    assert _verify_cli("--sample", "some").returncode == 2
     bad = _verify_cli("--data", str(tmp_path / "nowhere"))
     assert bad.returncode == 2 and "--data" in bad.stderr
     assert _verify_cli("--sample", "-1").returncode == 2
@@ -268,10 +273,14 @@ def _rewrite(data, name, change):
     return frame
 
 
+# a CPU capability other than this machine's
+OTHER = "AVX2" if torch.backends.cpu.get_cpu_capability() != "AVX2" else "AVX512"
+
+
 def _move_to_other_cpu(data, name):
     def change(frame):
         frame["provenance"] = [
-            json.dumps({**json.loads(p), "cpu_capability": "OTHER"})
+            json.dumps({**json.loads(p), "cpu_capability": OTHER})
             for p in frame["provenance"]
         ]
 
@@ -291,11 +300,11 @@ def test_verify_exact_only_draws_runs_this_cpu_reproduces(edition, tmp_path):
     assert not any(k in "".join(lines) for k in other)
     lines.clear()
     assert verify(data, sample=4, seed=0, quick=True, **run) == 4  # without: all four
-    close = [line for line in lines if "CPU capability OTHER" in line]
+    close = [line for line in lines if f"CPU capability {OTHER}" in line]
     assert len(close) == 2 and all("within 1e-05" in line for line in close)
     lines.clear()
     assert verify(data, sample=4, seed=0, **run) == 4  # full re-trains
-    close = [line for line in lines if "CPU capability OTHER" in line]
+    close = [line for line in lines if f"CPU capability {OTHER}" in line]
     assert len(close) == 2 and all("within 1e-05" in line for line in close)
     _move_to_other_cpu(data, "tied-001.parquet")
     _move_to_other_cpu(data, "tied-002.parquet")
@@ -322,9 +331,9 @@ def test_verify_judges_the_checkpoint_weights(edition, tmp_path, other_cpu):
         for name in ("tied-001.parquet", "tied-002.parquet"):
             _move_to_other_cpu(data, name)
     what = (
-        "(learnt kernel|predictions on a fixed batch) of its step-50 weights differ"
+        "checkpoint: their (learnt kernel|predictions on a fixed batch) differ"
         if other_cpu
-        else "step-50 weights .* differ"
+        else "checkpoint tensor .* differs"
     )
     with pytest.raises(VerificationError, match=f"run {key}: .*{what}"):
         verify(data, sample=4, seed=0, quick=True, edition=_groups(), log=print)
@@ -336,8 +345,8 @@ KILLED_EXPORT = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
 import test_shipped
-from markovlib.shipped import export
-from markovlib.sweep import ResultStore
+from markovlib.runs.export import export
+from markovlib.runs.store import ResultStore
 
 rename = os.replace
 
@@ -416,7 +425,7 @@ def test_export_refuses_a_foreign_file_under_its_next_name(edition, tmp_path):
 
 
 def test_status_reads_the_shipped_data_without_a_store(edition):
-    from markovlib.edition import status
+    from markovlib.runs.edition import status
 
     root, _ = edition
     rows = status(_groups(), None, ShippedData(root / "data"))

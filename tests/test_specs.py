@@ -9,12 +9,13 @@ import sqlite3
 
 import pytest
 
-from markovlib import experiments
 from markovlib.chains import Chain, binary, lag_switching, symmetric
 from markovlib.model import TransformerConfig
 from markovlib.presets import resolve
-from markovlib.shipped import ShippedData, default_data_dir
-from markovlib.sweep import ResultStore, RunSpec, StoreError, grid, spec_key
+from markovlib.runs import experiments
+from markovlib.runs.shipped import ShippedData, default_data_dir
+from markovlib.runs.spec import RunSpec, grid, spec_key
+from markovlib.runs.store import ResultStore, StoreError
 from markovlib.train import Execution, TrainConfig, train_many
 
 BASE = dict(steps=10, batch_size=2, seq_len=8)

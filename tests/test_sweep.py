@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from markovlib.chains import binary
-from markovlib.sweep import ResultStore, grid, make_chain, sweep
+from markovlib.runs.spec import grid, make_chain
+from markovlib.runs.store import ResultStore
+from markovlib.runs.sweep import sweep
 from markovlib.train import Execution, train
 
 TINY = dict(steps=6, batch_size=2, seq_len=16, eval_every=3, eval_batches=1)
@@ -172,7 +174,7 @@ def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig):
 
 
 def test_sweep_results_reload_models_equal_to_fresh_training(tmp_path, monkeypatch):
-    from markovlib.sweep import sweep_results
+    from markovlib.runs.sweep import sweep_results
 
     specs = grid(
         [0.2],
@@ -213,7 +215,7 @@ def test_sweep_results_reload_models_equal_to_fresh_training(tmp_path, monkeypat
 
 
 def test_chain_grid_builds_k_state_specs_and_matches_grid():
-    from markovlib.sweep import chain_grid
+    from markovlib.runs.spec import chain_grid
 
     specs = chain_grid(
         [
@@ -252,7 +254,8 @@ def test_chain_grid_builds_k_state_specs_and_matches_grid():
 
 def test_higher_order_chains_run_through_the_store(tmp_path):
     from markovlib.chains import lag_switching, random_kth_order
-    from markovlib.sweep import chain_grid, sweep_results
+    from markovlib.runs.spec import chain_grid
+    from markovlib.runs.sweep import sweep_results
 
     lag = make_chain({"kind": "lag", "order": 2, "p": 0.5, "q": 0.8})
     assert lag.entropy_rate() == pytest.approx(
@@ -279,3 +282,45 @@ def test_higher_order_chains_run_through_the_store(tmp_path):
         set(frame["chain.kind"]) == {"lag"}
         and (frame["entropy_rate"] == lag.entropy_rate()).all()
     )
+
+
+def test_a_sweep_says_how_many_runs_it_will_train_before_it_trains(tmp_path, capsys):
+    specs = grid([0.2, 0.6], [0.3], tied=[True], seeds=[0, 1], **TINY)
+    specs += grid(
+        [0.2],
+        [0.3],
+        tied=[True],
+        seeds=[0],
+        steps=4,
+        batch_size=2,
+        seq_len=8,
+        eval_every=2,
+        eval_batches=1,
+    )
+    sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=True)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "markovlib:" in ln]
+    assert lines == [
+        "markovlib: training 5 runs (4 of 6 steps, batch 2 × length 16, 1 of 4 "
+        "steps, batch 2 × length 8) in 3 ensembles on cpu: neither shipped nor "
+        f"stored in {tmp_path / 'runs.sqlite'}"
+    ]
+    sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=True)
+    assert "markovlib: training" not in capsys.readouterr().err  # all stored
+
+
+def test_training_note_estimates_the_measured_cost_of_an_fp16_ensemble():
+    """The estimate before training against a measured ensemble: 8 runs of Fig 3(a)
+    at the authors' settings (400 fp16 steps, 16 x 1024) took 573 s on one thread."""
+    from markovlib.runs.experiments import paper_edition
+    from markovlib.runs.sweep import estimate_seconds, training_note
+
+    specs = dict(paper_edition())["trap400-gpt2-tied-fp16"][:8]
+    assert {(s.train.precision, s.train.steps, s.train.seq_len) for s in specs} == {
+        ("fp16", 400, 1024)
+    }
+    assert 573 / 1.25 < estimate_seconds(specs, 1) < 573 * 1.25
+    alone = estimate_seconds(specs, 8)  # one run per step: five times the cost
+    assert alone == pytest.approx(5 * estimate_seconds(specs, 1))
+    note = training_note(specs, 1, "cpu", "results")
+    assert note.startswith("markovlib: training 8 runs (8 of 400 steps, batch 16")
+    assert "on cpu, about 9 min on one CPU thread: neither shipped nor" in note

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -14,14 +15,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
-from markovlib.shipped import (
-    ShippedData,
-    ShippedDataError,
-    VerificationError,
-    verify,
-)
-from markovlib.sweep import RunSpec, spec_key
+from markovlib.model import Transformer
+from markovlib.runs.edition import produce
+from markovlib.runs.export import export
+from markovlib.runs.shipped import ShippedData, ShippedDataError
+from markovlib.runs.spec import RunSpec, grid, make_chain, spec_key
+from markovlib.runs.store import ResultStore
+from markovlib.runs.verify import FIELDS, RETRAIN, VerificationError, verify
+from markovlib.train import TrainResult, final_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "data" / "paper"
@@ -90,7 +93,8 @@ def test_zeroed_final_weights_fail(data):
     _fails(
         data,
         VerificationError,
-        f"run {key} in {FIRST}: the learnt kernel of its stored weights differs",
+        f"run {key} in {FIRST}: metrics.learnt_kernel differs from the learnt kernel "
+        "of its stored weights",
     )
 
 
@@ -115,14 +119,14 @@ def _lower(frame: pd.DataFrame, metrics: bool = True) -> pd.DataFrame:
 @pytest.mark.parametrize(
     "change,match",
     [
-        (_lower, "its stored weights give a test loss of .* its history ends at"),
+        (_lower, "test_loss ends at .*, its stored weights give .* on fresh batches"),
         (
             lambda f: _zero_weights(_lower(f)),
-            "the learnt kernel of its stored weights differs",
+            "metrics.learnt_kernel differs from the learnt kernel of its stored",
         ),
         (
             lambda f: _lower(f, metrics=False),
-            "metrics final_test_loss .* is not the last test loss of its history",
+            "metrics.final_test_loss .*; its chain and history give",
         ),
     ],
     ids=["lowered", "lowered-zeroed", "lowered-metrics-stale"],
@@ -139,11 +143,11 @@ def test_a_history_lowered_after_the_checkpoint_fails(data, change, match, quick
 @pytest.mark.parametrize(
     "name,value,match",
     [
-        ("entropy_rate", 0.01, "metrics entropy_rate"),
-        ("unigram_entropy", -0.01, "metrics unigram_entropy"),
-        ("excess", 0.001, "metrics excess"),
-        ("escape_step", 10, "metrics escape_step"),
-        ("learnt_kernel", 1e-3, "differs from its stored learnt_kernel by 0.001"),
+        ("entropy_rate", 0.01, "metrics.entropy_rate"),
+        ("unigram_entropy", -0.01, "metrics.unigram_entropy"),
+        ("excess", 0.001, "metrics.excess"),
+        ("escape_step", 10, "metrics.escape_step"),
+        ("learnt_kernel", 1e-3, "metrics.learnt_kernel differs .* by 0.001"),
     ],
 )
 def test_a_stored_metric_that_its_history_or_chain_contradicts_fails(
@@ -190,7 +194,9 @@ def test_a_run_swapped_for_another_self_consistent_spec_fails(data):
         RunSpec.from_dict(json.loads(pd.read_parquet(data / FIRST).spec[0])).key == key
     )
     _fails(
-        data, VerificationError, f"run {key} in {FIRST} is not a run of paper_edition"
+        data,
+        VerificationError,
+        f"run {key} in {FIRST}: spec is not a run of paper_edition",
     )
 
 
@@ -204,8 +210,8 @@ def test_a_run_in_the_file_of_another_group_fails(data):
     _fails(
         data,
         VerificationError,
-        f"is in {moved}, a file of group depth-fig1-L2; paper_edition\\(\\) has it in "
-        "depth-fig1-L1",
+        f"in {moved}: spec is a run of group depth-fig1-L1 of paper_edition\\(\\), not "
+        "of group depth-fig1-L2",
     )
 
 
@@ -255,7 +261,7 @@ def test_a_filter_that_leaves_nothing_to_retrain_fails_in_one_line(data):
 
 
 def test_paper_edition_ignores_MARKOVLIB_SCALE(monkeypatch):
-    from markovlib.experiments import paper_edition
+    from markovlib.runs.experiments import paper_edition
 
     def keys():
         return [(name, [s.key for s in specs]) for name, specs in paper_edition()]
@@ -270,7 +276,7 @@ def test_a_run_from_the_manifold_is_re_trained_from_its_start(tmp_path):
     """The initialisation chapter's AdamW runs start on the low-rank manifold
     (``init`` in their spec): verify re-trains their ensemble from those starts, to the
     step-50 checkpoint, and a start moved in the stored spec is caught (its key)."""
-    from markovlib.runs.shipped import _ensemble, _reproduce
+    from markovlib.runs.verify import _ensemble, _retrain
 
     name = "init-manifold-mirror-001.parquet"
     shipped = ShippedData(PAPER)
@@ -279,7 +285,7 @@ def test_a_run_from_the_manifold_is_re_trained_from_its_start(tmp_path):
     lines: list[str] = []
     members = _ensemble(shipped, key)
     assert len(members) == 28
-    assert _reproduce(shipped, members, True, lines.append) == 28
+    assert _retrain(shipped, [members], True, "local", None, lines.append) == 28
     assert all("reproduced" in line for line in lines)
 
     target = tmp_path / "data"
@@ -322,6 +328,266 @@ def test_results_swapped_between_two_settings_of_one_seed_fail(tmp_path):
         target,
         VerificationError,
         rf"run ({a.at[0, 'key']} in {names[0]}|{b.at[0, 'key']} in {names[1]}): "
-        r"provenance ensemble_members \(8 keys, ensemble size 8\) does not list the "
-        "run: its results are another run's",
+        r"provenance.ensemble_members \(8 keys\) does not list the run: its results "
+        "are another run's",
     )
+
+
+# ----------------------------------------------------- every field, tampered alone
+# a tiny edition exported here: two tied runs trained as one ensemble, one untied run
+# trained alone (16 test paths per evaluation: enough for the fresh-loss check)
+TINY = dict(steps=60, batch_size=4, seq_len=32, eval_every=10, eval_batches=4)
+TIED = "tied-001.parquet"
+
+
+def tiny_groups():
+    specs = grid(
+        [0.3],
+        [0.4],
+        tied=[True, False],
+        seeds=[0, 1],
+        config_kwargs=dict(max_len=32),
+        **TINY,
+    )
+    return [("tied", specs[:2]), ("untied", specs[2:3])]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """The tiny edition, trained and exported by the library's own code."""
+    root = tmp_path_factory.mktemp("tiny")
+    store = ResultStore(root / "store")
+    produce(tiny_groups(), store, threads=1, log=lambda *a, **k: None)
+    export(tiny_groups(), store, root / "data", log=lambda *a: None)
+    return root / "data"
+
+
+def stored_fields(data: Path) -> set[str]:
+    """Every column of the shipped files and every key inside their metrics and
+    provenance columns."""
+    out = set()
+    for path in data.glob("*.parquet"):
+        frame = pd.read_parquet(path)
+        out |= set(frame.columns) - {"metrics", "provenance"}
+        for column in ("metrics", "provenance"):
+            out |= {f"{column}.{k}" for text in frame[column] for k in json.loads(text)}
+    return out
+
+
+def test_every_stored_field_has_a_check(tiny):
+    """A field added to the export without an entry in FIELDS (and a tamper case
+    below) fails here."""
+    stored = stored_fields(tiny)
+    assert stored <= set(FIELDS), sorted(stored - set(FIELDS))
+    assert set(FIELDS) - stored == {"diverged_step"}  # derived from the history
+    assert set(TAMPER) == set(FIELDS)
+
+
+def _metric(frame, name, value):
+    m = json.loads(frame.at[0, "metrics"])
+    m[name] = value(m[name])
+    frame.at[0, "metrics"] = json.dumps(m, sort_keys=True)
+
+
+def _provenance(frame, name, value):
+    p = json.loads(frame.at[0, "provenance"])
+    p[name] = value(p.get(name))
+    frame.at[0, "provenance"] = json.dumps(p, sort_keys=True)
+
+
+def _at(frame, column, step, value):
+    """Row 0's history ``column`` at ``step`` set to value(old)."""
+    steps = list(frame.at[0, "history_step"])
+    values = np.asarray(frame.at[0, column], dtype=float).copy()
+    values[steps.index(step)] = value(values[steps.index(step)])
+    frame.at[0, column] = values
+
+
+def _history_metrics(frame):
+    """Row 0's metrics made to agree with its (changed) history by the library's rules:
+    final test loss (NaN once diverged), excess, escape step."""
+    spec = RunSpec.from_dict(json.loads(frame.at[0, "spec"]))
+    history = pd.DataFrame(
+        {
+            c: np.asarray(frame.at[0, c], dtype=float)
+            for c in ("train_loss", "test_loss")
+        }
+    ).assign(step=np.asarray(frame.at[0, "history_step"]))
+    m = json.loads(frame.at[0, "metrics"])
+    m["final_test_loss"] = final_loss(history, spec.train)
+    m["excess"] = m["final_test_loss"] - m["entropy_rate"]
+    tests = history.dropna(subset=["test_loss"])
+    close = tests[tests["test_loss"] <= m["entropy_rate"] + 0.005]["step"]
+    m["escape_step"] = int(close.iloc[0]) if len(close) else None
+    frame.at[0, "metrics"] = json.dumps(m, sort_keys=True)
+
+
+def _diverge(frame):
+    """Losses NaN from step 40 on, metrics to match: a diverged history beside finite
+    weights."""
+    steps = np.asarray(frame.at[0, "history_step"])
+    for column in ("train_loss", "test_loss"):
+        values = np.asarray(frame.at[0, column], dtype=float).copy()
+        values[steps >= 40] = np.nan
+        frame.at[0, column] = values
+    _history_metrics(frame)
+
+
+def _nudge(frame, column, kernel=False):
+    """One float of row 0's ``column`` (weights or checkpoint) moved by 1e-3; with
+    ``kernel`` the stored learnt kernel recomputed from the moved weights."""
+    blob = np.frombuffer(frame.at[0, column], dtype="<f4").copy()
+    blob[20] += 1e-3  # a coordinate of position 0's embedding
+    frame.at[0, column] = blob.tobytes()
+    if kernel:
+        spec = RunSpec.from_dict(json.loads(frame.at[0, "spec"]))
+        flat, weights = torch.from_numpy(blob), {}
+        for name, shape, offset in json.loads(frame.at[0, "weights_index"]):
+            weights[name] = flat[offset : offset + math.prod(shape)].reshape(shape)
+        model = Transformer(spec.config)
+        model.load_state_dict(weights)
+        result = TrainResult(
+            make_chain(spec.chain), spec.config, model, None, spec.seed, spec.train
+        )
+        _metric(frame, "learnt_kernel", lambda _: result.learnt_kernel().tolist())
+
+
+def _rename_first(frame, column):
+    index = json.loads(frame.at[0, column])
+    index[0][0] += "_renamed"
+    frame.at[0, column] = json.dumps(index)
+
+
+def _drop_step(frame, step):
+    steps = list(frame.at[0, "history_step"])
+    i = steps.index(step)
+    for column in ("history_step", "lr", "train_loss", "test_loss"):
+        values = list(frame.at[0, column])
+        frame.at[0, column] = values[:i] + values[i + 1 :]
+
+
+def _respec(frame):
+    """Row 0's spec changed (lr), its key recomputed, its ensemble's lists updated."""
+    spec = json.loads(frame.at[0, "spec"])
+    spec["train"]["lr"] *= 1.01
+    old, new = frame.at[0, "key"], spec_key(spec)
+    frame.at[0, "spec"], frame.at[0, "key"] = json.dumps(spec, sort_keys=True), new
+    frame["provenance"] = [p.replace(old, new) for p in frame["provenance"]]
+
+
+# field -> (change of row 0 of TIED, re-train every run); the change keeps every other
+# field as it is, or consistent with it where a relation binds them
+TAMPER = {
+    "key": (lambda f: f.__setitem__("key", ["0" * 64, f.at[1, "key"]]), False),
+    "spec": (_respec, False),
+    "seed": (lambda f: f.__setitem__("seed", [7, f.at[1, "seed"]]), False),
+    "steps": (lambda f: f.__setitem__("steps", [61, f.at[1, "steps"]]), False),
+    "history_step": (lambda f: _drop_step(f, 3), False),
+    "lr": (lambda f: _at(f, "lr", 20, lambda v: v * 1.01), False),
+    "train_loss": (lambda f: _at(f, "train_loss", 30, lambda v: v + 1e-3), True),
+    "test_loss": (
+        lambda f: (_at(f, "test_loss", 30, lambda v: v + 0.01), _history_metrics(f)),
+        True,
+    ),
+    "diverged_step": (_diverge, False),
+    "weights": (lambda f: _nudge(f, "weights", kernel=True), True),
+    "weights_index": (lambda f: _rename_first(f, "weights_index"), False),
+    "checkpoint_step": (
+        lambda f: f.__setitem__("checkpoint_step", [49, f.at[1, "checkpoint_step"]]),
+        False,
+    ),
+    "checkpoint": (lambda f: _nudge(f, "checkpoint"), True),
+    "checkpoint_index": (lambda f: _rename_first(f, "checkpoint_index"), False),
+    "metrics.final_test_loss": (
+        lambda f: _metric(f, "final_test_loss", lambda v: v + 1e-3),
+        False,
+    ),
+    "metrics.entropy_rate": (
+        lambda f: _metric(f, "entropy_rate", lambda v: v + 0.01),
+        False,
+    ),
+    "metrics.unigram_entropy": (
+        lambda f: _metric(f, "unigram_entropy", lambda v: v - 0.01),
+        False,
+    ),
+    "metrics.excess": (lambda f: _metric(f, "excess", lambda v: v + 1e-3), False),
+    "metrics.escape_step": (
+        lambda f: _metric(f, "escape_step", lambda v: (v or 0) + 10),
+        False,
+    ),
+    "metrics.learnt_kernel": (
+        lambda f: _metric(
+            f, "learnt_kernel", lambda v: (np.asarray(v) + 1e-3).tolist()
+        ),
+        False,
+    ),
+    "metrics.seconds": (lambda f: _metric(f, "seconds", lambda v: v + 1), False),
+    "provenance.seconds": (
+        lambda f: (
+            _metric(f, "seconds", lambda v: -1.0),
+            _provenance(f, "seconds", lambda v: -1.0),
+        ),
+        False,
+    ),
+    "provenance.created": (lambda f: _provenance(f, "created", lambda v: 0.0), False),
+    "provenance.markovlib": (
+        lambda f: _provenance(f, "markovlib", lambda v: "x"),
+        False,
+    ),
+    "provenance.version": (
+        lambda f: _provenance(f, "version", lambda v: "9.9.9"),
+        False,
+    ),
+    "provenance.torch": (lambda f: _provenance(f, "torch", lambda v: ""), False),
+    "provenance.device": (lambda f: _provenance(f, "device", lambda v: "gpu"), False),
+    "provenance.device_name": (
+        lambda f: _provenance(f, "device_name", lambda v: " "),
+        False,
+    ),
+    "provenance.cpu_model": (
+        lambda f: _provenance(f, "cpu_model", lambda v: ""),
+        False,
+    ),
+    "provenance.cpu_capability": (
+        lambda f: _provenance(f, "cpu_capability", lambda v: "AVX9"),
+        False,
+    ),
+    "provenance.threads": (lambda f: _provenance(f, "threads", lambda v: 0), False),
+    "provenance.compile": (lambda f: _provenance(f, "compile", lambda v: "no"), False),
+    "provenance.ensemble_size": (
+        lambda f: _provenance(f, "ensemble_size", lambda v: 3),
+        False,
+    ),
+    "provenance.ensemble_members": (
+        lambda f: _provenance(f, "ensemble_members", lambda v: v[::-1]),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("field", sorted(FIELDS))
+def test_each_field_tampered_fails_in_one_line_naming_run_and_field(
+    tiny, tmp_path, field
+):
+    """Row 0 of the tied ensemble's file changed in ``field`` only (or consistently
+    with the fields a relation binds it to), the manifest re-hashed: the untouched copy
+    passes; the tampered one fails, without training where FIELDS has a check that
+    needs none, else on re-training every run (--sample all)."""
+    change, retrain = TAMPER[field]
+    assert retrain == (RETRAIN in FIELDS[field][0])
+    data = shutil.copytree(tiny, tmp_path / "data")
+    run = dict(edition=tiny_groups(), log=lambda *a: None)
+    assert verify(data, sample=0, **run) == 0
+
+    def apply(f):
+        change(f)
+        return f
+
+    key = _rewrite(data, TIED, apply).at[0, "key"]
+    with pytest.raises((VerificationError, ShippedDataError)) as caught:
+        verify(data, sample="all" if retrain else 0, **run)
+    message = str(caught.value)
+    assert "\n" not in message and f"run {key}" in message, message
+    assert field in message, message
+    if retrain:  # what only re-training catches passes the checks without it
+        assert verify(data, sample=0, **run) == 0

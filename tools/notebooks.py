@@ -6,9 +6,10 @@ NBVAL cells.
     python tools/notebooks.py furnish [NB ...]  # Colab cell, "Re-run this page" box
     python tools/notebooks.py check   [NB ...]  # exit 1 unless stored and furnished
 
-Cells tagged ``nbval-check-output`` (nbval's own tag, invisible on the page) print deterministic theory
-numbers; their text output is stored so that ``pytest --nbval-lax`` compares a fresh run
-against it. Everything else is stored empty: the book build executes the chapters.
+Cells tagged ``nbval-check-output`` (nbval's own tag, invisible on the page) print
+deterministic theory numbers; their text output is stored so that ``pytest --nbval-lax``
+compares a fresh run against it. Everything else is stored empty: the book build
+executes the chapters.
 
 Every chapter starts the same way (``furnish`` writes it, ``check`` insists on it): the
 title cell, a Colab install cell (the first code cell, collapsed: ``hide-input``,

@@ -9,19 +9,20 @@ Imports go one way, each module using only those listed before it (and the maths
 - :mod:`~markovlib.runs.store`: the local SQLite result store.
 - :mod:`~markovlib.runs.experiments`: each chapter's groups of runs and
   :func:`~markovlib.runs.experiments.paper_edition`. It lives here, not beside the
-  chapters, because the run layer needs it: :func:`~markovlib.runs.shipped.verify`
+  chapters, because the run layer needs it: :func:`~markovlib.runs.verify.verify`
   checks the shipped data's completeness against the paper edition, and
   :mod:`~markovlib.runs.edition` produces it. It is a catalogue of specs, so it sits
   just above :mod:`~markovlib.runs.spec`.
-- :mod:`~markovlib.runs.shipped`: the shipped data (``data/paper``): read, export,
-  verify.
+- :mod:`~markovlib.runs.shipped`: reading the shipped data (``data/paper``).
 - :mod:`~markovlib.runs.executors`: where ensembles are trained (here, or on Ray);
   only the driver writes the store.
+- :mod:`~markovlib.runs.export`: shipping finished runs from a store.
+- :mod:`~markovlib.runs.verify`: proving the shipped data, field by field, and by
+  re-training (through the executors).
 - :mod:`~markovlib.runs.sweep`: shipped data → local store → training.
 - :mod:`~markovlib.runs.edition`: producing the paper edition (resumable, several
   processes), its status.
 
-The old modules ``markovlib.sweep``, ``markovlib.shipped``, ``markovlib.executors``,
-``markovlib.edition`` and ``markovlib.experiments`` keep their names working. The
-layering is checked by import-linter (``[tool.importlinter]`` in ``pyproject.toml``).
+The layering is checked by import-linter (``[tool.importlinter]`` in
+``pyproject.toml``).
 """

@@ -27,10 +27,10 @@ import torch
 from ..presets import CHAPTERS, resolve
 from .experiments import paper_edition
 from .shipped import ShippedData, default_data_dir
-from .spec import RunSpec, spec_key, train_specs
+from .spec import RunSpec, ensembles, spec_key, train_specs
 from .store import ResultStore
 
-__all__ = ["produce", "status", "ensembles", "settings_table", "progress"]
+__all__ = ["produce", "status", "settings_table", "progress"]
 
 
 @contextmanager
@@ -72,20 +72,6 @@ def status(
             "seconds": round(sum(seconds.get(s.key, 0.0) for s in specs), 1),
         }
         for name, specs in groups
-    ]
-
-
-def ensembles(specs: Sequence[RunSpec], size: int) -> list[list[RunSpec]]:
-    """``specs`` cut into ensembles of at most ``size`` runs of one architecture and
-    training settings (:attr:`RunSpec.group`), in order; the same cut in every
-    process, whatever is already trained."""
-    by_group: dict[str, list[RunSpec]] = {}
-    for spec in {s.key: s for s in specs}.values():
-        by_group.setdefault(spec.group, []).append(spec)
-    return [
-        members[lo : lo + size]
-        for members in by_group.values()
-        for lo in range(0, len(members), size)
     ]
 
 

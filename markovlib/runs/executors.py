@@ -106,9 +106,10 @@ def train_chunks(
     address: str | None = None,
     cpus_per_task: int = 1,
     gpus_per_task: float = 0.0,
+    stop_after: int | None = None,
 ) -> Iterator[tuple[Chunk, list[TrainResult]]]:
     """Train each chunk (specs of one group) as one ensemble; yields (chunk, results) as
-    each one finishes."""
+    each one finishes. ``stop_after=s``: end each run after step s (verification)."""
     check_choice("executor", executor, EXECUTORS)
     cpus = check_int("cpus_per_task", cpus_per_task, 1)
     gpus = check_number("gpus_per_task", gpus_per_task, low=0.0)
@@ -119,7 +120,12 @@ def train_chunks(
                 "executor='local'"
             )
         return (
-            (chunk, train_specs(chunk, device=device, compile=compile))
+            (
+                chunk,
+                train_specs(
+                    chunk, device=device, compile=compile, stop_after=stop_after
+                ),
+            )
             for chunk in chunks
         )
     chunks = list(chunks)
@@ -137,7 +143,7 @@ def train_chunks(
     # 'auto': the GPU Ray assigns (it sets CUDA_VISIBLE_DEVICES), else the CPU, whatever
     # GPUs the node has
     device = ("cuda" if gpus > 0 else "cpu") if str(device) == "auto" else str(device)
-    return _ray_chunks(ray, started, chunks, device, compile, cpus, gpus)
+    return _ray_chunks(ray, started, chunks, (device, compile, stop_after), cpus, gpus)
 
 
 def _probe(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
@@ -198,7 +204,9 @@ def _cpu(state: dict) -> dict:
     return {k: v.detach().cpu().clone() for k, v in state.items()}
 
 
-def _train_chunk(chunk: Chunk, device: str, compile: bool, threads: int) -> list[dict]:
+def _train_chunk(
+    chunk: Chunk, device: str, compile: bool, threads: int, stop_after: int | None
+) -> list[dict]:
     """The Ray task: train one ensemble with ``threads`` torch threads; its results as
     plain data."""
     torch.set_num_threads(threads)
@@ -211,7 +219,9 @@ def _train_chunk(chunk: Chunk, device: str, compile: bool, threads: int) -> list
             "checkpoint_step": r.checkpoint_step,
             "checkpoint": None if r.checkpoint is None else _cpu(r.checkpoint),
         }
-        for r in train_specs(chunk, device=device, compile=compile)
+        for r in train_specs(
+            chunk, device=device, compile=compile, stop_after=stop_after
+        )
     ]
 
 
@@ -219,12 +229,12 @@ def _ray_chunks(
     ray,
     started: bool,
     chunks: list[Chunk],
-    device: str,
-    compile: bool,
+    how: tuple[str, bool, int | None],
     cpus: int,
     gpus: float,
 ) -> Iterator[tuple[Chunk, list[TrainResult]]]:
-    """Every chunk submitted at once as a task; (chunk, results) as tasks finish
+    """Every chunk submitted at once as a task (``how``: device, compile,
+    stop_after); (chunk, results) as tasks finish
     (``ray.wait``). Stopped early (Ctrl-C, SIGTERM, an error), ray is shut down if
     ``started`` (the cluster then ends the tasks in flight), otherwise the tasks in
     flight are cancelled."""
@@ -233,7 +243,11 @@ def _ray_chunks(
         task = ray.remote(_train_chunk).options(
             num_cpus=cpus, num_gpus=gpus, max_retries=RAY_MAX_RETRIES
         )
-        pending = {task.remote(chunk, device, compile, cpus): chunk for chunk in chunks}
+        device, compile, stop_after = how
+        pending = {
+            task.remote(chunk, device, compile, cpus, stop_after): chunk
+            for chunk in chunks
+        }
         while pending:
             done, _ = ray.wait(
                 list(pending), num_returns=1, timeout=1.0

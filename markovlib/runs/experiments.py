@@ -1,10 +1,10 @@
 """The training runs of each chapter, as named groups of
-:class:`~markovlib.sweep.RunSpec`.
+:class:`~markovlib.runs.spec.RunSpec`.
 
 A chapter asks for its runs here and gets them through
-:func:`~markovlib.sweep.sweep_results`; the paper edition (:func:`paper_edition`) is the
-same calls at the chapters' default parameters and the ``paper`` scale. One definition
-for both, so the shipped runs are found by the chapters' spec hashes.
+:func:`~markovlib.runs.sweep.sweep_results`; the paper edition (:func:`paper_edition`)
+is the same calls at the chapters' default parameters and the ``paper`` scale. One
+definition for both, so the shipped runs are found by the chapters' spec hashes.
 """
 
 from __future__ import annotations
@@ -353,85 +353,128 @@ def lag_runs(
     }
 
 
+EDITION_CHAPTERS = (
+    "global_minimum",
+    "bad_local_minima",
+    "saddles",
+    "multi_state",
+    "depth",
+    "trapped",
+    "initialisation",
+)  # the chapters whose runs the paper edition ships
+
+
 def paper_edition() -> list[tuple[str, list[RunSpec]]]:
     """Every run the chapters need at the paper scale with their default parameters, in
     groups, most wanted first.
 
     A group's name is the shipped file it goes to (``data/paper/<name>.parquet``).
     """
-    gm, blm, sad, ms, dp, tr, ini = (
-        resolve("paper", c, environ=False)
-        for c in (
-            "global_minimum",
-            "bad_local_minima",
-            "saddles",
-            "multi_state",
-            "depth",
-            "trapped",
-            "initialisation",
-        )
-    )
-    groups: list[tuple[str, list[RunSpec]]] = []
-    groups += [
-        (f"global_minimum-{label}", specs)
-        for label, specs in global_minimum(0.2, 0.3, gm).items()
-    ]
-    groups += [
-        (f"depth-fig1-L{L}", specs) for L, specs in depth_fig1(0.5, 0.8, dp).items()
-    ]
+    S = {c: resolve("paper", c, environ=False) for c in EDITION_CHAPTERS}
+    gm, blm, sad, ms, dp, tr, ini = (S[c] for c in EDITION_CHAPTERS)
+    groups = _named("global_minimum-{}", global_minimum(0.2, 0.3, gm))
+    groups += _depth_groups(dp)
+    groups += _trap_groups(blm, sad)
+    groups += _named("fig4-{}", fig4_grid(sad))
+    groups += _named("fig5-k5-{}", fig5(5, ms))
+    groups += _named("threshold-k5-{}", threshold_runs(5, 0.8, ms))
+    groups += _budget_groups(tr, dp)
+    groups += _named("init-manifold-{}", init_manifold(0.5, 0.8, ini))
+    groups += _authors_groups(gm, tr, ms, dp)
+    return groups
+
+
+def _named(pattern: str, specs: dict) -> list[tuple[str, list[RunSpec]]]:
+    """Groups named ``pattern`` filled with each label of ``specs``, in its order."""
+    return [(pattern.format(label), group) for label, group in specs.items()]
+
+
+def _depth_groups(dp: Scale) -> list[tuple[str, list[RunSpec]]]:
+    """Fig 1 at each depth, and the lag-2 chain at each depth and attention window."""
     lag = lag_runs(2, 0.5, 0.8, dp)
-    groups += [(f"depth-lag2-L{L}", specs) for L, specs in lag["depth"].items()]
-    groups += [(f"depth-lag2-window{w}", specs) for w, specs in lag["window"].items()]
-    traps = trap_variants(0.5, 0.8, blm)
-    groups += [(f"trap-{name}-tied", traps[name]) for name in MAIN_VARIANTS]
-    sides = saddle_sides(0.5, 0.8, sad)
+    groups = _named("depth-fig1-L{}", depth_fig1(0.5, 0.8, dp))
+    groups += _named("depth-lag2-L{}", lag["depth"])
+    return groups + _named("depth-lag2-window{}", lag["window"])
+
+
+def _trap_groups(blm: Scale, sad: Scale) -> list[tuple[str, list[RunSpec]]]:
+    """The plateau counts on p + q > 1: the paper's two models tied, then untied, then
+    the side variants (theory + LN, GPT-2 at init 0.2)."""
+    traps, sides = trap_variants(0.5, 0.8, blm), saddle_sides(0.5, 0.8, sad)
+    groups = [(f"trap-{name}-tied", traps[name]) for name in MAIN_VARIANTS]
     groups += [(f"trap-{name}-untied", sides[name, "untied"]) for name in MAIN_VARIANTS]
-    groups += [
+    return groups + [
         ("trap-theory-ln-tied", traps["theory + LN"]),
         ("trap-gpt2-init0.2-tied", traps["gpt2, init 0.2"]),
     ]
-    groups += [(f"fig4-{tie}", specs) for tie, specs in fig4_grid(sad).items()]
-    groups += [(f"fig5-k5-{tie}", specs) for tie, specs in fig5(5, ms).items()]
-    groups += [
-        (f"threshold-k5-{preset}", specs)
-        for preset, specs in threshold_runs(5, 0.8, ms).items()
-    ]
-    # the authors' budget (400 iterations) and precision (fp16 without loss scaling)
-    groups += [
+
+
+def _budget_groups(tr: Scale, dp: Scale) -> list[tuple[str, list[RunSpec]]]:
+    """The authors' budget (400 iterations) and precision (fp16 without loss scaling):
+    the traps and Fig 4, with the higher-order runs in their place in the queue."""
+    groups = [
         (f"trap400-{preset}-tied-{precision}", specs)
         for (preset, precision), specs in authors_traps(0.5, 0.8, tr).items()
     ]
-    fp16, fp32 = fig4_grid(tr, precision="fp16"), fig4_grid(tr, precision="fp32")
-    groups += [(f"fig4-400-{tie}-fp16", specs) for tie, specs in fp16.items()]
-    groups += [(f"higher-order-L{L}", specs) for L, specs in higher_order(dp).items()]
-    groups += [
-        (f"trap400-gpt2-tied-{name}", specs)
-        for name, specs in precision_variants(0.5, 0.8, tr).items()
-    ]
-    groups += [(f"fig4-400-{tie}-fp32", specs) for tie, specs in fp32.items()]
-    groups += [
-        (f"init-manifold-{label}", specs)
-        for label, specs in init_manifold(0.5, 0.8, ini).items()
-    ]
-    groups += _authors_groups(gm, tr, ms, dp)
-    return groups
+    groups += _named("fig4-400-{}-fp16", fig4_grid(tr, precision="fp16"))
+    groups += _named("higher-order-L{}", higher_order(dp))
+    groups += _named("trap400-gpt2-tied-{}", precision_variants(0.5, 0.8, tr))
+    return groups + _named("fig4-400-{}-fp32", fig4_grid(tr, precision="fp32"))
 
 
 def _authors_groups(gm, tr, ms, dp) -> list[tuple[str, list[RunSpec]]]:
     """The figures at the authors' settings (:data:`~markovlib.presets.AUTHORS`) that
     the groups above ran in float32 or for 1000 iterations: Fig 5, Fig 3(b) and App. D,
     Fig 4's tied cells above the line with independent runs, Fig 1."""
-    groups = [
-        (f"fig5-k5-fp16-{tie}", specs)
-        for tie, specs in fig5(5, authors("fig5", ms)).items()
-    ]
-    groups += [
-        (f"global_minimum-400-fp16-{label}", specs)
-        for label, specs in global_minimum(0.2, 0.3, authors("appd", gm)).items()
-    ]
+    groups = _named("fig5-k5-fp16-{}", fig5(5, authors("fig5", ms)))
+    groups += _named(
+        "global_minimum-400-fp16-{}", global_minimum(0.2, 0.3, authors("appd", gm))
+    )
     groups += [("fig4-cells-400-tied-fp16", fig4_cells(authors("fig4", tr)))]
-    groups += [
-        (f"depth-fig1-fp16-{name}", specs)
-        for name, specs in fig1_authors(0.5, 0.8, authors("fig1", dp)).items()
-    ]
+    groups += _named("depth-fig1-fp16-{}", fig1_authors(0.5, 0.8, authors("fig1", dp)))
     return groups
+
+
+# trapped: its groups of runs, by name
+def trapped_groups(
+    p: float, q: float, S: Scale, S_long: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
+    """The trapped chapter's tied runs on (p, q), by name: GPT-2 in fp16 without loss
+    scaling (Fig 3(a) at the authors' settings), in float32 and in fp16 with the 2^16
+    loss scale, the theory model in float32, all at the budget of ``S``; and GPT-2 in
+    float32 at the longer budget of ``S_long`` (the bad_local_minima runs)."""
+    traps = authors_traps(p, q, S, seed)
+    long = trap_variants(p, q, S_long, seed)["gpt2"]
+    return {
+        "GPT-2, fp16": traps["gpt2", "fp16"],
+        "GPT-2, float32": traps["gpt2", "fp32"],
+        "theory, float32": traps["theory", "fp32"],
+        f"GPT-2, float32, {S_long.trap_train.steps} it.": long,
+        "GPT-2, fp16 × 2^16": precision_variants(p, q, S, seed)["fp16-scaled"],
+    }
+
+
+def fp16_lengths(p: float, q: float, S: Scale, seed: int = 0) -> dict[int, list]:
+    """Tied GPT-2 runs in fp16 without loss scaling on sequences shorter than
+    ``S.seq_len``, by length (:data:`PRECISION_VARIANTS`)."""
+    out = {}
+    for name, specs in precision_variants(p, q, S, seed).items():
+        length = specs[0].train.seq_len
+        if name.startswith("fp16-len") and length < S.seq_len:
+            out[length] = specs
+    return out
+
+
+def trapped_grids(S: Scale, S_grid: Scale, seed: int = 0) -> dict[tuple, list]:
+    """Fig 4's grids in the trapped chapter by (name, tying): at the budget of ``S`` in
+    fp16 without loss scaling and in float32 ("fp16, 400"), and this book's float32
+    grid at the budget of ``S_grid`` ("float32, 1000")."""
+    grids = {
+        f"fp16, {S.steps}": fig4_grid(S, seed, precision="fp16"),
+        f"float32, {S.steps}": fig4_grid(S, seed, precision="fp32"),
+        f"float32, {S_grid.steps}": fig4_grid(S_grid, seed),
+    }
+    return {(g, tie): specs for g, ties in grids.items() for tie, specs in ties.items()}
+
+
+__all__ += ["trapped_groups", "fp16_lengths", "trapped_grids"]

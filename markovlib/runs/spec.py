@@ -22,6 +22,7 @@ from ..train import Execution, TrainConfig, TrainResult, train, train_many
 
 __all__ = [
     "RunSpec",
+    "ensembles",
     "spec_key",
     "make_chain",
     "start_weights",
@@ -253,3 +254,17 @@ def train_specs(
     for r in results:
         r.provenance = {**r.provenance, "ensemble_members": [s.key for s in specs]}
     return results
+
+
+def ensembles(specs: Sequence[RunSpec], size: int) -> list[list[RunSpec]]:
+    """``specs`` cut into ensembles of at most ``size`` runs of one architecture and
+    training settings (:attr:`RunSpec.group`), in order; the same cut in every
+    process, whatever is already trained."""
+    by_group: dict[str, list[RunSpec]] = {}
+    for spec in {s.key: s for s in specs}.values():
+        by_group.setdefault(spec.group, []).append(spec)
+    return [
+        members[lo : lo + size]
+        for members in by_group.values()
+        for lo in range(0, len(members), size)
+    ]

@@ -43,6 +43,7 @@ __all__ = [
     "history_json",
     "history_frame",
     "SEED_LIMIT",
+    "permitted",
 ]
 
 
@@ -56,7 +57,9 @@ def default_results_dir() -> Path:
     return cache / "markovlib" / "results"
 
 
-def _metrics(result: TrainResult) -> dict:
+def metrics_of(result: TrainResult) -> dict:
+    """A run's stored metrics: final test loss, its chain's exact entropies, the
+    excess, the escape step, the learnt kernel and the training time."""
     chain = result.chain
     return {
         "final_test_loss": result.final_test_loss,
@@ -140,9 +143,24 @@ def _while_locked(call):
             time.sleep(0.05)
 
 
+def permitted(path: Path, access: int) -> bool:
+    """Whether this process may read (``os.R_OK``) or write (``os.W_OK``) ``path`` and
+    its mode grants someone that right (root passes ``os.access`` whatever the mode; a
+    file chmod-ed to deny everyone is meant to be out of reach)."""
+    bits = 0o444 if access == os.R_OK else 0o222
+    try:
+        return os.access(path, access) and bool(path.stat().st_mode & bits)
+    except OSError:
+        return False
+
+
 class StoreError(RuntimeError):
     """A result store that cannot be used as it is (damaged, foreign, not writable); the
     message names the file."""
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython's hook (a chapter's cell): the message alone, not the stack."""
+        return [f"{type(self).__name__}: {self}"]
 
 
 class StoreFull(StoreError):
@@ -177,7 +195,7 @@ def _disk_full_message(path: Path, doing: str) -> str:
     return f"disk full: {doing} {path}{left}"
 
 
-def _check_seeds(specs: Iterable[RunSpec]) -> None:
+def check_seeds(specs: Iterable[RunSpec]) -> None:
     """Every seed fits a store's INTEGER column: refused before training, not after."""
     for spec in specs:
         seed = spec.seed
@@ -218,25 +236,66 @@ weights BLOB NOT NULL,
         provenance TEXT NOT NULL DEFAULT '{}', checkpoint_step INTEGER, \
 checkpoint BLOB)"""
 
-    def __init__(self, directory: str | Path):
-        self.directory = Path(directory)
+    def __init__(self, directory: str | Path, *, read_only: bool = False):
+        """The store in ``directory``, created there unless ``read_only`` (a command
+        that only reads: nothing is created or written, no ``-wal``/``-shm`` left)."""
+        self.directory, self.read_only = Path(directory), read_only
         self.path = self.directory / "runs.sqlite"
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
+        if self.directory.exists() and not self.directory.is_dir():
             raise StoreError(
-                f"cannot create the result store folder {self.directory}: {e.strerror}"
-            ) from None
-        if not os.access(self.directory, os.W_OK):
-            raise StoreError(
-                f"the result store folder {self.directory} is not writable; "
-                "give another one "
-                "(--results DIR or $MARKOVLIB_RESULTS)"
+                f"the result store folder {self.directory} is a file, not a folder; "
+                "give a folder (--results DIR or $MARKOVLIB_RESULTS)"
             )
+        if read_only and not self.path.is_file():
+            raise StoreError(f"no result store {self.path}")
+        if not read_only:
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(
+                    f"cannot create the result store folder {self.directory}: "
+                    f"{e.strerror}"
+                ) from None
+        self._check_access()
         try:  # another process may be creating or migrating the store
             _while_locked(self._open)
         except (sqlite3.DatabaseError, OSError) as e:
             self._refuse(e)
+
+    def _check_access(self) -> None:
+        """The store's files can be read and (unless read-only) written, checked before
+        any training: a read-only ``runs.sqlite``, ``-wal``, ``-shm`` or folder is
+        refused naming it (root passes ``os.access`` whatever the mode: a mode that
+        grants no one the right counts too)."""
+        where = "(--results DIR or $MARKOVLIB_RESULTS)"
+        if self.path.exists() and not permitted(self.path, os.R_OK):
+            raise StoreError(
+                f"{self.path} cannot be read (permission denied: mode "
+                f"{self.path.stat().st_mode & 0o777:03o}); the store is not damaged: "
+                f"give read and write permission (chmod u+rw {self.path}) or another "
+                f"folder {where}"
+            )
+        if self.read_only:
+            return
+        if not permitted(self.directory, os.W_OK):
+            raise StoreError(
+                f"the result store folder {self.directory} is not writable; give "
+                f"another one {where}"
+            )
+        for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+            if path.exists() and not permitted(path, os.W_OK):
+                raise StoreError(
+                    f"the result store file {path} is read-only (mode "
+                    f"{path.stat().st_mode & 0o777:03o}); nothing was trained: make it "
+                    f"writable (chmod u+w {path}) or give another folder {where}"
+                )
+
+    def _writable(self) -> bool:
+        """Whether this process can write the store (its folder, file and WAL)."""
+        files = (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
+        return permitted(self.directory, os.W_OK) and all(
+            permitted(f, os.W_OK) for f in files if f.exists()
+        )
 
     def _open(self) -> None:
         """Check the store and create or migrate its table (one transaction)."""
@@ -254,10 +313,11 @@ checkpoint BLOB)"""
                 )
             version = con.execute("PRAGMA user_version").fetchone()[0]
             columns = [row[1] for row in con.execute("PRAGMA table_info(runs)")]
-            if not columns:
+            writes = not self.read_only  # read-only: nothing created or migrated
+            if writes and not columns:
                 con.execute(self.SCHEMA)
-            elif version < self.VERSION and columns == list(
-                self.COLUMNS[:8]
+            elif (
+                writes and version < self.VERSION and columns == list(self.COLUMNS[:8])
             ):  # markovlib 0.1: migrate
                 con.execute(
                     "ALTER TABLE runs ADD COLUMN provenance TEXT NOT NULL DEFAULT '{}'"
@@ -271,7 +331,7 @@ checkpoint BLOB)"""
                     f"table runs with columns {columns}); move it aside or "
                     "give another folder"
                 )
-            if version != self.VERSION:  # written only when it changes
+            if writes and version != self.VERSION:  # written only when it changes
                 con.execute(f"PRAGMA user_version = {self.VERSION}")
 
     def _refuse(self, e: Exception):
@@ -304,9 +364,20 @@ checkpoint BLOB)"""
 
     @contextmanager
     def _connect(self):
-        con = sqlite3.connect(self.path, timeout=LOCK_WAIT)
+        """A connection in one transaction. Read-only where this process cannot write
+        the store: ``mode=ro`` beside an existing WAL, else ``immutable=1`` (SQLite
+        creates no ``-wal``/``-shm`` files that a read-only reader would leave)."""
+        if self.read_only and not self._writable():
+            wal = Path(f"{self.path}-wal").exists()
+            uri = (
+                f"{self.path.absolute().as_uri()}?{'mode=ro' if wal else 'immutable=1'}"
+            )
+            con = sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT)
+        else:
+            con = sqlite3.connect(self.path, timeout=LOCK_WAIT)
         try:
-            _while_locked(lambda: con.execute("PRAGMA journal_mode=WAL"))
+            if not self.read_only:
+                _while_locked(lambda: con.execute("PRAGMA journal_mode=WAL"))
             with con:  # one transaction: committed on success, rolled back on error
                 yield con
         finally:
@@ -322,6 +393,8 @@ checkpoint BLOB)"""
 
     def put(self, pairs: Sequence[tuple[RunSpec, TrainResult]]) -> None:
         """Write finished runs, all in one transaction."""
+        if self.read_only:
+            raise StoreError(f"{self.path} was opened read-only: nothing written")
         rows = []
         for spec, result in pairs:
             ckpt = (
@@ -329,7 +402,7 @@ checkpoint BLOB)"""
             )
             payload = (
                 json.dumps(spec.as_dict(), sort_keys=True),
-                json.dumps(_metrics(result)),
+                json.dumps(metrics_of(result)),
                 history_json(result.history),
                 _weights_blob(result.model.state_dict()),
             )

@@ -8,6 +8,8 @@ The top of the run layer: it uses spec, store, shipped and executors.
 from __future__ import annotations
 
 import signal
+import sys
+from collections import Counter
 from collections.abc import Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -20,10 +22,10 @@ from ..device import resolve_device
 from ..train import TrainResult
 from .executors import train_chunks
 from .shipped import shipped_data
-from .spec import RunSpec
-from .store import ResultStore, _check_seeds, default_results_dir
+from .spec import RunSpec, ensembles
+from .store import ResultStore, check_seeds, default_results_dir
 
-__all__ = ["sweep", "sweep_results"]
+__all__ = ["sweep", "sweep_results", "training_note", "estimate_seconds"]
 
 
 @contextmanager
@@ -45,6 +47,64 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+# CPU seconds per token, step and layer of one run on one thread, measured on the
+# paper edition's runs (GPT-2 size, batch 16): float32 about 3e-6 in ensembles of 8
+# or more and 1.5e-5 alone (a 1000-step length-1024 run: 50 s in an ensemble of 32,
+# 190-340 s alone); fp16 autocast 3.5 times that (an
+# ensemble of 8 runs of 400 steps at length 1024: 573 s, 1.1e-5 per token).
+CPU_SECONDS_PER_TOKEN = {"ensemble": 3e-6, "alone": 1.5e-5}
+HALF_PRECISION_COST = 3.5
+
+
+def estimate_seconds(todo: Sequence[RunSpec], ensembles: int) -> float:
+    """About how many seconds ``todo`` takes on one CPU thread in ``ensembles``
+    batched steps (:data:`CPU_SECONDS_PER_TOKEN`)."""
+    per_ensemble = len(todo) / max(ensembles, 1)
+    rate = CPU_SECONDS_PER_TOKEN["ensemble" if per_ensemble >= 8 else "alone"]
+    return sum(
+        rate
+        * s.train.steps
+        * s.train.batch_size
+        * s.train.seq_len
+        * s.config.n_layers
+        * (HALF_PRECISION_COST if s.train.precision != "fp32" else 1.0)
+        for s in todo
+    )
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a reader reads a wait: "2 min", "1.5 h", "40 s"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def training_note(todo: Sequence[RunSpec], ensembles: int, device: str, store) -> str:
+    """The line a sweep prints before it trains: how many runs, of which sizes, on
+    which device, and where they go ("neither shipped nor stored": the paper edition's
+    runs are shipped with the clone, see :mod:`markovlib.runs.shipped`)."""
+    sizes = Counter(
+        (s.train.steps, s.train.batch_size, s.train.seq_len) for s in todo
+    ).most_common()
+    shown = ", ".join(
+        f"{n} of {st} steps, batch {b} × length {L}" for (st, b, L), n in sizes[:3]
+    )
+    more = f", {len(sizes) - 3} more sizes" if len(sizes) > 3 else ""
+    return (
+        f"markovlib: training {len(todo)} run{'s' if len(todo) != 1 else ''} "
+        f"({shown}{more}) in {ensembles} ensemble{'s' if ensembles != 1 else ''} on "
+        f"{device}{_cpu_estimate(todo, ensembles, device)}: neither shipped nor "
+        f"stored in {store}"
+    )
+
+
+def _cpu_estimate(todo: Sequence[RunSpec], ensembles: int, device: str) -> str:
+    """ ", about N min on one CPU thread" where the runs train on a CPU."""
+    if resolve_device(device).type != "cpu":
+        return ""
+    return f", about {_duration(estimate_seconds(todo, ensembles))} on one CPU thread"
+
+
 def sweep(
     specs: Sequence[RunSpec],
     store: ResultStore | str | Path,
@@ -64,23 +124,18 @@ def sweep(
     Each finished ensemble is written at once, by this process alone. ``executor``:
     'local' (here, one ensemble after the other) or 'ray' (one Ray task per ensemble on
     the cluster at ``address``, ``cpus_per_task`` CPUs and torch threads,
-    ``gpus_per_task`` GPUs each; see :mod:`markovlib.executors`). Returns the store's
-    frame restricted to ``specs``.
+    ``gpus_per_task`` GPUs each; see :mod:`markovlib.runs.executors`). Returns the
+    store's frame restricted to ``specs``.
     """
     check_int("ensemble_size", ensemble_size, 1)
-    _check_seeds(specs)
+    check_seeds(specs)
     store = store if isinstance(store, ResultStore) else ResultStore(store)
     unique = {spec.key: spec for spec in specs}
     done = store.keys()
     todo = [spec for key, spec in unique.items() if key not in done]
-    groups: dict[str, list[RunSpec]] = {}
-    for spec in todo:
-        groups.setdefault(spec.group, []).append(spec)
-    chunks = [
-        members[lo : lo + ensemble_size]
-        for members in groups.values()
-        for lo in range(0, len(members), ensemble_size)
-    ]
+    chunks = ensembles(todo, ensemble_size)
+    if todo and progress:  # before the first step: how much work this is
+        print(training_note(todo, len(chunks), device, store.path), file=sys.stderr)
     finished = train_chunks(
         chunks,
         executor=executor,

@@ -254,8 +254,9 @@ def _check_scorecard(rows) -> None:
     assert rows is not None, "scorecard: no table"
     assert len(rows) == len(CLAIMS), f"scorecard: {len(rows)} rows for {len(CLAIMS)}"
     for claim, row in zip(CLAIMS, rows):
-        claim_text, _, measured, verdict, _ = row["cells"]
-        assert claim_text.startswith(claim.claim), (claim.id, claim_text)
+        verdict, claim_text, measured, _, _ = row["cells"]  # verdict first (phones)
+        # Sphinx's smart quotes print the claim's ' as ’
+        assert claim_text.replace("’", "'").startswith(claim.claim), claim.id
         assert re.search(r"\d", measured.split(":")[-1]), (claim.id, measured)
         assert verdict in VERDICTS, (claim.id, verdict)
         assert row["link"] and urlparse(row["link"]).hostname == "127.0.0.1", (
@@ -460,3 +461,95 @@ caption: cap ? cap.textContent.trim() : ''}; }""",
         assert math["math"] > 0 and figures, (
             f"{page}: a chapter without math or figures"
         )
+
+
+PHONE = {"width": 390, "height": 844}  # CSS pixels of a common phone, portrait
+# Numbers in running text, tables and pasted (glued) values: a decimal with an optional
+# exponent, not part of a word, a version ("3.11.7"), an address ("127.0.0.1") or an
+# arXiv identifier ("arXiv:2402.13512").
+DECIMAL = re.compile(r"(?<![\w.:])(\d*\.\d+|\d+\.)(?:[eE][-+−]?\d+)?(?![\w.])")
+# The scorecard's first line (markovlib.scorecard.summary)
+SUMMARY = re.compile(r"\d+ rows: \d+ reproduced, \d+ differs?, \d+ not tested")
+# What a reader sees: visible text (innerText skips what CSS hides) and the prose,
+# tables and glued values without code, printed output or typeset maths.
+READER_TEXT_JS = """() => {
+  const c = document.querySelector('article, main, body').cloneNode(true);
+  c.querySelectorAll('pre, code, script, style, mjx-container, .cell_input, \
+.highlight').forEach(e => e.remove());
+  return {visible: document.body.innerText, prose: c.textContent}; }"""
+# Per scorecard row: the verdict cell's box, and the table's right edge, in CSS pixels.
+SCORECARD_PHONE_JS = """() => { const t = document.querySelector('#tab-scorecard');
+  if (!t) return null;
+  return {right: t.getBoundingClientRect().right, width: window.innerWidth,
+    verdicts: [...t.querySelectorAll('tbody tr')].map(r => { \
+const td = r.querySelector('td'), b = td.getBoundingClientRect();
+      return [td.textContent.trim(), b.left, b.right, b.width]; })}; }"""
+
+
+def significant_digits(number: str) -> int:
+    """Significant digits of a decimal as printed: "0.004726" → 4, "0.230000" → 6,
+    "1.0e-15" → 2 (the mantissa's digits after leading zeros)."""
+    mantissa = re.split(r"[eE]", number)[0].replace(".", "")
+    return len(mantissa.lstrip("0")) or 1
+
+
+def long_numbers(text: str) -> list[str]:
+    """Decimals in ``text`` printed with more than 4 significant digits."""
+    return [m.group(0) for m in DECIMAL.finditer(text) if significant_digits(m[0]) > 4]
+
+
+def test_long_numbers_finds_what_a_reader_should_not_see():
+    text = (
+        "P(1|0) 0.004726386070925269 in 0.230000 hours; π_1 = 0.385, 1.0e-15, "
+        "seed 123456, torch 2.13.0, 127.0.0.1, 0.1420, 2026-11-25, -0.0710, "
+        "arXiv:2402.13512"
+    )
+    assert long_numbers(text) == ["0.004726386070925269", "0.230000"]
+    assert significant_digits("1.0e-15") == 2 and significant_digits("0.0197") == 3
+    assert SUMMARY.search("31 rows: 20 reproduced, 7 differ, 4 not tested (from")
+    assert not SUMMARY.search("31 rows computed: 20 reproduced")
+
+
+@pytest.mark.skipif(
+    not PAGES, reason=f"no built site at {SITE} (make book-strict first)"
+)
+@pytest.mark.parametrize("page", PAGES)
+def test_page_reads_for_a_reader_on_a_phone(page, browser, server):
+    """At 390 px: no test marker, no decimal with more than 4 significant digits in
+    the prose, tables and glued values, the scorecard's summary line and every verdict
+    on screen; a full-page screenshot in _build/screenshots/*-phone.png."""
+    stem = Path(page).stem
+    context = browser.new_context(viewport=PHONE, device_scale_factor=1)
+    context.route(
+        "**/*",
+        lambda r: (
+            r.continue_()
+            if urlparse(r.request.url).hostname in ("127.0.0.1", None)
+            else r.abort()
+        ),
+    )
+    pg = context.new_page()
+    pg.goto(f"{server}/{page}", wait_until="load")
+    pg.wait_for_load_state("networkidle")
+    pg.evaluate(
+        "() => window.MathJax && MathJax.startup ? "
+        "MathJax.startup.promise.then(() => true) : true"
+    )
+    text = pg.evaluate(READER_TEXT_JS)
+    phone = pg.evaluate(SCORECARD_PHONE_JS) if stem == "scorecard" else None
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + "-phone.png")
+    pg.screenshot(path=str(shot), full_page=True)
+    context.close()
+    REPORT.setdefault(page, {})["phone_screenshot"] = shot.name
+
+    assert "NBVAL" not in text["visible"], f"{page}: a test marker shows"
+    assert not long_numbers(text["prose"]), (
+        f"{page}: numbers with more than 4 significant digits: "
+        f"{long_numbers(text['prose'])[:8]}"
+    )
+    if stem == "scorecard":
+        assert SUMMARY.search(text["visible"]), "scorecard: no summary line"
+        assert phone and phone["right"] <= phone["width"] + 1, phone
+        for verdict, left, right, width in phone["verdicts"]:
+            assert 0 <= left and right <= phone["width"] and width > 0, verdict

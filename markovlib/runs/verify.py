@@ -1,0 +1,860 @@
+"""Verification of shipped run data (``markovlib verify``).
+
+:func:`verify` proves the data without training, field by field (:data:`FIELDS`: every
+stored field a reader sees, with the check that covers it): hashes, keys, the edition's
+runs in their groups' files, histories, metrics recomputed by the library's own rules,
+provenance, and what the stored weights compute; then it re-trains a random sample of
+runs, or every run (a member of an ensemble with its whole ensemble, through
+:mod:`markovlib.runs.executors`): bit for bit where the run was produced on the same
+kind of CPU, by losses, learnt kernels and predictions on a fixed batch otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from ..model import Transformer
+from ..train import (
+    TrainResult,
+    cpu_model,
+    diverged_step,
+    one_cycle_factor,
+    provenance,
+)
+from . import experiments
+from .executors import train_chunks
+from .shipped import (
+    FILE_NAME,
+    MANIFEST,
+    PARTIAL,
+    ShippedData,
+    ShippedDataError,
+    history_of,
+)
+from .spec import CHECKPOINT_STEP, RunSpec, spec_key
+from .store import metrics_of, result_from_record
+
+__all__ = ["FIELDS", "VerificationError", "verify"]
+
+
+class VerificationError(AssertionError):
+    """A shipped run that the current library does not reproduce (the message names run
+    and step or file)."""
+
+
+# Checks without training (every run, every time):
+# |learnt kernel of the stored weights - stored learnt_kernel|: the same computation
+# on the same weights and paths; measured 0 on the CPU kind that produced a run and at
+# most 1.1e-8 on another (AMD EPYC AVX2/AVX512 runs checked on an Intel AVX512 CPU).
+KERNEL_TOLERANCE = 1e-5
+# |test loss of the stored weights on fresh batches - last test loss of the history|:
+# both are means over eval_batches x batch_size independent paths, so their difference
+# has standard deviation sqrt(2) x the standard error of one such mean (estimated from
+# the fresh paths' per-path losses); allowed: LOSS_SIGMAS of those, at least LOSS_FLOOR
+# (the shipped runs: |z| at most 2.9 over 255 runs, standard deviation of z 0.96).
+LOSS_SIGMAS = 6.0
+LOSS_FLOOR = 1e-4
+# a stored test loss may lie below the entropy rate by sampling noise only: by at most
+# max(LOSS_SIGMAS standard errors, HISTORY_MARGIN) nats (the shipped runs: 0.014)
+HISTORY_MARGIN = 0.02
+# stored entropies and excess against the chain's exact values (float rounding only)
+METRIC_TOLERANCE = 1e-9
+# Re-training where bit identity cannot be expected (other CPU kind, GPU): |Δ| of
+# every stored train and test loss (nats) up to the checkpoint (--quick) or the end,
+# and of the learnt kernel and the predictions on a fixed batch of the checkpoint
+# (--quick) or final weights. Measured on another CPU capability (AMD EPYC AVX2 and
+# AVX512 runs re-trained on Intel AVX512, Intel runs re-trained with AVX2 kernels),
+# 50 steps and full 500- and 1000-step re-trains: at most 1.2e-7 (losses), 5e-8
+# (kernels), 4.5e-7 (predictions). A converged run of another seed predicts 0.007 to
+# 0.05 apart; two specs that share a seed differ more: their train losses over steps
+# 1-50 by at least 5.7e-5 (fp16 against float32 or against fp16 with a 2^16 loss
+# scale, 32 seeds each), 3.1e-3 (length 1024 against 512), 4.4e-2 (tied against
+# untied). The tolerance sits between: 22 times the largest drift, a fifth of the
+# smallest difference of settings. A run whose drift a saddle amplifies can exceed it
+# over a full re-train: --exact-only.
+TOLERANCE = 1e-5
+# offsets from a run's test-data seed of the streams verify draws from (TrainResult
+# uses +1 for test_sequence and +2 for learnt_kernel)
+FRESH_STREAM, FIXED_STREAM = 3, 4
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16-scaled": torch.float16}
+
+# Every stored field of a shipped run that a chapter, the CLI or the scorecard reads
+# (a column, or a key inside the metrics and provenance columns), and what checks it:
+# field -> (check, why). "re-training" is verify's re-training of a sample (--sample
+# all: every run), bit for bit where the provenance matches this machine, else within
+# TOLERANCE. A test asserts every stored field is listed here and tampers each one.
+RETRAIN = "re-training"
+FIELDS: dict[str, tuple[str, str]] = {
+    "key": ("_check_files", "the SHA-256 of its spec"),
+    "spec": ("_check_edition", "a run of the edition, in a file of its group"),
+    "seed": ("_check_files", "the seed of its spec"),
+    "steps": ("_check_files", "the steps of its spec"),
+    "history_step": ("_check_history", "the steps its spec keeps and evaluates"),
+    "lr": ("_check_history", "its spec's schedule at every stored step"),
+    "train_loss": (RETRAIN, "no relation: --quick re-trains steps 1-50"),
+    "test_loss": (
+        f"_check_loss, {RETRAIN}",
+        "the last: the stored weights' loss on fresh paths; the others: none",
+    ),
+    "diverged_step": ("_check_history", "derived from the history by diverged_step"),
+    "weights": (
+        f"_check_kernel, _check_loss, {RETRAIN}",
+        "they give the stored kernel and last test loss; exact values: none",
+    ),
+    "weights_index": ("_consistent", "the tensors of the model of its spec"),
+    "checkpoint_step": ("_consistent", "min(CHECKPOINT_STEP, steps)"),
+    "checkpoint": (RETRAIN, "no relation: --quick re-trains to the checkpoint"),
+    "checkpoint_index": ("_consistent", "the tensors of the model of its spec"),
+    "metrics.final_test_loss": ("_check_metrics", "final_loss of its history"),
+    "metrics.entropy_rate": ("_check_metrics", "its chain's exact value"),
+    "metrics.unigram_entropy": ("_check_metrics", "its chain's exact value"),
+    "metrics.excess": ("_check_metrics", "final_test_loss - entropy_rate"),
+    "metrics.escape_step": ("_check_metrics", "escape_step's rule on its history"),
+    "metrics.learnt_kernel": ("_check_kernel", "the kernel of its stored weights"),
+    "metrics.seconds": ("_check_metrics", "provenance.seconds (measured: > 0)"),
+    "provenance.seconds": ("_check_provenance", "> 0 and finite: a measurement"),
+    "provenance.created": ("_check_provenance", "a time after 2024 and before now"),
+    "provenance.markovlib": ("_check_provenance", "a version number"),
+    "provenance.version": ("_check_provenance", "provenance.markovlib"),
+    "provenance.torch": ("_check_provenance", "a version number"),
+    "provenance.device": ("_check_provenance", "cpu, cuda[:n] or mps"),
+    "provenance.device_name": ("_check_provenance", "a name"),
+    "provenance.cpu_model": ("_check_provenance", "a name (absent in early runs)"),
+    "provenance.cpu_capability": ("_check_provenance", "a torch CPU capability"),
+    "provenance.threads": ("_check_provenance", "an integer >= 1"),
+    "provenance.compile": ("_check_provenance", "true or false"),
+    "provenance.ensemble_size": ("_check_ensembles", "len(ensemble_members)"),
+    "provenance.ensemble_members": (
+        "_check_ensembles",
+        "lists the run, same settings, same list in every member",
+    ),
+}
+
+
+def _generator(result: TrainResult, offset: int) -> torch.Generator:
+    """A generator seeded ``offset`` past the run's test-data seed."""
+    g = torch.Generator()
+    g.manual_seed(result.test_seed + offset)
+    return g
+
+
+@torch.no_grad()
+def _fresh_loss(result: TrainResult) -> tuple[float, float]:
+    """Test loss of the run's weights on fresh batches of its evaluation's size (in its
+    precision), and the standard error of that mean."""
+    s, g = result.train_config, _generator(result, FRESH_STREAM)
+    dtype = HALF.get(s.precision)
+    per_path = []
+    for _ in range(s.eval_batches):
+        x = result.chain.sample(s.batch_size, s.seq_len + 1, generator=g, start=s.start)
+        with torch.autocast(
+            "cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None
+        ):
+            logits = result.model(x[:, :-1])
+        nll = F.cross_entropy(
+            logits.float().transpose(1, 2), x[:, 1:], reduction="none"
+        )
+        per_path.append(nll.double().mean(1))
+    per = torch.cat(per_path)
+    se = per.std().item() / math.sqrt(len(per)) if len(per) > 1 else math.inf
+    return per.mean().item(), se
+
+
+@torch.no_grad()
+def _outputs(spec: RunSpec, weights: dict) -> tuple[np.ndarray, torch.Tensor]:
+    """The learnt kernel of ``weights`` and their predictions on the run's fixed batch
+    (paths of the run's own stream)."""
+    record = {
+        "weights": weights,
+        "provenance": {},
+        "metrics": {},
+        "history": None,
+        "checkpoint_step": None,
+        "checkpoint": None,
+    }
+    result = result_from_record(spec, record)
+    s = spec.train
+    x = result.chain.sample(
+        s.batch_size,
+        s.seq_len,
+        generator=_generator(result, FIXED_STREAM),
+        start=s.start,
+    )
+    return result.learnt_kernel(), result.probabilities(x)
+
+
+def _expected_steps(train_config) -> tuple[np.ndarray, np.ndarray]:
+    """(the steps a shipped history holds, the steps with a test loss)."""
+    steps = np.arange(train_config.steps + 1)
+    tested = (steps % train_config.eval_every == 0) | (steps == train_config.steps)
+    return steps[tested | (steps <= CHECKPOINT_STEP)], steps[tested]
+
+
+def _lr_at(train_config, step: int) -> float:
+    """The learning rate of ``step`` (>= 1) as the training loop records it."""
+    s = train_config
+    factor = one_cycle_factor(step - 1, s.steps) if s.schedule == "one-cycle" else 1.0
+    return s.lr * factor
+
+
+def _check_history(where: str, spec: RunSpec, row: dict) -> int | None:
+    """The stored history has the steps, evaluations and learning rates of its spec,
+    and finite losses before the step where it diverged (returned; None: never)."""
+    steps = np.asarray(row["history_step"], dtype=np.int64)
+    lr, train_loss, test_loss = (
+        np.asarray(row[c], dtype=np.float64) for c in ("lr", "train_loss", "test_loss")
+    )
+    kept, tested = _expected_steps(spec.train)
+    if not np.array_equal(steps, kept):
+        raise VerificationError(
+            f"{where}: history_step holds {_span(steps)}; its spec gives {_span(kept)}"
+        )
+    diverged = diverged_step(history_of(row), spec.train)
+    end = math.inf if diverged is None else diverged
+    before = steps < end
+    if not np.array_equal(steps[before & ~np.isnan(test_loss)], tested[tested < end]):
+        raise VerificationError(
+            f"{where}: test_loss is stored at other steps than every "
+            f"{spec.train.eval_every} and the last"
+        )
+    if not (np.isnan(train_loss[0]) and np.isfinite(train_loss[1:][before[1:]]).all()):
+        raise VerificationError(f"{where}: train_loss is missing at some steps")
+    for step, value in zip(steps[1:], lr[1:]):
+        if value != _lr_at(spec.train, int(step)):
+            raise VerificationError(
+                f"{where}: lr {float(value)!r} at step {step}; its spec's schedule "
+                f"gives {_lr_at(spec.train, int(step))!r}"
+            )
+    return diverged
+
+
+def _span(steps: np.ndarray) -> str:
+    """'n steps [first]..[last]'."""
+    return f"{len(steps)} steps {steps[:1].tolist()}..{steps[-1:].tolist()}"
+
+
+def _same(a, b, tolerance: float = 0.0) -> bool:
+    """Whether two stored numbers agree (within ``tolerance``; NaN agrees with NaN)."""
+    if a is None or b is None:
+        return a is b
+    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tolerance
+
+
+def _check_metrics(where: str, result: TrainResult, m: dict, prov: dict) -> None:
+    """The stored metrics are those of the stored history (the library's own rules)
+    and of the chain."""
+    chain, final = result.chain, result.final_test_loss
+    values = {
+        "final_test_loss": (final, 0.0),
+        "entropy_rate": (chain.entropy_rate(), METRIC_TOLERANCE),
+        "unigram_entropy": (chain.unigram_entropy(), METRIC_TOLERANCE),
+        "excess": (final - chain.entropy_rate(), METRIC_TOLERANCE),
+    }
+    for name, (value, tolerance) in values.items():
+        if not isinstance(m.get(name), float) or not _same(m[name], value, tolerance):
+            raise VerificationError(
+                f"{where}: metrics.{name} {m.get(name)!r}; its chain and history give "
+                f"{value!r}"
+            )
+    escape = result.escape_step(0.005)
+    if m.get("escape_step", "missing") != escape:
+        raise VerificationError(
+            f"{where}: metrics.escape_step {m.get('escape_step')!r}; its history "
+            f"gives {escape!r}"
+        )
+    if m.get("seconds") != prov.get("seconds"):
+        raise VerificationError(
+            f"{where}: metrics.seconds {m.get('seconds')!r} differs from "
+            f"provenance.seconds {prov.get('seconds')!r}"
+        )
+
+
+VERSION = re.compile(r"\d+(\.\d+)+\S*")
+CAPABILITIES = ("DEFAULT", "VSX", "Z VECTOR", "NO AVX", "AVX2", "AVX512", "SVE256")
+EARLIEST = 1704067200.0  # 2024-01-01: no run of this library is older
+
+
+def _check_provenance(where: str, prov: dict) -> None:
+    """Every provenance field well formed (a claim of where a run was made: verify
+    can check its form and its agreement with the other fields, not its truth)."""
+    name = lambda v: isinstance(v, str) and v.strip() != ""  # noqa: E731
+    number = lambda v: isinstance(v, (int, float)) and math.isfinite(v)  # noqa: E731
+    rules = {
+        "seconds": lambda v: number(v) and v > 0,
+        "created": lambda v: number(v) and EARLIEST <= v <= time.time() + 86400,
+        "markovlib": lambda v: isinstance(v, str) and VERSION.fullmatch(v),
+        "version": lambda v: v == prov.get("markovlib"),
+        "torch": lambda v: isinstance(v, str) and VERSION.fullmatch(v),
+        "device": lambda v: (
+            isinstance(v, str) and re.fullmatch(r"(cpu|cuda|mps)(:\d+)?", v)
+        ),
+        "device_name": name,
+        "cpu_model": lambda v: v is None or name(v),
+        "cpu_capability": lambda v: v in CAPABILITIES,
+        "threads": lambda v: isinstance(v, int) and v >= 1,
+        "compile": lambda v: isinstance(v, bool),
+    }
+    for field, rule in rules.items():
+        if not rule(prov.get(field)):
+            raise VerificationError(
+                f"{where}: provenance.{field} {prov.get(field)!r} is not "
+                f"{FIELDS['provenance.' + field][1]}"
+            )
+
+
+def _check_index(where: str, name: str, row: dict, model: torch.nn.Module) -> None:
+    """A weights index lists the model's tensors, in order, packed end to end."""
+    index, blob = json.loads(row[f"{name}_index"]), row[name]
+    wanted, offset = [], 0
+    for tensor_name, tensor in model.state_dict().items():
+        wanted.append([tensor_name, list(tensor.shape), offset])
+        offset += tensor.numel()
+    if index != wanted:
+        raise VerificationError(
+            f"{where}: {name}_index does not list the tensors of the model of its "
+            "spec, packed in order"
+        )
+    if len(blob) != 4 * offset:
+        raise VerificationError(
+            f"{where}: {name} holds {len(blob) // 4} floats; {name}_index and the "
+            f"model of its spec {offset}"
+        )
+
+
+def _check_kernel(where: str, result: TrainResult, stored) -> float:
+    """The learnt kernel of the stored weights is the stored one; returns |Δ|."""
+    kernel = result.learnt_kernel()
+    stored = np.asarray(stored, dtype=np.float64)
+    gap = (
+        float(np.abs(np.nan_to_num(kernel - stored, nan=np.inf)).max())
+        if stored.shape == kernel.shape
+        else math.inf
+    )
+    if np.isnan(kernel).all() and np.isnan(stored).all():
+        gap = 0.0  # the weights of a diverged run
+    if not gap <= KERNEL_TOLERANCE:
+        raise VerificationError(
+            f"{where}: metrics.learnt_kernel differs from the learnt kernel of its "
+            f"stored weights by {gap:.3g} > {KERNEL_TOLERANCE:g}"
+        )
+    return gap
+
+
+def _check_loss(where: str, result: TrainResult, record: dict, spec: RunSpec) -> float:
+    """The stored weights give a test loss consistent with the stored history (not
+    finite for a run that diverged); returns |Δ| as a share of the tolerance."""
+    loss, se = _fresh_loss(result)
+    final, diverged = result.final_test_loss, result.diverged_step
+    if diverged is not None or not math.isfinite(loss):
+        if diverged is None or math.isfinite(loss):
+            raise VerificationError(
+                f"{where}: diverged_step {diverged!r} (by its history), but its "
+                f"stored weights give a test loss of {loss:.4f} on fresh batches"
+            )
+        return 0.0
+    tolerance = max(LOSS_SIGMAS * math.sqrt(2) * se, LOSS_FLOOR)
+    if not abs(loss - final) <= tolerance:
+        raise VerificationError(
+            f"{where}: test_loss ends at {final:.4f}, its stored weights give "
+            f"{loss:.4f} on fresh batches (|Δ| {abs(loss - final):.4f} > "
+            f"{tolerance:.4f} nats, {LOSS_SIGMAS:g} standard errors)"
+        )
+    if spec.train.start == "stationary":
+        floor = result.chain.entropy_rate() - max(LOSS_SIGMAS * se, HISTORY_MARGIN)
+        tests = record["history"].dropna(subset=["test_loss"])
+        low = tests[tests["test_loss"] < floor]
+        if len(low):
+            raise VerificationError(
+                f"{where}: test_loss {low['test_loss'].iloc[0]:.4f} at step "
+                f"{int(low['step'].iloc[0])} is below the entropy rate "
+                f"{result.chain.entropy_rate():.4f} by more than sampling noise"
+            )
+    return abs(loss - final) / tolerance
+
+
+def _consistent(data: ShippedData, key: str) -> tuple[float, float]:
+    """Check run ``key`` against itself without training: history, metrics,
+    provenance, and what its stored weights compute; returns (kernel |Δ|, loss |Δ| /
+    tolerance)."""
+    where = f"run {key} in {data.index()[key]}"
+    row = data.row(key)
+    spec = RunSpec.from_dict(json.loads(row["spec"]))
+    _check_history(where, spec, row)
+    model = Transformer(spec.config)
+    _check_index(where, "weights", row, model)
+    expected, step = min(CHECKPOINT_STEP, spec.train.steps), row["checkpoint_step"]
+    if pd.isna(step) or step != expected:
+        raise VerificationError(
+            f"{where}: checkpoint_step {row['checkpoint_step']!r}, expected {expected}"
+        )
+    _check_index(where, "checkpoint", row, model)
+    record = data.record(key)
+    _check_provenance(where, record["provenance"])
+    result = result_from_record(spec, record)
+    _check_metrics(where, result, record["metrics"], record["provenance"])
+    gap = _check_kernel(where, result, record["metrics"]["learnt_kernel"])
+    return gap, _check_loss(where, result, record, spec)
+
+
+def _check_ensembles(data: ShippedData) -> int:
+    """Every run's results are its own: a run trained in an ensemble lists its own key
+    among ``ensemble_members`` (results moved to another run's row name the wrong
+    ensemble), every member is shipped, has the same architecture and training
+    settings, and lists the same members. Returns the number of ensembles."""
+    prov, specs = {}, {}
+    for f in data.files:
+        frame = data.rows(f.name)
+        for key, spec, text in zip(frame["key"], frame["spec"], frame["provenance"]):
+            prov[key], specs[key] = (
+                json.loads(text),
+                RunSpec.from_dict(json.loads(spec)),
+            )
+    groups = set()
+    for key, p in prov.items():
+        where = f"run {key} in {data.index()[key]}"
+        members = list(p.get("ensemble_members") or [key])
+        if key not in members:
+            raise VerificationError(
+                f"{where}: provenance.ensemble_members ({len(members)} keys) does not "
+                "list the run: its results are another run's"
+            )
+        if p.get("ensemble_size") != len(members):
+            raise VerificationError(
+                f"{where}: provenance.ensemble_size {p.get('ensemble_size')!r} is not "
+                f"the number of its ensemble_members ({len(members)})"
+            )
+        for other in members:
+            if other not in prov or specs[other].group != specs[key].group:
+                raise VerificationError(
+                    f"{where}: provenance.ensemble_members names run {other}, which "
+                    "is not shipped or has other settings"
+                )
+            if list(prov[other].get("ensemble_members") or [other]) != members:
+                raise VerificationError(
+                    f"{where}: provenance.ensemble_members disagrees with that of its "
+                    f"member {other}"
+                )
+        groups.add(tuple(members))
+    return len(groups)
+
+
+def _check_runs(data: ShippedData, log) -> None:
+    """Every run consistent without training (:func:`_check_ensembles`,
+    :func:`_consistent`); one line of summary."""
+    t0, cpu0, kernel, loss = time.perf_counter(), time.process_time(), 0.0, 0.0
+    trainings = _check_ensembles(data)
+    for key in sorted(data.index()):
+        k, share = _consistent(data, key)
+        kernel, loss = max(kernel, k), max(loss, share)
+    log(
+        f"every run's results are its own ({trainings} trainings: each run listed by "
+        "its ensemble, or trained alone)"
+    )
+    log(
+        f"every run checked without training in {time.perf_counter() - t0:.0f} s "
+        f"({time.process_time() - cpu0:.0f} s of CPU): its stored weights give its "
+        f"learnt kernel (max |Δ| {kernel:.2g} <= {KERNEL_TOLERANCE:g}) and a test loss "
+        f"consistent with its history (max |Δ| {loss:.2f} of the tolerance, "
+        f"{LOSS_SIGMAS:g} standard errors); its metrics are those of its history and "
+        "chain"
+    )
+
+
+def _check_files(data: ShippedData) -> dict[str, str]:
+    """Every file hashed, keys unique, specs hashing to their keys, nothing unlisted;
+    returns the index."""
+    index = data.index()  # checks every file's hash and run count, keys unique
+    for f in data.files:
+        frame = data.rows(f.name)
+        for key, text, seed, steps in zip(
+            frame["key"], frame["spec"], frame["seed"], frame["steps"]
+        ):
+            try:
+                d = json.loads(text)
+                computed = RunSpec.from_dict(d).key
+            except (ValueError, KeyError, TypeError) as e:
+                raise VerificationError(
+                    f"run {key} in {f.name}: spec is not readable ({e})"
+                ) from None
+            if spec_key(d) != key or computed != key:
+                raise VerificationError(
+                    f"run {key} in {f.name}: key is not the one the current library "
+                    f"computes for its spec ({computed})"
+                )
+            for name, value, of_spec in (
+                ("seed", seed, d["seed"]),
+                ("steps", steps, d["train"]["steps"]),
+            ):
+                if value != of_spec:
+                    raise VerificationError(
+                        f"run {key} in {f.name}: {name} {value!r} differs from its "
+                        f"spec's {of_spec!r}"
+                    )
+    extra = data.unlisted()
+    if extra:
+        why = (
+            " (a temporary file of an interrupted export: re-run `markovlib edition "
+            "export`)"
+            if extra[0].endswith(PARTIAL)
+            else ""
+        )
+        more = f"; {len(extra) - 1} more unlisted" if len(extra) > 1 else ""
+        raise ShippedDataError(
+            f"{data.directory / extra[0]} is not listed in the manifest{why}{more}"
+        )
+    if not index:
+        raise VerificationError(
+            f"{data.directory / MANIFEST} lists no run: nothing to verify"
+        )
+    return index
+
+
+def _check_edition(
+    index: dict[str, str], groups, complete: bool, log, what: str
+) -> None:
+    """Every shipped run is a run of ``groups`` in a file of its group; incomplete
+    groups are reported (an error with ``complete``)."""
+    member: dict[str, set[str]] = {}
+    for name, specs in groups:
+        for spec in specs:
+            member.setdefault(spec.key, set()).add(name)
+    for key, file in sorted(index.items(), key=lambda kv: kv[1]):
+        named = FILE_NAME.fullmatch(file)
+        if named is None:
+            raise VerificationError(f"{file} is not named <group>-<n>.parquet")
+        if key not in member:
+            raise VerificationError(f"run {key} in {file}: spec is not a run of {what}")
+        if named["group"] not in member[key]:
+            raise VerificationError(
+                f"run {key} in {file}: spec is a run of group "
+                f"{' and '.join(sorted(member[key]))} of {what}, not of group "
+                f"{named['group']}"
+            )
+    missing = [
+        (name, sum(k not in index for k in keys), len(keys))
+        for name, keys in ((n, {s.key for s in specs}) for n, specs in groups)
+    ]
+    incomplete = [m for m in missing if m[1]]
+    log(
+        f"edition: {len(index)} of the {len(member)} runs of {what} shipped, "
+        f"{len(missing) - len(incomplete)} of {len(missing)} groups complete"
+    )
+    for name, n, total in incomplete:
+        log(f"  incomplete: {name}: {n} of {total} runs missing")
+    if complete and incomplete:
+        raise VerificationError(
+            f"the edition is incomplete: {len(member) - len(index)} of the "
+            f"{len(member)} runs of {what} are not shipped ({len(incomplete)} groups, "
+            f"first {incomplete[0][0]}: {incomplete[0][1]} of {incomplete[0][2]})"
+        )
+
+
+def _environment(prov: dict, here: dict | None = None) -> tuple[bool, str]:
+    """Whether bit identity is expected for a run with provenance ``prov`` re-trained
+    where ``here`` says (default: this process; its whole ensemble, with its thread
+    count), and why (not)."""
+    here = here or provenance(torch.device("cpu"))
+    if not str(prov.get("device", "cpu")).startswith("cpu"):
+        return False, f"produced on {prov.get('device_name') or prov['device']}"
+    if prov.get("cpu_capability") != here["cpu_capability"]:
+        return (
+            False,
+            f"produced with CPU capability {prov.get('cpu_capability')}, "
+            f"re-trained with {here['cpu_capability']}",
+        )
+    if (
+        "cpu_model" in prov and prov["cpu_model"] != here["cpu_model"]
+    ):  # runs of the first session lack the field
+        return (
+            False,
+            f"produced on {prov['cpu_model']}, re-trained on {here['cpu_model']}",
+        )
+    if prov.get("compile"):
+        return False, "produced through torch.compile"
+    return (
+        True,
+        f"same CPU capability ({here['cpu_capability']}), "
+        f"{prov.get('threads')} thread(s)",
+    )
+
+
+def _compare(
+    key: str, stored: pd.DataFrame, fresh: pd.DataFrame, exact: bool, upto: int | None
+) -> None:
+    """Every stored history value (up to ``upto``) against the re-trained one: equal,
+    or losses within :data:`TOLERANCE`."""
+    rows = stored.dropna(subset=["lr", "train_loss", "test_loss"], how="all")
+    if upto is not None:
+        rows = rows[rows["step"] <= upto]
+    fresh = fresh.set_index("step")
+    for _, row in rows.iterrows():
+        step = int(row["step"])
+        for column in ("lr", "train_loss", "test_loss"):
+            a, b = row[column], fresh.at[step, column]
+            if pd.isna(a):
+                continue
+            if exact and not (np.float64(a) == np.float64(b)):
+                raise VerificationError(
+                    f"run {key}: {column} differs first at step {step}: shipped "
+                    f"{float(a)!r}, re-trained {float(b)!r}"
+                )
+            if not exact and column != "lr" and not abs(a - b) <= TOLERANCE:
+                raise VerificationError(
+                    f"run {key}: {column} at step {step} differs by "
+                    f"{abs(a - b):.4g} > {TOLERANCE:g} nats"
+                )
+
+
+def _compare_weights(key: str, what: str, stored: dict, fresh: dict) -> None:
+    """Bit identity of every stored tensor."""
+    for name, tensor in stored.items():
+        other = fresh[name].detach().cpu().float()
+        if not torch.equal(tensor, other):
+            raise VerificationError(
+                f"run {key}: {what} tensor {name} differs from the re-trained one "
+                f"(max |Δ| {(tensor - other).abs().max().item():.3g})"
+            )
+
+
+def _compare_outputs(
+    key: str, spec: RunSpec, what: str, stored: dict, fresh: dict
+) -> float:
+    """Learnt kernels and predictions on the run's fixed batch of the stored and the
+    re-trained weights within :data:`TOLERANCE`; returns the larger |Δ|."""
+    kernel, probs = _outputs(spec, stored)
+    fresh_kernel, fresh_probs = _outputs(spec, {k: v.float() for k, v in fresh.items()})
+    gaps = {
+        "learnt kernel": float(np.abs(kernel - fresh_kernel).max()),
+        "predictions on a fixed batch": float((probs - fresh_probs).abs().max()),
+    }
+    for name, gap in gaps.items():
+        if not gap <= TOLERANCE:
+            raise VerificationError(
+                f"run {key}: {what}: their {name} differ from the re-trained one's "
+                f"by {gap:.3g} > {TOLERANCE:g}"
+            )
+    return max(gaps.values())
+
+
+def _compare_metrics(key: str, stored: dict, fresh: TrainResult) -> None:
+    """Bit identity of every stored metric but the wall time."""
+    again = json.loads(json.dumps(metrics_of(fresh)))
+    for name, value in stored.items():
+        if name != "seconds" and again.get(name) != value:
+            raise VerificationError(
+                f"run {key}: metrics.{name} differs: shipped {value!r}, re-trained "
+                f"{again.get(name)!r}"
+            )
+
+
+def _judge(key: str, record: dict, fresh: TrainResult, quick: bool, exact: bool) -> str:
+    """Compare one re-trained run with its stored record; how it was judged."""
+    spec = RunSpec.from_dict(record["spec"])
+    upto = record["checkpoint_step"] if quick else None
+    _compare(key, record["history"], fresh.history, exact, upto)
+    final = {k: v.detach() for k, v in fresh.model.state_dict().items()}
+    if exact:
+        _compare_weights(key, "checkpoint", record["checkpoint"], fresh.checkpoint)
+        if not quick:
+            _compare_weights(key, "weights", record["weights"], final)
+            _compare_metrics(key, record["metrics"], fresh)
+        return "bit for bit"
+    what, weights = (
+        ("checkpoint", (record["checkpoint"], fresh.checkpoint))
+        if quick
+        else ("weights", (record["weights"], final))
+    )
+    gap = _compare_outputs(key, spec, what, *weights)
+    return f"within {TOLERANCE:g} (losses, kernel, predictions; max |Δ| {gap:.2g})"
+
+
+def _ensemble(data: ShippedData, key: str) -> list[str]:
+    """The keys of the ensemble that trained run ``key`` (``[key]`` for a single run),
+    in order, every one shipped."""
+    prov = json.loads(data.row(key)["provenance"])
+    members = list(prov.get("ensemble_members") or [key])
+    if key not in members or len(members) != int(prov.get("ensemble_size", 1)):
+        raise VerificationError(
+            f"run {key}: its provenance names an ensemble of "
+            f"{prov.get('ensemble_size')} that does not list it"
+        )
+    for other in members:
+        if other not in data:
+            raise VerificationError(
+                f"run {key} was trained in an ensemble with run {other}, which is not "
+                "shipped: the ensemble cannot be re-trained"
+            )
+        theirs = json.loads(data.row(other)["provenance"])
+        if list(theirs.get("ensemble_members") or [other]) != members:
+            raise VerificationError(
+                f"runs {key} and {other} disagree on the members of their ensemble"
+            )
+    return members
+
+
+def _judge_unit(records: list[dict], fresh: list[TrainResult], quick, seconds, log):
+    """Judge every member of one re-trained run or ensemble; one line each."""
+    together = f" (ensemble of {len(records)})" if len(records) > 1 else ""
+    for record, result in zip(records, fresh):
+        exact, why = _environment(record["provenance"], result.provenance)
+        how = _judge(record["key"], record, result, quick, exact)
+        spec = RunSpec.from_dict(record["spec"])
+        log(
+            f"  {record['key']} {spec.chain} seed {spec.seed}: reproduced {how}"
+            f"{'' if exact else f'; {why}'}{together} in {seconds:.0f} s"
+        )
+
+
+def _retrain(data: ShippedData, units, quick: bool, executor, address, log) -> int:
+    """Re-train every unit (one run, or one ensemble in order) through ``executor``
+    (:func:`~markovlib.runs.executors.train_chunks`) with the thread count of its
+    provenance, and judge every member; returns how many runs were judged."""
+    records = {k: data.record(k) for unit in units for k in unit}
+    by_threads: dict[int, list[list[RunSpec]]] = {}
+    for unit in units:
+        specs = [RunSpec.from_dict(records[k]["spec"]) for k in unit]
+        if any(s.group != specs[0].group for s in specs):
+            raise VerificationError(
+                f"run {unit[0]}: provenance.ensemble_members mixes architectures or "
+                "training settings"
+            )
+        threads = records[unit[0]]["provenance"]["threads"]
+        by_threads.setdefault(threads, []).append(specs)
+    saved, judged = torch.get_num_threads(), 0
+    try:
+        for threads, chunks in by_threads.items():
+            torch.set_num_threads(threads)  # the local executor's; a Ray task's own
+            t0 = time.perf_counter()
+            for chunk, fresh in train_chunks(
+                chunks,
+                executor=executor,
+                device="cpu",
+                address=address,
+                cpus_per_task=threads,
+                stop_after=CHECKPOINT_STEP if quick else None,
+            ):
+                seconds, t0 = time.perf_counter() - t0, time.perf_counter()
+                _judge_unit([records[s.key] for s in chunk], fresh, quick, seconds, log)
+                judged += len(chunk)
+    finally:
+        torch.set_num_threads(saved)
+    return judged
+
+
+def _candidates(
+    data: ShippedData, max_seconds: float | None, exact_only: bool
+) -> list[str]:
+    """The shipped runs a sample is drawn from."""
+    out = []
+    for key in sorted(data.index()):
+        prov = json.loads(data.row(key)["provenance"])
+        if max_seconds is not None and not prov.get("seconds", math.inf) <= max_seconds:
+            continue
+        if exact_only and not _environment(prov)[0]:
+            continue
+        out.append(key)
+    return out
+
+
+def _draw(data: ShippedData, sample, seed, max_seconds, exact_only, quick, log):
+    """The runs to re-train (``sample`` of them drawn at random, or 'all'), as whole
+    ensembles."""
+    candidates = _candidates(data, max_seconds, exact_only)
+    if not candidates:
+        raise VerificationError(_nothing_left(max_seconds, exact_only))
+    if sample == "all":
+        chosen, how = candidates, "every run of the filter"
+    else:
+        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+        chosen = random.Random(seed).sample(candidates, min(sample, len(candidates)))
+        how = f"sample seed {seed}; repeat with --seed {seed}"
+    units: list[list[str]] = []
+    for key in chosen:
+        if not any(key in unit for unit in units):
+            units.append(_ensemble(data, key))
+    log(
+        f"re-training {len(chosen)} of {len(candidates)} "
+        f"runs{' to their checkpoint' if quick else ''} in {len(units)} training(s) "
+        f"({how})"
+    )
+    return units
+
+
+def verify(
+    directory: str | Path,
+    *,
+    sample: int | str = 2,
+    seed: int | None = None,
+    quick: bool = False,
+    max_seconds: float | None = None,
+    exact_only: bool = False,
+    complete: bool = False,
+    edition: Sequence[tuple[str, Sequence[RunSpec]]] | None = None,
+    executor: str = "local",
+    address: str | None = None,
+    log=print,
+) -> int:
+    """Prove the shipped data without training, then re-train ``sample`` random runs
+    (``"all"``: every run) and compare.
+
+    Without training: every field of :data:`FIELDS` that a relation binds to another
+    stored value (files' hashes, spec keys, the edition's runs in their groups' files,
+    histories, metrics, provenance, indexes, and what the stored weights compute);
+    missing runs are reported (an error with ``complete``).
+
+    ``quick``: re-train only to the checkpoint step and compare the history up to
+    there and the checkpoint weights. ``max_seconds``: draw only among runs whose
+    recorded training time is below it. ``exact_only``: draw only among runs this
+    machine can reproduce bit for bit (same CPU capability and model); a run at a
+    saddle can escape a few steps apart on another CPU, so a full re-train there may
+    differ by more than the tolerance although nothing is wrong. A member of an
+    ensemble is re-trained with its whole ensemble, through ``executor`` ('local' or
+    'ray' at ``address``: :func:`~markovlib.runs.executors.train_chunks`), and every
+    member is compared. ``sample=0`` re-trains nothing; a filter that leaves no run is
+    an error. Returns the number of runs re-trained; raises :class:`ShippedDataError`
+    or :class:`VerificationError`.
+    """
+    data = ShippedData(directory)
+    index = _check_files(data)
+    log(
+        f"manifest: {len(data.files)} files, {len(index)} runs, every SHA-256 and "
+        "spec key checked, keys unique, no unlisted file"
+    )
+    if edition is None:
+        edition, what = experiments.paper_edition(), "paper_edition()"
+    else:
+        what = "the edition"
+    _check_edition(index, edition, complete, log, what)
+    _check_runs(data, log)
+    if sample == 0:
+        log("no run re-trained (--sample 0)")
+        return 0
+    units = _draw(data, sample, seed, max_seconds, exact_only, quick, log)
+    return _retrain(data, units, quick, executor, address, log)
+
+
+def _nothing_left(max_seconds: float | None, exact_only: bool) -> str:
+    """The one line of a filter that leaves no run to re-train."""
+    filters = []
+    if max_seconds is not None:
+        filters.append(f"trained in at most {max_seconds:g} s")
+    if exact_only:
+        filters.append(
+            "produced on a CPU like this one "
+            f"({torch.backends.cpu.get_cpu_capability()}, {cpu_model()})"
+        )
+    return (
+        f"nothing to re-train: no shipped run was {' and '.join(filters)} "
+        "(--sample 0 checks the data without re-training)"
+    )

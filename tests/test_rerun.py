@@ -1,0 +1,154 @@
+"""markovlib rerun: one chapter executed with the reader's chain, written as a notebook
+and an HTML page whose Markdown reads like the book's page (no raw MyST roles)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from markovlib.book import glued_values, render_roles
+from markovlib.chains import binary
+
+ROOT = Path(__file__).resolve().parents[1]
+RAW_ROLE = re.compile(r"\{[a-z:]+\}`")
+PREFIX = "application/papermill.record/"
+
+
+def _glued(name: str, **data) -> nbformat.NotebookNode:
+    """A display_data output as myst-nb's glue(name, value, display=False) writes it."""
+    return nbformat.v4.new_output(
+        "display_data",
+        data={PREFIX + mime.replace("_", "/"): v for mime, v in data.items()},
+        metadata={"scrapbook": {"name": name, "mime_prefix": PREFIX}},
+    )
+
+
+CELLS = {
+    "text": "Rate {glue:text}`h:.4f` nats over {glue:text}`n_runs`, {glue:}`scale` "
+    "edition ({glue:md}`scale:myst`), pi_1 = {glue:text}`pi1:.2f`, d = {glue}`d`; "
+    "missing {glue:text}`nope:.2f` and {glue:}`nope`.",
+    "refs": "{numref}`fig-paths` shows paths; see {doc}`framework`, "
+    "{cite}`makkuva2025attention`, {cite:p}`a,b`, {math}`p + q` and "
+    "{numref}`fig-elsewhere`.",
+    "admonition": ":::{admonition} What this page checks\n:class: important\n\n"
+    "The rate is {glue:text}`h:.2f`.\n:::",
+    "theorem": "```{prf:theorem} Saddle; Thm 3 of Makkuva et al.\n:label: thm-saddle\n"
+    "\nA saddle.\n```\n\n```{prf:proof} (sketch)\nCurvature.\n```\n\n"
+    "By {prf:ref}`thm-saddle`.",
+    "nested": "::::{note}\n```{prf:definition}\nInner.\n```\n::::\n(sec-x)=\n## Code",
+    "code": "```bash\npapermill a.ipynb b.ipynb\n```",
+}
+EXPECTED = {
+    "text": "Rate 0.5394 nats over 2 runs, `smoke` edition (`smoke`), pi_1 = 0.25, "
+    "d = 8; missing (not computed) and (not computed).",
+    "refs": "Figure 1 shows paths; see *Transformers meet Markov chains*, "
+    "[makkuva2025attention], [a, b], $p + q$ and the figure “elsewhere”.",
+    "admonition": "**What this page checks**\n\nThe rate is 0.54.",
+    "theorem": "**Theorem (Saddle; Thm 3 of Makkuva et al.).**\n\nA saddle.\n\n"
+    "**Proof (sketch).**\n\nCurvature.\n\nBy the theorem “Saddle”.",
+    "nested": "**Note**\n\n**Definition.**\n\nInner.\n\n## Code",
+    "code": "```bash\npapermill a.ipynb b.ipynb\n```",
+}
+
+
+@pytest.fixture
+def notebook():
+    glue = nbformat.v4.new_code_cell("glue(...)")
+    glue.outputs = [
+        _glued("h", text_plain="0.539418969889032"),
+        _glued("n_runs", text_plain="'2 runs'"),
+        _glued(
+            "scale",
+            text_markdown="`smoke`",
+            text_plain="<IPython.core.display.Markdown object>",
+        ),
+        _glued("pi1", text_plain="np.float64(0.25)"),
+        _glued("d", text_plain="8"),
+    ]
+    figure = nbformat.v4.new_code_cell("plot()")
+    figure.metadata["mystnb"] = {
+        "figure": {"name": "fig-paths", "caption": "Paths of {glue:text}`n_runs`."}
+    }
+    prose = [nbformat.v4.new_markdown_cell(text) for text in CELLS.values()]
+    return nbformat.v4.new_notebook(cells=[glue, figure, *prose])
+
+
+def test_glued_values_are_the_bundles_without_the_prefix(notebook):
+    values = glued_values(notebook)
+    assert list(values) == ["h", "n_runs", "scale", "pi1", "d"]
+    assert values["h"] == {"text/plain": "0.539418969889032"}
+    assert values["scale"]["text/markdown"] == "`smoke`"
+
+
+def test_render_roles_writes_plain_markdown(notebook):
+    titles = {"framework": "Transformers meet Markov chains"}
+    rendered = render_roles(notebook, titles)
+    cells = rendered.cells
+    assert cells[2].cell_type == "markdown"  # the caption under the figure
+    assert cells[2].source == "**Figure 1.** Paths of 2 runs."
+    for (name, want), cell in zip(EXPECTED.items(), cells[3:], strict=True):
+        assert cell.source == want, name
+    text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    assert not RAW_ROLE.search(text)
+    assert "{glue" not in text and "{numref" not in text and "```{" not in text
+    assert notebook.cells[2].source == CELLS["text"]  # the input is left as it was
+    nbformat.validate(rendered)
+
+
+def _markovlib(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "markovlib", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_rerun_writes_a_notebook_and_a_page_that_read_like_the_book(tmp_path):
+    out = tmp_path / "x"
+    start = time.perf_counter()
+    args = "framework --p 0.3 --q 0.9 --scale smoke --out".split()
+    done = _markovlib("rerun", *args, str(out))
+    seconds = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr[-2000:]
+    print(f"markovlib rerun framework at smoke: {seconds:.1f} s")
+    notebook, page = out / "framework.ipynb", out / "framework.html"
+    assert (
+        f"notebook: {notebook}" in done.stdout and f"HTML page: {page}" in done.stdout
+    )
+    assert "Executing" in done.stderr  # papermill's progress on the terminal
+    nb = nbformat.read(str(notebook), as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert not RAW_ROLE.search(text), RAW_ROLE.findall(text)
+    rate = f"{binary(0.3, 0.9).entropy_rate():.4g}"  # the chapter's {glue:text}`…:.4g`
+    for shown in ("$p =$ 0.3 and $q =$ 0.9", f"$H_{{\\mathrm{{rate}}}} =$ {rate}"):
+        assert shown in text
+        assert shown in page.read_text()
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["nope", "--p", "0.3", "--q", "0.9"], "argument CHAPTER: must be one of"),
+        (["multi_state", "--p", "0.3", "--q", "0.9"], "has no binary chain"),
+        (["framework", "--p", "1.5", "--q", "0.9"], "argument --p"),
+        (["global_minimum", "--p", "1", "--q", "0.9"], "argument --p"),
+        (["framework", "--p", "0.3", "--q", "0.9", "--out", "data/x"], "inside"),
+    ],
+)
+def test_rerun_refuses_bad_input_in_one_line(args, says):
+    done = _markovlib("rerun", *args, timeout=120)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
+    assert not (ROOT / "data" / "x").exists()
+
+
+def test_help_lists_rerun():
+    assert "rerun" in _markovlib("--help", timeout=120).stdout
