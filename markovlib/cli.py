@@ -54,7 +54,7 @@ from .runs.spec import grid
 from .runs.store import SEED_LIMIT, ResultStore, StoreError, permitted
 from .runs.sweep import sweep
 from .runs.verify import VerificationError, verify
-from .scorecard import compute
+from .scorecard import compute, verdict_counts
 from .train import Execution, train
 
 PLAN_BYTES_PER_RUN = 4096  # memory to plan and report one run of a sweep (generous)
@@ -1031,12 +1031,9 @@ def cmd_scorecard(args) -> int:
         return 0
     for r in rows:
         print(f"{r.id:15s} {r.verdict:26s} {r.value}")
-    counts = {
-        v: sum(r.verdict == v for r in rows)
-        for v in dict.fromkeys(r.verdict for r in rows)
-    }
-    summary = ", ".join(f"{n} {v}" for v, n in counts.items())
-    print(f"{len(rows)} rows: {summary} ({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"{len(rows)} rows: {verdict_counts(rows)} ({time.perf_counter() - t0:.0f} s)"
+    )
     return 0
 
 

@@ -50,6 +50,7 @@ from .theory import (
 from .train import diverged_step
 
 __all__ = [
+    "verdict_counts",
     "Claim",
     "CLAIMS",
     "VERDICTS",
@@ -652,7 +653,7 @@ def page(rows=None) -> str:
     return f"{title}\n\n{summary(rows)}\n\n{rest}" + "\n".join(table) + "\n"
 
 
-def _counts(rows) -> str:
+def verdict_counts(rows) -> str:
     """How many rows have each verdict, e.g. "20 reproduced, 7 differ"."""
     counts = Counter(r.verdict for r in rows).most_common()
     return ", ".join(
@@ -704,7 +705,7 @@ def readme_table(rows) -> str:
             f"| `{r.id}` | {cell(r.claim)} | {cell(r.value)} | {r.verdict} "
             f"| {cell(r.runs)} | {cell(r.trapped)} |"
         )
-    return "\n".join([*lines, "", f"{len(rows)} rows: {_counts(rows)}."])
+    return "\n".join([*lines, "", f"{len(rows)} rows: {verdict_counts(rows)}."])
 
 
 def readme_block(rows) -> str:
