@@ -1303,7 +1303,7 @@ def fig4_share_panels(maps: Mapping, marked: Mapping, grid: Sequence[float]):
 
 def plateau_lengths(ends: Mapping[str, pd.DataFrame], ax=None):
     """Escape iteration against p + q - 1 per grid (a
-    :func:`markovlib.measures.plateau_ends` table each); a cross at the last step for
+    :func:`markovlib.chapters.plateau_ends` table each); a cross at the last step for
     a run that never escaped."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
