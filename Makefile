@@ -44,7 +44,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports  # the layers and no import cycle: [tool.importlinter] in pyproject.toml
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -q --ignore=tests/browser
+	$(BIN)/python -m pytest tests -q --ignore=tests/browser --durations=10
 
 notebooks: $(STAMP)
 	MARKOVLIB_SCALE=smoke $(BIN)/python -m pytest --nbval-lax book -q -p no:cacheprovider

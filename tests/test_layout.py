@@ -1,0 +1,51 @@
+"""The house rules of the library that a reviewer would otherwise count by hand."""
+
+import ast
+from pathlib import Path
+
+import markovlib
+
+LIBRARY = Path(markovlib.__file__).parent
+MAX_LINES = 60  # a function holds one idea (nanoGPT's model.py is the bar)
+
+
+def _functions(path: Path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node.name, node.end_lineno - node.lineno + 1
+
+
+def test_no_function_of_the_library_is_longer_than_sixty_lines():
+    long = [
+        f"{path.relative_to(LIBRARY)}:{name} ({n} lines)"
+        for path in sorted(LIBRARY.rglob("*.py"))
+        for name, n in _functions(path)
+        if n > MAX_LINES
+    ]
+    assert not long, long
+
+
+def test_no_module_only_re_exports_another():
+    """Issue 32: one name per thing; a module whose body is imports and ``__all__``
+    is a second name for another module."""
+    shims = []
+    for path in sorted(LIBRARY.rglob("*.py")):
+        if path.name == "__init__.py":  # a package's public names
+            continue
+        body = ast.parse(path.read_text()).body
+        code = [
+            n
+            for n in body
+            if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+        ]
+        if code and all(
+            isinstance(n, ast.Import | ast.ImportFrom)
+            or (
+                isinstance(n, ast.Assign)
+                and getattr(n.targets[0], "id", "") == "__all__"
+            )
+            for n in code
+        ):
+            shims.append(str(path.relative_to(LIBRARY)))
+    assert not shims, shims
