@@ -49,3 +49,21 @@ def test_no_module_only_re_exports_another():
         ):
             shims.append(str(path.relative_to(LIBRARY)))
     assert not shims, shims
+
+
+def test_the_chapters_hide_at_most_860_lines_of_code():
+    """Issue 32: figure and table code lives in tested library functions; the code
+    cells a page hides (hide-input, remove-input, remove-cell) hold at most 860 lines
+    over all chapters (1 725 before)."""
+    import nbformat
+
+    hiding = {"hide-input", "remove-input", "remove-cell", "hide-cell"}
+    hidden = {
+        path.stem: sum(
+            len(cell.source.splitlines())
+            for cell in nbformat.read(path, as_version=4).cells
+            if cell.cell_type == "code" and hiding & set(cell.metadata.get("tags", []))
+        )
+        for path in sorted((LIBRARY.parent / "book").glob("*.ipynb"))
+    }
+    assert len(hidden) == 10 and sum(hidden.values()) <= 860, hidden
