@@ -206,9 +206,13 @@ def test_ctrl_c_in_train_is_one_line_and_exit_130():
         text=True,
         cwd=ROOT,
     )
-    _wait_for_cpu(proc.pid, 8.0)  # past the imports (about 3 s of CPU), into training
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        _wait_for_cpu(proc.pid, 8.0)  # past the imports (about 3 s of CPU), training
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:  # a failed test leaves no training behind
+        proc.kill()
+        proc.wait()
     assert proc.returncode == 130 and out == ""
     assert "interrupted; what was finished is kept" in _one_line(err)
 
@@ -1197,14 +1201,19 @@ def _interrupted(args: list, ready: str, **kw) -> tuple[int, str, str]:
         **kw,
     )
     seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if ready in line:
-            break
-    assert ready in "".join(seen), proc.communicate(timeout=60)
-    time.sleep(3)
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if ready in line:
+                break
+        assert ready in "".join(seen), proc.communicate(timeout=60)
+        time.sleep(3)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:  # a failed test leaves nothing running (kernels included)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     return proc.returncode, "".join(seen) + out, err
 
 

@@ -301,7 +301,8 @@ def test_a_sweep_says_how_many_runs_it_will_train_before_it_trains(tmp_path, cap
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "markovlib:" in ln]
     assert lines == [
         "markovlib: training 5 runs (4 of 6 steps, batch 2 × length 16, 1 of 4 "
-        "steps, batch 2 × length 8) in 3 ensembles on cpu: neither shipped nor "
+        "steps, batch 2 × length 8) in 3 ensembles on cpu, under a second on "
+        "one CPU thread: neither shipped nor "
         f"stored in {tmp_path / 'runs.sqlite'}"
     ]
     sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=True)

@@ -102,7 +102,10 @@ def _cpu_estimate(todo: Sequence[RunSpec], ensembles: int, device: str) -> str:
     """ ", about N min on one CPU thread" where the runs train on a CPU."""
     if resolve_device(device).type != "cpu":
         return ""
-    return f", about {_duration(estimate_seconds(todo, ensembles))} on one CPU thread"
+    seconds = estimate_seconds(todo, ensembles)
+    if seconds < 1:
+        return ", under a second on one CPU thread"
+    return f", about {_duration(seconds)} on one CPU thread"
 
 
 def sweep(
