@@ -9,26 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from made_up_runs import at_chain, at_marginal, record
 
 from markovlib import chapters, measures
 from markovlib.chains import binary
 from markovlib.measures import RunRecord
-
-
-def _record(p, q, kernel, seed=0):
-    chain = binary(p, q)
-    history = pd.DataFrame({"step": [0, 10], "test_loss": [0.7, 0.6]})
-    spec = SimpleNamespace(chain={"p": p, "q": q}, seed=seed)
-    return RunRecord(chain, np.asarray(kernel, dtype=float), history, spec)
-
-
-def _at_chain(p, q):
-    return _record(p, q, binary(p, q).P)
-
-
-def _at_marginal(p, q):
-    pi = binary(p, q).stationary()
-    return _record(p, q, np.vstack([pi, pi]))
 
 
 # --------------------------------------------------------------------- several chapters
@@ -194,7 +179,7 @@ def test_trap_variant_texts_glue_every_model_as_k_of_n():
 # ------------------------------------------------------------------ the saddles chapter
 def test_fig4_kernel_maps_learnt_q_and_share_per_cell():
     grid = (0.3, 0.6)
-    recs = [_at_chain(0.3, 0.6), _at_marginal(0.3, 0.6), _at_chain(0.6, 0.6)]
+    recs = [at_chain(0.3, 0.6), at_marginal(0.3, 0.6), at_chain(0.6, 0.6)]
     learnt_q, share = chapters.fig4_kernel_maps(recs, grid)
     pi0 = binary(0.3, 0.6).stationary()[0]
     assert learnt_q[1, 0] == pytest.approx((0.6 + pi0) / 2)  # q = 0.6, p = 0.3
@@ -249,8 +234,8 @@ def test_thm3_holds_on_both_sides_of_the_line_not_on_it():
 
 # ------------------------------------------------------------------ the trapped chapter
 def test_fig4_by_grid_only_complete_grids():
-    tied = [_at_marginal(0.6, 0.8), _at_chain(0.2, 0.3)]
-    untied = [_at_chain(0.6, 0.8), _at_chain(0.2, 0.3)]
+    tied = [at_marginal(0.6, 0.8), at_chain(0.2, 0.3)]
+    untied = [at_chain(0.6, 0.8), at_chain(0.2, 0.3)]
     groups = SimpleNamespace(
         wanted={
             ("a", "tied"): 2,
@@ -275,10 +260,10 @@ def test_fig4_by_grid_only_complete_grids():
 
 def test_by_seed_text_counts_cells_above_the_line_per_seed():
     recs = [
-        _record(0.6, 0.8, np.vstack([binary(0.6, 0.8).stationary()] * 2), seed=0),
-        _record(0.8, 0.8, binary(0.8, 0.8).P, seed=0),
-        _record(0.6, 0.8, binary(0.6, 0.8).P, seed=1),
-        _record(0.2, 0.3, binary(0.2, 0.3).P, seed=1),  # below the line: not counted
+        record(0.6, 0.8, np.vstack([binary(0.6, 0.8).stationary()] * 2), seed=0),
+        record(0.8, 0.8, binary(0.8, 0.8).P, seed=0),
+        record(0.6, 0.8, binary(0.6, 0.8).P, seed=1),
+        record(0.2, 0.3, binary(0.2, 0.3).P, seed=1),  # below the line: not counted
     ]
     assert chapters.by_seed_text(recs) == "seed 0: 1 of 2 cells; seed 1: 0 of 1 cells"
     assert chapters.by_seed_text([]) == "no run shipped yet"
@@ -325,10 +310,10 @@ def test_crossover_text_counts_runs_at_the_unigram_loss():
 def test_plateau_ends_only_above_the_line_nan_when_never():
     from dataclasses import replace
 
-    stays = _at_marginal(0.6, 0.8)
+    stays = at_marginal(0.6, 0.8)
     flat = pd.DataFrame({"step": [0, 10], "test_loss": [0.69, 0.69]})  # above H(π)
     stays = replace(stays, history=flat)
-    t = chapters.plateau_ends([stays, _at_chain(0.2, 0.3), _at_chain(0.5, 0.8)])
+    t = chapters.plateau_ends([stays, at_chain(0.2, 0.3), at_chain(0.5, 0.8)])
     assert t["above_line"].tolist() == pytest.approx([0.4, 0.3])  # not (0.2, 0.3)
     assert np.isnan(t["escape"].iloc[0]) and t["escape"].iloc[1] == 10
     assert t["steps"].tolist() == [10, 10]
@@ -430,7 +415,7 @@ def test_most_learnt_picks_the_best_run_on_the_chain():
 
 # -------------------------------------------------------------------- the depth chapter
 def test_shares_text_prints_one_share_per_run():
-    text = chapters.shares_text([_at_chain(0.3, 0.6), _at_marginal(0.3, 0.6)])
+    text = chapters.shares_text([at_chain(0.3, 0.6), at_marginal(0.3, 0.6)])
     assert text == "1.000 0.000"
 
 

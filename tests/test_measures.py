@@ -4,37 +4,19 @@ group of runs. (A chapter's own numbers and sentences: tests/test_chapters.py.)"
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pandas as pd
 import pytest
+from made_up_runs import at_chain, at_marginal, record
 
 from markovlib import measures
 from markovlib.analysis import EscapeStats
 from markovlib.chains import binary
-from markovlib.measures import RunRecord
-
-
-def _record(p, q, kernel, seed=0):
-    chain = binary(p, q)
-    history = pd.DataFrame({"step": [0, 10], "test_loss": [0.7, 0.6]})
-    spec = SimpleNamespace(chain={"p": p, "q": q}, seed=seed)
-    return RunRecord(chain, np.asarray(kernel, dtype=float), history, spec)
-
-
-def _at_chain(p, q):
-    return _record(p, q, binary(p, q).P)
-
-
-def _at_marginal(p, q):
-    pi = binary(p, q).stationary()
-    return _record(p, q, np.vstack([pi, pi]))
 
 
 def test_grid_shares_averages_the_runs_of_each_cell_rows_q_columns_p():
     ps, qs = (0.3, 0.5), (0.6, 0.8)
-    recs = [_at_chain(0.3, 0.6), _at_marginal(0.3, 0.6), _at_chain(0.5, 0.8)]
+    recs = [at_chain(0.3, 0.6), at_marginal(0.3, 0.6), at_chain(0.5, 0.8)]
     grid = measures.grid_shares(recs, ps, qs)
     assert grid.shape == (2, 2)
     assert grid[0, 0] == pytest.approx(0.5)  # q = 0.6, p = 0.3: one of each
@@ -65,10 +47,10 @@ def test_plateau_text_counts_runs_on_the_plateau():
 
 def test_fig4_counts_cells_by_majority_and_runs_above_and_below_the_line():
     # tied: (0.8, 0.5) 2 of 3 runs at H(pi) -> the cell is at H(pi); (0.6, 0.6) 1 of 3
-    tied = [_at_marginal(0.8, 0.5)] * 2 + [_at_chain(0.8, 0.5)]
-    tied += [_at_marginal(0.6, 0.6)] + [_at_chain(0.6, 0.6)] * 2
-    tied += [_at_marginal(0.2, 0.4)]  # below the line
-    untied = [_at_chain(0.8, 0.5)] * 3 + [_at_chain(0.6, 0.6)] * 3
+    tied = [at_marginal(0.8, 0.5)] * 2 + [at_chain(0.8, 0.5)]
+    tied += [at_marginal(0.6, 0.6)] + [at_chain(0.6, 0.6)] * 2
+    tied += [at_marginal(0.2, 0.4)]  # below the line
+    untied = [at_chain(0.8, 0.5)] * 3 + [at_chain(0.6, 0.6)] * 3
     m = measures.fig4(tied, untied)
     assert m.details["tied_cells"] == [(0.8, 0.5)]
     assert measures.cells_at_unigram(tied) == [(0.2, 0.4), (0.8, 0.5)]
@@ -82,8 +64,8 @@ def test_fig4_counts_cells_by_majority_and_runs_above_and_below_the_line():
 
 def test_by_seed_counts_each_seeds_runs_across_cells():
     recs = [
-        _record(0.8, 0.5, np.vstack([binary(0.8, 0.5).stationary()] * 2), seed=0),
-        _record(0.6, 0.6, np.vstack([binary(0.6, 0.6).stationary()] * 2), seed=0),
-        _record(0.6, 0.6, binary(0.6, 0.6).P, seed=1),
+        record(0.8, 0.5, np.vstack([binary(0.8, 0.5).stationary()] * 2), seed=0),
+        record(0.6, 0.6, np.vstack([binary(0.6, 0.6).stationary()] * 2), seed=0),
+        record(0.6, 0.6, binary(0.6, 0.6).P, seed=1),
     ]
     assert measures.by_seed(recs) == {0: (2, 2), 1: (1, 0)}
