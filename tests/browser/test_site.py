@@ -510,6 +510,31 @@ def test_long_numbers_finds_what_a_reader_should_not_see():
     assert not SUMMARY.search("31 rows computed: 20 reproduced")
 
 
+# A string glued with {glue:} shows its repr's quotes (smart quotes after Sphinx)
+QUOTED_GLUE = re.compile(r'<span class="output text_plain">([‘\'"“][^<]*)</span>')
+
+
+def test_quoted_glue_finds_a_string_glued_with_its_quotes():
+    html = (
+        '<span class="output text_plain">‘40’</span> '
+        '<span class="output text_plain">0.1</span> '
+        "<span class=\"output text_plain\">'0/4'</span>"
+    )
+    assert QUOTED_GLUE.findall(html) == ["‘40’", "'0/4'"]
+
+
+@pytest.mark.skipif(
+    not PAGES, reason=f"no built site at {SITE} (make book-strict first)"
+)
+@pytest.mark.parametrize("page", PAGES)
+def test_no_glued_value_shows_quotes(page):
+    """Glued strings are quoted with {glue:text}, never {glue:} (which shows '40')."""
+    quoted = QUOTED_GLUE.findall((SITE / page).read_text(encoding="utf-8"))
+    assert not quoted, (
+        f"{page}: glued strings shown in quotes (use glue:text): {quoted}"
+    )
+
+
 @pytest.mark.skipif(
     not PAGES, reason=f"no built site at {SITE} (make book-strict first)"
 )
