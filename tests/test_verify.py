@@ -21,9 +21,16 @@ from markovlib.model import Transformer
 from markovlib.runs.edition import produce
 from markovlib.runs.export import export
 from markovlib.runs.shipped import ShippedData, ShippedDataError
-from markovlib.runs.spec import RunSpec, grid, make_chain, spec_key
+from markovlib.runs.spec import CHECKPOINT_STEP, RunSpec, grid, make_chain, spec_key
 from markovlib.runs.store import ResultStore
-from markovlib.runs.verify import FIELDS, RETRAIN, VerificationError, verify
+from markovlib.runs.verify import (
+    FIELDS,
+    HALF_TOLERANCE,
+    RETRAIN,
+    VerificationError,
+    tolerance_of,
+    verify,
+)
 from markovlib.train import TrainResult, final_loss
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -306,31 +313,113 @@ def test_a_run_from_the_manifold_is_re_trained_from_its_start(tmp_path):
         verify(target, sample=0)
 
 
-def test_results_swapped_between_two_settings_of_one_seed_fail(tmp_path):
-    """Issue 31's case: the result columns of a fp16 run and of the float32 run with
-    the same seed swapped, specs kept, manifest re-hashed: each history, metric and
-    weight is still consistent with itself, but the results name the other run's
-    ensemble."""
-    names = ("trap400-gpt2-tied-fp16-001.parquet", "trap400-gpt2-tied-fp32-001.parquet")
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("trap400-gpt2-tied-fp16-001.parquet", "trap400-gpt2-tied-fp32-001.parquet"),
+        ("fig4-400-tied-fp16-001.parquet", "fig4-400-untied-fp16-001.parquet"),
+    ],
+)
+def test_results_swapped_between_two_settings_of_one_seed_fail(tmp_path, names):
+    """Issue 31's case and its tied/untied twin (two pairs of settings that re-training
+    on another CPU cannot tell apart): the result columns of two runs of one chain and
+    seed swapped, specs kept, manifest re-hashed: each history, metric and weight is
+    still consistent with itself, but the results name the other run's ensemble."""
     target = tmp_path / "data"
     target.mkdir()
     manifest = json.loads((PAPER / "manifest.json").read_text())
     manifest["files"] = [f for f in manifest["files"] if f["name"] in names]
     (target / "manifest.json").write_text(json.dumps(manifest))
     a, b = (pd.read_parquet(PAPER / n) for n in names)
-    assert a.at[0, "seed"] == b.at[0, "seed"]
+    mates = [
+        (i, j)
+        for i in range(len(a))
+        for j in range(len(b))
+        if a.at[i, "seed"] == b.at[j, "seed"]
+        and json.loads(a.at[i, "spec"])["chain"] == json.loads(b.at[j, "spec"])["chain"]
+    ]
+    i, j = mates[0]
     results = [c for c in a.columns if c not in ("key", "spec", "seed")]
-    a.loc[0, results], b.loc[0, results] = b.loc[0, results].copy(), a.loc[0, results]
+    a.loc[i, results], b.loc[j, results] = b.loc[j, results].copy(), a.loc[i, results]
     for frame, name in ((a, names[0]), (b, names[1])):
         frame.to_parquet(target / name, compression="zstd", index=False)
     _rehash(target)
     _fails(
         target,
         VerificationError,
-        rf"run ({a.at[0, 'key']} in {names[0]}|{b.at[0, 'key']} in {names[1]}): "
+        rf"run ({a.at[i, 'key']} in {names[0]}|{b.at[j, 'key']} in {names[1]}): "
         r"provenance.ensemble_members \(8 keys\) does not list the run: its results "
         "are another run's",
     )
+
+
+def test_an_fp16_ensemble_re_trained_on_another_cpu_passes_within_its_tolerances(
+    tmp_path,
+):
+    """CI's failure of 2026-11-25: the fp16 ensemble of run b22bbd858ca184cbcb72
+    (produced with AVX512 kernels) re-trained with AVX2 ones to step 50 drifts by up to
+    1.9e-5 in the learnt kernel, past float32's 1e-5 but inside the fp16 tolerances."""
+    name = "trap400-gpt2-tied-fp16-len256-001.parquet"
+    target = tmp_path / "data"
+    target.mkdir()
+    manifest = json.loads((PAPER / "manifest.json").read_text())
+    manifest["files"] = [f for f in manifest["files"] if f["name"] == name]
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    frame = pd.read_parquet(PAPER / name)
+    members = json.loads(
+        frame.set_index("key").at["b22bbd858ca184cbcb72", "provenance"]
+    )
+    frame = frame[frame["key"].isin(members["ensemble_members"])].reset_index(drop=True)
+    if torch.backends.cpu.get_cpu_capability() == members["cpu_capability"]:
+        frame["provenance"] = [  # judged by its tolerances on an AVX512 CPU too
+            json.dumps({**json.loads(p), "cpu_capability": "AVX2"})
+            for p in frame["provenance"]
+        ]
+    frame.to_parquet(target / name, compression="zstd", index=False)
+    _rehash(target)
+    lines = []
+    assert verify(target, sample=1, seed=0, quick=True, log=lines.append) == 8
+    judged = [line for line in lines if "reproduced within" in line]
+    assert len(judged) == 8
+    assert all(
+        "within 0.0005 (losses), 0.005 (kernel), 0.05 (predictions" in line
+        for line in judged
+    )
+
+
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        ("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp16-len512"),
+        ("trap400-gpt2-tied-fp16-len512", "trap400-gpt2-tied-fp16-len256"),
+    ],
+)
+def test_re_training_tells_fp16_runs_of_two_lengths_apart_by_the_losses(first, second):
+    """Every shipped fp16 run and the run of the same chain and seed at another length
+    differ over steps 1-50 by more than twice the half-precision loss tolerance of
+    re-training (set from the drift benchmarks/drift.py measures; settings closer
+    than that, fp16 against float32 or tied against untied, are told apart by the
+    provenance check, not by re-training on another CPU)."""
+    data = ShippedData(PAPER)
+    runs = {}
+    for key, name in data.index().items():
+        for group in (first, second):
+            if name.startswith(group + "-0"):
+                spec = json.loads(data.row(key)["spec"])
+                pair = (json.dumps(spec["chain"], sort_keys=True), spec["seed"])
+                runs.setdefault(pair, {})[group] = key
+    pairs = [p for p in runs.values() if len(p) == 2]
+    assert len(pairs) >= 32
+    tolerance = tolerance_of(RunSpec.from_dict(data.record(pairs[0][first])["spec"]))
+    assert tolerance == HALF_TOLERANCE
+    for pair in pairs:
+        a, b = (data.record(pair[g])["history"].set_index("step") for g in pair)
+        steps = a.index[(a.index >= 1) & (a.index <= CHECKPOINT_STEP)]
+        gap = max(
+            (a.loc[steps, c] - b.loc[steps, c]).abs().max()
+            for c in ("train_loss", "test_loss")
+        )
+        assert gap > 2 * tolerance["losses"], (pair, gap)
 
 
 # ----------------------------------------------------- every field, tampered alone

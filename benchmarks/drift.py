@@ -1,0 +1,113 @@
+"""The two sides of verify's re-training tolerances, measured on the shipped runs.
+
+``drift GROUP|KEY ...``: re-train one whole ensemble of each named group (its first
+run's, or the ensemble of run KEY) to its step-50 checkpoint on this machine and print,
+per member, the largest |Δ| against the shipped run of the train and test losses over
+steps 1-50, of the learnt kernel and of the predictions on the run's fixed batch: the
+quantities verify compares (one JSON line each). Run on a CPU unlike the producer's,
+this is the drift the tolerances must cover.
+
+``settings``: the same |Δ| between shipped runs of one chain and seed whose specs
+differ in one setting (precision, length, tying, model), without training; the
+smallest over the pairs: what the tolerances must stay below.
+
+usage: python benchmarks/drift.py drift fig4-400-untied-fp16 b22bbd858ca184cbcb72
+       python benchmarks/drift.py settings
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+
+from markovlib.runs import verify as V
+from markovlib.runs.executors import train_chunks
+from markovlib.runs.shipped import ShippedData
+from markovlib.runs.spec import CHECKPOINT_STEP, RunSpec
+
+DATA = "data/paper"
+PAIRS = [  # (group, group of the same chains and seeds, the setting that differs)
+    ("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp32", "fp16 vs float32"),
+    ("fig4-400-tied-fp16", "fig4-400-tied-fp32", "fp16 vs float32 (Fig 4 tied)"),
+    ("fig4-400-untied-fp16", "fig4-400-untied-fp32", "fp16 vs float32 (untied)"),
+    ("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp16-scaled", "fp16 vs scaled"),
+    ("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp16-len512", "length 1024/512"),
+    ("trap400-gpt2-tied-fp16-len512", "trap400-gpt2-tied-fp16-len256", "512/256"),
+    ("fig4-400-tied-fp16", "fig4-400-untied-fp16", "tied vs untied (fp16)"),
+]
+
+
+def loss_gap(a, b) -> float:
+    """Largest |Δ| of the train and test losses of two histories over steps 1-50."""
+    a, b = a.set_index("step"), b.set_index("step")
+    steps = a.index[(a.index >= 1) & (a.index <= CHECKPOINT_STEP)]
+    return max(
+        float((a.loc[steps, c] - b.loc[steps, c]).abs().max())
+        for c in ("train_loss", "test_loss")
+    )
+
+
+def output_gaps(spec: RunSpec, w1: dict, w2: dict) -> tuple[float, float]:
+    """Largest |Δ| of the learnt kernels and of the fixed-batch predictions."""
+    k1, p1 = V._outputs(spec, w1)
+    k2, p2 = V._outputs(spec, {k: v.float() for k, v in w2.items()})
+    return float(np.abs(k1 - k2).max()), float((p1 - p2).abs().max())
+
+
+def _runs_of(data: ShippedData, group: str) -> dict[tuple[str, int], str]:
+    """(chain, seed) -> key of every shipped run of ``group``."""
+    out = {}
+    for key, name in data.index().items():
+        if name.startswith(group + "-0"):
+            spec = json.loads(data.row(key)["spec"])
+            out[json.dumps(spec["chain"], sort_keys=True), spec["seed"]] = key
+    return out
+
+
+def drift(names: list[str]) -> None:
+    """One JSON line per re-trained member; one '#' line per ensemble with its time."""
+    data, here = ShippedData(DATA), torch.backends.cpu.get_cpu_capability()
+    torch.set_num_threads(1)
+    for name in names:
+        first = (
+            name if name in data.index() else sorted(_runs_of(data, name).values())[0]
+        )
+        records = [data.record(k) for k in V._ensemble(data, first)]
+        specs = [RunSpec.from_dict(r["spec"]) for r in records]
+        t0 = time.perf_counter()
+        for _, fresh in train_chunks([specs], device="cpu", stop_after=CHECKPOINT_STEP):
+            for record, spec, result in zip(records, specs, fresh):
+                kernel, probs = output_gaps(
+                    spec, record["checkpoint"], result.checkpoint
+                )
+                line = dict(what="drift", group=data.index()[spec.key], key=spec.key)
+                line |= dict(precision=spec.train.precision, here=here)
+                line |= dict(produced=record["provenance"].get("cpu_capability"))
+                line |= dict(loss=loss_gap(record["history"], result.history))
+                print(json.dumps(line | dict(kernel=kernel, predictions=probs)))
+        print(f"# {name}: ensemble of {len(specs)} in {time.perf_counter() - t0:.0f} s")
+
+
+def settings() -> None:
+    """One JSON line per pair of groups: the smallest |Δ| of each quantity."""
+    data = ShippedData(DATA)
+    for a, b, what in PAIRS:
+        ra, rb = _runs_of(data, a), _runs_of(data, b)
+        worst = dict(loss=np.inf, kernel=np.inf, predictions=np.inf)
+        for pair in sorted(set(ra) & set(rb)):
+            x, y = data.record(ra[pair]), data.record(rb[pair])
+            spec = RunSpec.from_dict(x["spec"])
+            kernel, probs = output_gaps(spec, x["checkpoint"], y["checkpoint"])
+            gaps = dict(loss=loss_gap(x["history"], y["history"]), kernel=kernel)
+            for quantity, gap in (gaps | dict(predictions=probs)).items():
+                worst[quantity] = min(worst[quantity], gap)
+        n = len(set(ra) & set(rb))
+        print(json.dumps(dict(what="settings", pair=what, n=n) | worst), flush=True)
+
+
+if __name__ == "__main__":
+    {"drift": lambda: drift(sys.argv[2:]), "settings": settings}[sys.argv[1]]()
