@@ -38,6 +38,8 @@ PAIRS = [  # (group, group of the same chains and seeds, the setting that differ
     ("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp16-len512", "length 1024/512"),
     ("trap400-gpt2-tied-fp16-len512", "trap400-gpt2-tied-fp16-len256", "512/256"),
     ("fig4-400-tied-fp16", "fig4-400-untied-fp16", "tied vs untied (fp16)"),
+    ("fig4-400-tied-fp32", "fig4-400-untied-fp32", "tied vs untied (float32)"),
+    ("trap-gpt2-tied", "trap-gpt2-untied", "tied vs untied (float32, 1000 steps)"),
 ]
 
 

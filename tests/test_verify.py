@@ -25,7 +25,6 @@ from markovlib.runs.spec import CHECKPOINT_STEP, RunSpec, grid, make_chain, spec
 from markovlib.runs.store import ResultStore
 from markovlib.runs.verify import (
     FIELDS,
-    HALF_TOLERANCE,
     RETRAIN,
     VerificationError,
     tolerance_of,
@@ -353,23 +352,40 @@ def test_results_swapped_between_two_settings_of_one_seed_fail(tmp_path, names):
     )
 
 
-def test_an_fp16_ensemble_re_trained_on_another_cpu_passes_within_its_tolerances(
-    tmp_path,
+@pytest.mark.parametrize(
+    "name, key, size, within",
+    [
+        (
+            "trap400-gpt2-tied-fp16-len256-001.parquet",
+            "b22bbd858ca184cbcb72",
+            8,
+            "within 0.0005 (losses), 0.005 (kernel), 0.05 (predictions",
+        ),
+        (
+            "trap-theory-untied-001.parquet",
+            "3e1749471afa9adb03f5",
+            1,
+            "within 2e-06 (losses), 2e-06 (kernel), 0.0002 (predictions",
+        ),
+    ],
+)
+def test_a_run_re_trained_on_another_cpu_passes_within_its_tolerances(
+    tmp_path, name, key, size, within
 ):
     """CI's failure of 2026-11-25: the fp16 ensemble of run b22bbd858ca184cbcb72
     (produced with AVX512 kernels) re-trained with AVX2 ones to step 50 drifts by up to
-    1.9e-5 in the learnt kernel, past float32's 1e-5 but inside the fp16 tolerances."""
-    name = "trap400-gpt2-tied-fp16-len256-001.parquet"
+    1.9e-5 in the learnt kernel, past float32's tolerance of then (1e-5) but inside the
+    fp16 tolerances. The float32 run 3e1749471afa9adb03f5 drifts by 1.9e-5 in its
+    predictions (benchmarks/drift.py, 2026-11-26), past that 1e-5 too."""
     target = tmp_path / "data"
     target.mkdir()
     manifest = json.loads((PAPER / "manifest.json").read_text())
     manifest["files"] = [f for f in manifest["files"] if f["name"] == name]
     (target / "manifest.json").write_text(json.dumps(manifest))
     frame = pd.read_parquet(PAPER / name)
-    members = json.loads(
-        frame.set_index("key").at["b22bbd858ca184cbcb72", "provenance"]
-    )
-    frame = frame[frame["key"].isin(members["ensemble_members"])].reset_index(drop=True)
+    members = json.loads(frame.set_index("key").at[key, "provenance"])
+    ensemble = members.get("ensemble_members", [key])
+    frame = frame[frame["key"].isin(ensemble)].reset_index(drop=True)
     if torch.backends.cpu.get_cpu_capability() == members["cpu_capability"]:
         frame["provenance"] = [  # judged by its tolerances on an AVX512 CPU too
             json.dumps({**json.loads(p), "cpu_capability": "AVX2"})
@@ -378,48 +394,58 @@ def test_an_fp16_ensemble_re_trained_on_another_cpu_passes_within_its_tolerances
     frame.to_parquet(target / name, compression="zstd", index=False)
     _rehash(target)
     lines = []
-    assert verify(target, sample=1, seed=0, quick=True, log=lines.append) == 8
+    assert verify(target, sample=1, seed=0, quick=True, log=lines.append) == size
     judged = [line for line in lines if "reproduced within" in line]
-    assert len(judged) == 8
-    assert all(
-        "within 0.0005 (losses), 0.005 (kernel), 0.05 (predictions" in line
-        for line in judged
-    )
+    assert len(judged) == size and all(within in line for line in judged), lines
+
+
+def _histories(group: str) -> dict[tuple[str, int], pd.DataFrame]:
+    """(chain, seed) -> train and test losses by step of every shipped run of
+    ``group`` (read from its files' history columns alone)."""
+    out = {}
+    for path in sorted(PAPER.glob(f"{group}-0*.parquet")):
+        columns = ["spec", "seed", "history_step", "train_loss", "test_loss"]
+        for row in pd.read_parquet(path, columns=columns).itertuples():
+            chain = json.dumps(json.loads(row.spec)["chain"], sort_keys=True)
+            out[chain, int(row.seed)] = pd.DataFrame(
+                {"train_loss": row.train_loss, "test_loss": row.test_loss},
+                index=row.history_step,
+            )
+    return out
 
 
 @pytest.mark.parametrize(
-    "first, second",
+    "first, second, margin",
     [
-        ("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp16-len512"),
-        ("trap400-gpt2-tied-fp16-len512", "trap400-gpt2-tied-fp16-len256"),
+        ("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp16-len512", 2),
+        ("trap400-gpt2-tied-fp16-len512", "trap400-gpt2-tied-fp16-len256", 2),
+        ("trap400-gpt2-tied-fp32", "trap400-gpt2-tied-fp16", 10),
+        ("fig4-400-tied-fp32", "fig4-400-tied-fp16", 10),
+        ("fig4-400-untied-fp32", "fig4-400-untied-fp16", 10),
+        ("fig4-400-tied-fp32", "fig4-400-untied-fp32", 10),
+        ("trap-gpt2-tied", "trap-gpt2-untied", 10),
     ],
 )
-def test_re_training_tells_fp16_runs_of_two_lengths_apart_by_the_losses(first, second):
-    """Every shipped fp16 run and the run of the same chain and seed at another length
-    differ over steps 1-50 by more than twice the half-precision loss tolerance of
-    re-training (set from the drift benchmarks/drift.py measures; settings closer
-    than that, fp16 against float32 or tied against untied, are told apart by the
-    provenance check, not by re-training on another CPU)."""
-    data = ShippedData(PAPER)
-    runs = {}
-    for key, name in data.index().items():
-        for group in (first, second):
-            if name.startswith(group + "-0"):
-                spec = json.loads(data.row(key)["spec"])
-                pair = (json.dumps(spec["chain"], sort_keys=True), spec["seed"])
-                runs.setdefault(pair, {})[group] = key
-    pairs = [p for p in runs.values() if len(p) == 2]
-    assert len(pairs) >= 32
-    tolerance = tolerance_of(RunSpec.from_dict(data.record(pairs[0][first])["spec"]))
-    assert tolerance == HALF_TOLERANCE
+def test_re_training_tells_two_settings_of_one_seed_apart(first, second, margin):
+    """Every shipped run of ``first`` and the run of the same chain and seed in
+    ``second`` differ over steps 1-50 by more than ``margin`` times the loss tolerance
+    of re-training ``first`` on another CPU (set from the drift benchmarks/drift.py
+    measures): float32 runs by 10 times (their tolerance was 1e-5, which the closest
+    pair, 2.3e-5 apart, passes only 2.3 times over); fp16 runs of two lengths by
+    twice. Settings closer than that for fp16 runs (fp16 against float32, tied against
+    untied) are told apart by the provenance check, not by re-training on another
+    CPU."""
+    a, b = _histories(first), _histories(second)
+    pairs = sorted(set(a) & set(b))
+    assert len(pairs) >= min(24, len(a), len(b)) and pairs
+    with open(next(PAPER.glob(f"{first}-0*.parquet")), "rb") as f:
+        spec = json.loads(pd.read_parquet(f, columns=["spec"]).at[0, "spec"])
+    tolerance = tolerance_of(RunSpec.from_dict(spec))["losses"]
     for pair in pairs:
-        a, b = (data.record(pair[g])["history"].set_index("step") for g in pair)
-        steps = a.index[(a.index >= 1) & (a.index <= CHECKPOINT_STEP)]
-        gap = max(
-            (a.loc[steps, c] - b.loc[steps, c]).abs().max()
-            for c in ("train_loss", "test_loss")
-        )
-        assert gap > 2 * tolerance["losses"], (pair, gap)
+        x, y = a[pair], b[pair]
+        steps = x.index[(x.index >= 1) & (x.index <= CHECKPOINT_STEP)]
+        gap = float((x.loc[steps] - y.loc[steps]).abs().max().max())
+        assert gap > margin * tolerance, (pair, gap)
 
 
 # ----------------------------------------------------- every field, tampered alone
