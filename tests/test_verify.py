@@ -20,7 +20,7 @@ import torch
 from markovlib.model import Transformer
 from markovlib.runs.edition import produce
 from markovlib.runs.export import export
-from markovlib.runs.shipped import ShippedData, ShippedDataError
+from markovlib.runs.shipped import ShippedData, ShippedDataError, history_of
 from markovlib.runs.spec import CHECKPOINT_STEP, RunSpec, grid, make_chain, spec_key
 from markovlib.runs.store import ResultStore
 from markovlib.runs.verify import (
@@ -399,18 +399,16 @@ def test_a_run_re_trained_on_another_cpu_passes_within_its_tolerances(
     assert len(judged) == size and all(within in line for line in judged), lines
 
 
-def _histories(group: str) -> dict[tuple[str, int], pd.DataFrame]:
-    """(chain, seed) -> train and test losses by step of every shipped run of
-    ``group`` (read from its files' history columns alone)."""
+def _histories(group: str) -> dict[tuple[str, int], tuple[RunSpec, pd.DataFrame]]:
+    """(chain, seed) -> spec and history of every shipped run of ``group`` (read
+    without the weights)."""
+    columns = ["spec", "steps", "history_step", "lr", "train_loss", "test_loss"]
     out = {}
     for path in sorted(PAPER.glob(f"{group}-0*.parquet")):
-        columns = ["spec", "seed", "history_step", "train_loss", "test_loss"]
-        for row in pd.read_parquet(path, columns=columns).itertuples():
-            chain = json.dumps(json.loads(row.spec)["chain"], sort_keys=True)
-            out[chain, int(row.seed)] = pd.DataFrame(
-                {"train_loss": row.train_loss, "test_loss": row.test_loss},
-                index=row.history_step,
-            )
+        for row in pd.read_parquet(path, columns=columns).to_dict("records"):
+            spec = RunSpec.from_dict(json.loads(row["spec"]))
+            chain = json.dumps(spec.chain, sort_keys=True)
+            out[chain, spec.seed] = spec, history_of(row).set_index("step")
     return out
 
 
@@ -438,14 +436,12 @@ def test_re_training_tells_two_settings_of_one_seed_apart(first, second, margin)
     a, b = _histories(first), _histories(second)
     pairs = sorted(set(a) & set(b))
     assert len(pairs) == min(len(a), len(b)) >= 32  # every run has its twin
-    path = next(PAPER.glob(f"{first}-0*.parquet"))
-    spec = json.loads(pd.read_parquet(path, columns=["spec"]).at[0, "spec"])
-    tolerance = tolerance_of(RunSpec.from_dict(spec))["losses"]
     for pair in pairs:
-        x, y = a[pair], b[pair]
-        steps = x.index[(x.index >= 1) & (x.index <= CHECKPOINT_STEP)]
-        gap = float((x.loc[steps] - y.loc[steps]).abs().max().max())
-        assert gap > margin * tolerance, (pair, gap)
+        (spec, x), (_, y) = a[pair], b[pair]
+        steps = range(1, CHECKPOINT_STEP + 1)
+        columns = ["train_loss", "test_loss"]
+        gap = float((x.loc[steps, columns] - y.loc[steps, columns]).abs().max().max())
+        assert gap > margin * tolerance_of(spec)["losses"], (pair, gap)
 
 
 # ----------------------------------------------------- every field, tampered alone
