@@ -232,12 +232,15 @@ def higher_order(S: Scale, seed: int = 0) -> dict[int, list[RunSpec]]:
     return out
 
 
-def fig5(k: int, S: Scale, seed: int = 0, ps=FIG5_PS) -> dict[str, list[RunSpec]]:
-    """Fig 5: symmetric k-state chains at each p, the GPT-2 model tied and untied,
-    ``S.seeds`` runs each."""
+def fig5(
+    k: int, S: Scale, seed: int = 0, ps=FIG5_PS, preset: str = "gpt2"
+) -> dict[str, list[RunSpec]]:
+    """Fig 5: symmetric k-state chains at each p, the ``preset`` model (GPT-2, or
+    "theory": the authors' no-LayerNorm, ReLU model of their Fig 5 runs) tied and
+    untied, ``S.seeds`` runs each, in the order of ``ps``."""
     chains = [{"kind": "symmetric", "k": k, "p": float(p)} for p in ps]
     return {
-        tie: chain_grid(chains, **_options(S, seed, tied=tie == "tied"))
+        tie: chain_grid(chains, **_options(S, seed, tied=tie == "tied", preset=preset))
         for tie in ("tied", "untied")
     }
 
@@ -432,7 +435,10 @@ def _authors_groups(gm, tr, ms, dp) -> list[tuple[str, list[RunSpec]]]:
     )
     groups += [("fig4-cells-400-tied-fp16", fig4_cells(authors("fig4", tr)))]
     groups += _named("depth-fig1-fp16-{}", fig1_authors(0.5, 0.8, authors("fig1", dp)))
-    return groups
+    # Fig 5 at the authors' model (their Markov-Simple folder: no LayerNorm, ReLU),
+    # p = 0.9 first: an ensemble of 3 runs is one cell of the figure
+    fig5_theory = fig5(5, authors("fig5", ms), ps=FIG5_PS[::-1], preset="theory")
+    return groups + _named("fig5-k5-theory-fp16-{}", fig5_theory)
 
 
 # trapped: its groups of runs, by name
