@@ -690,6 +690,52 @@ def count_classes(shares: Sequence[float]) -> dict[str, int]:
     return out
 
 
+# --- the one verdict rule for a trained claim: how many runs behave as the paper says --
+#
+# Written before the runs it first judged (the Fig 5 and App. D groups at the authors'
+# model, 2026-11-26). A trained claim says how runs behave ("tied runs stay at H(π)",
+# "every run escapes"); k of its n runs do. The 95 % Clopper-Pearson interval of the
+# share k / n decides: the claim *holds* when the whole interval lies above 1/2 (most
+# runs behave as the paper says, beyond sampling noise), *fails* when it lies below 1/2,
+# and holds *partly* otherwise (the runs split, or too few to tell).
+CLAIM_LEVEL = 0.95
+HOLDS, FAILS, PARTLY = "holds", "fails", "partly"
+
+
+def share_interval(k: int, n: int, level: float = CLAIM_LEVEL) -> tuple[float, float]:
+    """The Clopper-Pearson interval of a share of runs, k of n, at ``level``: the
+    shares whose binomial tails put k at the edge of ``1 - level`` (two-sided)."""
+    from scipy.stats import beta
+
+    k, n = int(k), int(n)
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"need 0 <= k <= n and n >= 1; got k = {k}, n = {n}")
+    alpha = 1.0 - level
+    low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return low, high
+
+
+def claim_outcome(k: int, n: int, level: float = CLAIM_LEVEL) -> str:
+    """The rule above: :data:`HOLDS` when the interval of k of n
+    (:func:`share_interval`) lies above 1/2, :data:`FAILS` below it, :data:`PARTLY`
+    when it contains 1/2."""
+    low, high = share_interval(k, n, level)
+    if low > CLAIM_SHARE:
+        return HOLDS
+    return FAILS if high < CLAIM_SHARE else PARTLY
+
+
+__all__ += [
+    "CLAIM_LEVEL",
+    "HOLDS",
+    "FAILS",
+    "PARTLY",
+    "share_interval",
+    "claim_outcome",
+]
+
+
 __all__ += [
     "AT_UNIGRAM_BELOW",
     "ESCAPED_ABOVE",

@@ -13,6 +13,7 @@ import torch
 from markovlib import TransformerConfig, analysis, binary, symmetric, theory
 from markovlib.model import Transformer
 from markovlib.train import TrainResult
+from markovlib.analysis import FAILS, HOLDS, PARTLY, claim_outcome, share_interval
 
 CHAIN = binary(0.5, 0.8)  # H_rate 0.6190, H(pi) 0.6663
 STEPS = [0, 10, 20, 30, 40]
@@ -326,3 +327,46 @@ def test_unigram_fraction_tells_theta_pi_from_the_global_minimum():
         analysis.unigram_fraction([], n_sequences=256, seed=0)
     with pytest.raises(ValueError, match="share"):
         analysis.unigram_fraction([at_pi], n_sequences=256, seed=0, share=1.5)
+
+
+# --- the verdict rule: k of n runs, the 95 % interval of their share ----------------
+def _binomial_tail(k, n, share, upper):
+    """P(X >= k) (upper) or P(X <= k) for X ~ Binomial(n, share), summed term by term."""
+    terms = range(k, n + 1) if upper else range(0, k + 1)
+    return sum(math.comb(n, j) * share**j * (1 - share) ** (n - j) for j in terms)
+
+
+@pytest.mark.parametrize("k, n", [(1, 3), (11, 32), (36, 80), (5, 5), (0, 7), (7, 8)])
+def test_share_interval_edges_put_k_at_the_binomial_tails(k, n):
+    low, high = share_interval(k, n)
+    if k > 0:
+        assert _binomial_tail(k, n, low, upper=True) == pytest.approx(0.025, abs=1e-9)
+    else:
+        assert low == 0.0
+    if k < n:
+        assert _binomial_tail(k, n, high, upper=False) == pytest.approx(0.025, abs=1e-9)
+    else:
+        assert high == 1.0
+    assert low < k / n < high or k in (0, n)
+
+
+@pytest.mark.parametrize(
+    "k, n, outcome",
+    [
+        (32, 32, HOLDS),  # interval (0.89, 1]
+        (8, 8, HOLDS),  # (0.63, 1]
+        (3, 3, PARTLY),  # (0.29, 1]: three runs cannot show a majority
+        (11, 32, PARTLY),  # Fig 1's 34 %: (0.19, 0.53)
+        (36, 80, PARTLY),  # Fig 4's 45 %: (0.34, 0.57)
+        (2, 32, FAILS),  # (0.008, 0.21)
+        (0, 8, FAILS),  # [0, 0.37)
+    ],
+)
+def test_claim_outcome_has_three_values_from_the_interval(k, n, outcome):
+    assert claim_outcome(k, n) == outcome
+
+
+def test_share_interval_refuses_impossible_counts():
+    for k, n in [(4, 3), (-1, 3), (0, 0)]:
+        with pytest.raises(ValueError, match="0 <= k <= n"):
+            share_interval(k, n)
