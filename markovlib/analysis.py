@@ -690,7 +690,7 @@ def count_classes(shares: Sequence[float]) -> dict[str, int]:
     return out
 
 
-# --- the one verdict rule for a trained claim: how many runs behave as the paper says --
+# --- the one verdict rule for a trained claim: how many runs behave as the paper says
 #
 # Written before the runs it first judged (the Fig 5 and App. D groups at the authors'
 # model, 2026-11-26). A trained claim says how runs behave ("tied runs stay at H(π)",

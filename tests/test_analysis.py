@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from markovlib import TransformerConfig, analysis, binary, symmetric, theory
+from markovlib.analysis import FAILS, HOLDS, PARTLY, claim_outcome, share_interval
 from markovlib.model import Transformer
 from markovlib.train import TrainResult
-from markovlib.analysis import FAILS, HOLDS, PARTLY, claim_outcome, share_interval
 
 CHAIN = binary(0.5, 0.8)  # H_rate 0.6190, H(pi) 0.6663
 STEPS = [0, 10, 20, 30, 40]
@@ -331,7 +331,7 @@ def test_unigram_fraction_tells_theta_pi_from_the_global_minimum():
 
 # --- the verdict rule: k of n runs, the 95 % interval of their share ----------------
 def _binomial_tail(k, n, share, upper):
-    """P(X >= k) (upper) or P(X <= k) for X ~ Binomial(n, share), summed term by term."""
+    """P(X >= k) (upper) or P(X <= k), X ~ Binomial(n, share), summed term by term."""
     terms = range(k, n + 1) if upper else range(0, k + 1)
     return sum(math.comb(n, j) * share**j * (1 - share) ** (n - j) for j in terms)
 
