@@ -116,8 +116,21 @@ class _Range(NamedTuple):
     integer: bool = False
     optional: bool = False
     why: str = ""
+    where: str = ""  # the range in words, where the numbers say it badly
 
 
+# A chapter's runs take the seeds seed, seed + 1, ... (at most 2**16 of them), which a
+# result store holds below 2**63: a chapter's seed is refused above this, before work.
+CHAPTER_SEED_LIMIT = 2**63 - 2**16
+SEED_RULE = _Range(
+    0,
+    CHAPTER_SEED_LIMIT,
+    open_high=True,
+    integer=True,
+    where=">= 0 and < 2**63 - 2**16",
+    why=" (a chapter's runs take the seeds seed, seed + 1, ..., which a result store "
+    "holds below 2**63)",
+)
 # Allowed values of the chapters' parameters: a _Range or a tuple of choices.
 _OPEN01, _CLOSED01 = _Range(0.0, 1.0, True, True), _Range(0.0, 1.0)
 CHAPTER_RULES = {
@@ -167,7 +180,9 @@ def _check_range(name: str, value, rule: _Range, params: dict) -> None:
     )
     if not ok:
         lo, hi = ("(" if rule.open_low else "["), (")" if rule.open_high else "]")
-        where = f">= {low:g}" if high == math.inf else f"in {lo}{low:g}, {high:g}{hi}"
+        where = rule.where or (
+            f">= {low:g}" if high == math.inf else f"in {lo}{low:g}, {high:g}{hi}"
+        )
         raise ValueError(f"{name} must be {kind} {where}{rule.why}; got {value!r}")
 
 
@@ -230,7 +245,7 @@ def _check_parameters(chapter: str, params: dict) -> None:
             f"chapter must be one of {', '.join(map(repr, CHAPTER_RULES))}"
         )
     rules = {
-        "seed": _Range(0, math.inf, open_high=True, integer=True),
+        "seed": SEED_RULE,
         "scale": ("auto", *PRESETS),
         **CHAPTER_RULES[chapter],
     }
@@ -332,13 +347,15 @@ class RerunBox:
         )
 
 
-def rerun_box(chapter: str, scale_used: str, **params) -> RerunBox:
+def rerun_box(chapter: str, **params) -> RerunBox:
     """The "Re-run this page" box for ``book/<chapter>.ipynb`` built with ``params``
-    (display it)."""
+    (display it); the chapter's first cell of code, so it checks the parameters
+    first (:func:`check_chapter_parameters`: a bad one is one sentence)."""
+    check_chapter_parameters(chapter, **params)
     root = find_repository()
     if root is not None and not (root / "book" / f"{chapter}.ipynb").exists():
         raise ValueError(f"no chapter book/{chapter}.ipynb")
-    return RerunBox(chapter, params, scale_used)
+    return RerunBox(chapter, params, resolve(params.get("scale", "auto")).name)
 
 
 def chapter_parameters(path: str | Path) -> dict:

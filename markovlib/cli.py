@@ -7,6 +7,7 @@ reader's edition, or re-run one chapter.
     markovlib rerun framework --p 0.3 --q 0.9  # one chapter: notebook + HTML page
     markovlib verify --sample 2   # the shipped data is what this library produces
     markovlib edition status      # progress of the paper edition's runs
+    markovlib import results/unsaved-20261126-101500-4242.sqlite  # a side file
 
 Bad arguments exit with status 2 and one line naming the argument.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import fcntl
 import json
 import os
@@ -31,6 +33,8 @@ import torch
 from . import presets
 from .book import (
     CHAPTER_RULES,
+    CHAPTER_SEED_LIMIT,
+    SEED_RULE,
     chapter_parameters,
     chapter_titles,
     check_chapter_parameters,
@@ -51,8 +55,14 @@ from .runs.shipped import (
     no_data_message,
 )
 from .runs.spec import grid
-from .runs.store import SEED_LIMIT, ResultStore, StoreError, permitted
-from .runs.sweep import sweep
+from .runs.store import (
+    SEED_LIMIT,
+    ResultStore,
+    StoreError,
+    default_results_dir,
+    permitted,
+)
+from .runs.sweep import sigterm_as_interrupt, sweep
 from .runs.verify import VerificationError, verify
 from .scorecard import compute, verdict_counts
 from .train import Execution, train
@@ -156,6 +166,12 @@ _seed = _argument_type(
     int,
     "an integer >= 0 and < 2**63",
     lambda v: 0 <= v < SEED_LIMIT,
+    show_value=True,
+)
+_chapter_seed = _argument_type(  # book and rerun: the chapters' own rule, up front
+    int,
+    f"an integer {SEED_RULE.where}{SEED_RULE.why}",
+    lambda v: 0 <= v < CHAPTER_SEED_LIMIT,
     show_value=True,
 )
 
@@ -407,12 +423,7 @@ def add_sweep_parser(subs) -> None:
         "--seeds", type=_positive_int, default=1, help="number of seeds per cell"
     )
     sub.add_argument("--seed", type=_seed, default=0, help="first seed")
-    sub.add_argument(
-        "--results",
-        type=_folder,
-        default="results",
-        help="directory of the result store",
-    )
+    _add_results(sub)
     sub.add_argument(
         "--ensemble-size",
         type=_positive_int,
@@ -505,9 +516,31 @@ def _sweep_into(store: ResultStore, specs: list, args) -> pd.DataFrame:
         ) from None
 
 
+RESULTS_DEFAULT = (
+    "~/.cache/markovlib/results"  # default_results_dir() without a variable
+)
+
+
+def _add_results(sub: argparse.ArgumentParser, default: str = RESULTS_DEFAULT) -> None:
+    """``--results DIR``: the result store's folder (see :func:`_results_dir`)."""
+    sub.add_argument(
+        "--results",
+        type=_folder,
+        default=None,
+        help="folder of the result store (default: $MARKOVLIB_RESULTS, else "
+        f"{default})",
+    )
+
+
+def _results_dir(args) -> Path:
+    """The result store's folder of every command that writes one: ``--results``,
+    else ``$MARKOVLIB_RESULTS``, else the user's cache (never the working folder)."""
+    return Path(args.results) if args.results is not None else default_results_dir()
+
+
 def cmd_sweep(args) -> int:
     specs = _sweep_specs(args)
-    store = ResultStore(args.results)
+    store = ResultStore(_results_dir(args))
     before = len(store)
     try:
         frame = _sweep_into(store, specs, args)
@@ -624,7 +657,7 @@ def add_book_parser(subs) -> None:
         help="execute every chapter with your (p, q) and build your own HTML edition",
     )
     _add_chain(book, _probability)
-    book.add_argument("--seed", type=_seed, default=0)
+    book.add_argument("--seed", type=_chapter_seed, default=0)
     book.add_argument(
         "--scale",
         choices=["auto", *presets.PRESETS],
@@ -742,7 +775,7 @@ def add_rerun_parser(subs) -> None:
     )
     rerun.add_argument("chapter", metavar="CHAPTER", help="framework, saddles, ...")
     _add_chain(rerun, _probability)
-    rerun.add_argument("--seed", type=_seed, default=0)
+    rerun.add_argument("--seed", type=_chapter_seed, default=0)
     rerun.add_argument(
         "--scale",
         choices=["auto", *presets.PRESETS],
@@ -973,17 +1006,18 @@ def cmd_verify(args) -> int:
         )
         return 2
     try:
-        n = verify(
-            directory,
-            sample=args.sample,
-            seed=args.seed,
-            quick=args.quick,
-            max_seconds=args.max_seconds,
-            exact_only=args.exact_only,
-            complete=args.complete,
-            executor=args.executor,
-            address=args.address,
-        )
+        with sigterm_as_interrupt():  # SIGTERM ends it as Ctrl-C does: one line
+            n = verify(
+                directory,
+                sample=args.sample,
+                seed=args.seed,
+                quick=args.quick,
+                max_seconds=args.max_seconds,
+                exact_only=args.exact_only,
+                complete=args.complete,
+                executor=args.executor,
+                address=args.address,
+            )
     except (ShippedDataError, VerificationError) as e:
         print(f"markovlib verify: FAILED: {_one_line(e)}", file=sys.stderr)
         return 1
@@ -1057,12 +1091,13 @@ class _NoStore:
 def _edition_paths(args) -> tuple[Path | None, Path | None]:
     """(data folder, result store folder) of the edition commands: ``--data``, else the
     first data/paper with a manifest here or above (as ``verify``); ``--results``, else
-    results/paper-edition beside that data/ folder (or in the clone of the book
-    around the working directory). None where there is none."""
+    ``$MARKOVLIB_RESULTS``, else results/paper-edition beside that data/ folder (or
+    in the clone of the book around the working directory). None where there is
+    none."""
 
     data = _data_dir(args)
-    if args.results is not None:
-        return data, Path(args.results)
+    if args.results is not None or os.environ.get("MARKOVLIB_RESULTS"):
+        return data, _results_dir(args)
     if data is not None and data.parent.name == "data":
         root = data.resolve().parent.parent
     else:
@@ -1096,13 +1131,7 @@ def add_edition_parser(subs) -> None:
         "edition", help="produce the paper edition: train its runs, export them as data"
     )
     edition.add_argument("action", choices=["status", "produce", "export"])
-    edition.add_argument(
-        "--results",
-        type=_folder,
-        default=None,
-        help="result store of the edition's runs (default: results/paper-edition "
-        "beside the data/ folder)",
-    )
+    _add_results(edition, "results/paper-edition beside the data/ folder")
     edition.add_argument(
         "--data",
         type=_folder,
@@ -1116,7 +1145,10 @@ def add_edition_parser(subs) -> None:
         help="torch threads per process (default 1)",
     )
     edition.add_argument(
-        "--only", type=lambda s: s.split(","), default=None, help="group name prefixes"
+        "--only",
+        type=_group_prefixes,
+        default=None,
+        help="comma-separated group name prefixes (e.g. fig5-k5-theory)",
     )
     edition.add_argument(
         "--ensemble",
@@ -1127,14 +1159,46 @@ def add_edition_parser(subs) -> None:
     edition.set_defaults(run=cmd_edition)
 
 
+def _group_prefixes(text: str) -> list[str]:
+    """``--only``'s value: non-empty comma-separated prefixes of group names."""
+    prefixes = [p.strip() for p in text.split(",")]
+    if not text.strip() or not all(prefixes):
+        raise argparse.ArgumentTypeError(
+            f"must be comma-separated group name prefixes, none empty; got {text!r}"
+        )
+    return prefixes
+
+
+def _only_groups(groups: list, only: list[str] | None) -> list:
+    """The groups whose names start with one of ``only`` (all without it); a prefix
+    that matches no group is refused in one line with the nearest names."""
+    if only is None:
+        return groups
+    names = [name for name, _ in groups]
+    for prefix in only:
+        if not any(name.startswith(prefix) for name in names):
+            near = difflib.get_close_matches(prefix, names, n=5, cutoff=0.4)
+            hint = (
+                f"nearest: {', '.join(near)}"
+                if near
+                else "group names start with "
+                + ", ".join(sorted({n.split("-")[0] + "-" for n in names}))
+            )
+            raise UsageError(
+                f"argument --only: no group of the paper edition starts with "
+                f"{prefix!r} ({hint}); `markovlib edition status` lists them"
+            )
+    return [g for g in groups if any(g[0].startswith(p) for p in only)]
+
+
 def cmd_edition(args) -> int:
+    groups = _only_groups(paper_edition(), args.only)
     directory, results = _edition_paths(args)
     if args.action == "export" and directory is None:
         raise UsageError(
             "argument --data: no data/paper folder with a manifest.json here or "
             "above; give --data DIR"
         )
-    groups = paper_edition()
     store = _edition_store(args, results)
     shipped = (
         ShippedData(directory)
@@ -1147,7 +1211,6 @@ def cmd_edition(args) -> int:
                 groups,
                 store,
                 threads=args.threads,
-                only=args.only,
                 shipped=shipped,
                 ensemble_size=args.ensemble,
             )
@@ -1176,6 +1239,23 @@ def cmd_edition(args) -> int:
     return 0
 
 
+def add_import_parser(subs) -> None:
+    sub = subs.add_parser(
+        "import",
+        help="take in the runs of a side file that a busy or failing store could not",
+    )
+    sub.add_argument("file", metavar="FILE", type=_folder, help="unsaved-*.sqlite")
+    _add_results(sub)
+    sub.set_defaults(run=cmd_import)
+
+
+def cmd_import(args) -> int:
+    store = ResultStore(_results_dir(args))
+    n = store.import_file(args.file)
+    print(f"{n} run(s) of {args.file} imported into {store.path}")
+    return 0
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="markovlib",
@@ -1191,6 +1271,7 @@ def build_parser() -> Parser:
         add_verify_parser,
         add_scorecard_parser,
         add_edition_parser,
+        add_import_parser,
     ):
         add(subs)
     return parser

@@ -300,8 +300,8 @@ def test_glue_uses_myst_nb_when_present(monkeypatch):
 
 
 def test_rerun_box_round_trips_the_parameters():
-    params = dict(p=0.3, q=0.4, seed=2, scale="auto", preset="gpt2")
-    box = book.rerun_box("saddles", "cpu", **params)
+    params = dict(p=0.3, q=0.4, seed=2, scale="cpu", noise=0.01)
+    box = book.rerun_box("saddles", **params)
     argv = shlex.split(box.papermill_command())
     assert argv[:3] == ["papermill", "book/saddles.ipynb", "saddles-mine.ipynb"]
     flags = argv[3:]
@@ -324,11 +324,13 @@ def test_rerun_box_round_trips_the_parameters():
     html = box._repr_html_()
     assert (
         "rerun-box" in html
-        and "&#x27;auto&#x27;" in html
+        and "&#x27;cpu&#x27;" in html
         and book.colab_url("saddles").replace("&", "&amp;") in html
     )
-    with pytest.raises(ValueError, match="no chapter"):
-        book.rerun_box("no_such_chapter", "cpu", p=0.1)
+    with pytest.raises(ValueError, match="^chapter must be one of"):
+        book.rerun_box("no_such_chapter", p=0.1)
+    with pytest.raises(book.ChapterParameterError, match="^scale must be one of"):
+        book.rerun_box("saddles", **{**params, "scale": "bogus"})
 
 
 @pytest.mark.parametrize(

@@ -591,33 +591,21 @@ def test_papermill_rejects_a_bad_seed_before_any_work(tmp_path, seed):
     assert err.value.ename == "ChapterParameterError"
     assert err.value.evalue.startswith("seed must be an integer >= 0")
     assert err.value.traceback == [f"ChapterParameterError: {err.value.evalue}"]
-    assert (
-        "check_chapter_parameters(" in err.value.source
-    )  # the chapter's first cell of its own code
+    assert "rerun_box(" in err.value.source  # the chapter's first cell of code
 
 
 def _parameter_check(chapter: str, out: Path) -> Path:
-    """``book/<chapter>.ipynb`` cut to its parameters cell and its own call of
-    check_chapter_parameters (the cells before it only import)."""
-    import ast
-
+    """``book/<chapter>.ipynb`` cut to its parameters cell and the cell after it, the
+    first that uses the parameters (the cells before it only install); today that is
+    the re-run box, which checks them before it resolves the scale."""
     import nbformat
 
     nb = nbformat.read(ROOT / "book" / f"{chapter}.ipynb", as_version=4)
-    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    check = next(c for c in nb.cells if "check_chapter_parameters(" in c.source)
-    call = next(
-        n
-        for n in ast.parse(check.source).body
-        if isinstance(n, ast.Expr) and "check_chapter" in ast.unparse(n)
+    at = next(
+        i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])
     )
-    nb.cells = [
-        *params,
-        nbformat.v4.new_code_cell(
-            "from markovlib.book import check_chapter_parameters\n"
-            + ast.get_source_segment(check.source, call)
-        ),
-    ]
+    first = next(c for c in nb.cells[at + 1 :] if c.cell_type == "code")
+    nb.cells = [nb.cells[at], first]
     nbformat.write(nb, out)
     return out
 
@@ -1038,6 +1026,38 @@ def test_a_full_disk_mid_sweep_keeps_the_store_and_resumes(small_disk):
     assert f"6 runs in {path} (4 new)" in again.stdout
 
 
+def test_a_full_disk_during_edition_export_names_the_file_and_folder(
+    small_disk, tmp_path
+):
+    """Today's main says 'No space left on device' and names nothing."""
+    code = (
+        "import sys; import markovlib.runs.experiments as e; "
+        "from markovlib.runs.spec import grid; "
+        "e.paper_edition = lambda: [('tiny-tied', grid([0.3], [0.4], tied=[True], "
+        f"seeds=[0, 1], train={SPECS!r}))]; "
+        "from markovlib.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+
+    def edition(*args):
+        return subprocess.run(
+            [sys.executable, "-c", code, "edition", *args],
+            capture_output=True, text=True, env=_env(), timeout=300,
+        )  # fmt: skip
+
+    store, data = tmp_path / "store", small_disk / "data"
+    assert (
+        edition("produce", "--results", str(store), "--data", str(data)).returncode == 0
+    )
+    _fill(small_disk / "filler")
+    out = edition("export", "--results", str(store), "--data", str(data))
+    line = _one_line(out.stderr)
+    assert out.returncode == 1 and line.startswith(
+        f"markovlib edition: error: disk full: cannot write {data}/"
+    ), line
+    assert f"MiB free in {data}); the shipped data is as it was" in line
+    assert not list(data.glob(".*.partial"))
+
+
 # ------------------------------------------------------------- a Ray request too large
 def test_a_ray_task_larger_than_any_node_is_refused(tmp_path):
     """A new single-machine Ray instance has this machine's CPUs: a task asking for one
@@ -1188,10 +1208,12 @@ def test_book_on_a_full_disk_is_one_line_naming_it(small_disk, fake_clone):
     assert str(target) in line
 
 
-def _interrupted(args: list, ready: str, **kw) -> tuple[int, str, str]:
+def _interrupted(
+    args: list, ready: str, sig=signal.SIGINT, **kw
+) -> tuple[int, str, str]:
     """The CLI with ``args`` in a session of its own, sent Ctrl-C (SIGINT to its whole
-    process group, as a terminal does) 3 s after ``ready`` shows on its stdout;
-    (exit status, stdout, stderr)."""
+    process group, as a terminal does; or ``sig``) 3 s after ``ready`` shows on its
+    stdout; (exit status, stdout, stderr)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "markovlib", *args],
         stdout=subprocess.PIPE,
@@ -1208,7 +1230,7 @@ def _interrupted(args: list, ready: str, **kw) -> tuple[int, str, str]:
                 break
         assert ready in "".join(seen), proc.communicate(timeout=60)
         time.sleep(3)
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, sig)
         out, err = proc.communicate(timeout=300)
     finally:  # a failed test leaves nothing running (kernels included)
         if proc.poll() is None:
@@ -1217,12 +1239,33 @@ def _interrupted(args: list, ready: str, **kw) -> tuple[int, str, str]:
     return proc.returncode, "".join(seen) + out, err
 
 
-def test_ctrl_c_in_verify_is_one_line_and_exit_130(tmp_path):
-    """Issue 31: Ctrl-C in `verify` printed 57 lines; interrupted while re-training."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["int", "term"])
+def test_ctrl_c_or_sigterm_in_verify_is_one_line_and_exit_130(tmp_path, sig):
+    """Issue 31: Ctrl-C in `verify` printed 57 lines; interrupted while re-training.
+    Issue 40: SIGTERM ended it silently (exit -15, no line)."""
     path, _ = _one_run_data(tmp_path / "data", lambda row: row)
     args = ["verify", "--data", str(path.parent), "--sample", "1", "--seed", "0"]
-    code, _, err = _interrupted(args, "manifest:", env=_env(PYTHONUNBUFFERED="1"))
-    assert code == 130 and "interrupted" in _one_line(err), err
+    env = _env(PYTHONUNBUFFERED="1")
+    code, _, err = _interrupted(args, "manifest:", sig, env=env)
+    assert code == 130 and _one_line(err) == (
+        "markovlib verify: interrupted; what was finished is kept, re-run the same "
+        "command to go on"
+    ), err
+
+
+@pytest.mark.parametrize("command", [["book"], ["rerun", "framework"]])
+def test_a_chapter_seed_past_what_a_store_holds_is_refused_up_front(tmp_path, command):
+    """Issue 40: `book --seed 2**63-1` failed after 20 s of work."""
+    out = cli(
+        *command, *CHAIN, "--seed", str(2**63 - 2**16), "--out", str(tmp_path / "o"),
+        env=_env(), timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2 and _one_line(out.stderr) == (
+        f"markovlib {command[0]}: error: argument --seed: must be an integer >= 0 and "
+        "< 2**63 - 2**16 (a chapter's runs take the seeds seed, seed + 1, ..., which a "
+        f"result store holds below 2**63); got {2**63 - 2**16}"
+    )
+    assert not (tmp_path / "o").exists()
 
 
 def test_ctrl_c_in_book_is_one_line_and_exit_130(tmp_path, fake_clone):

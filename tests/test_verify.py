@@ -104,6 +104,27 @@ def test_zeroed_final_weights_fail(data):
     )
 
 
+@pytest.mark.parametrize("quick", [False, True])
+def test_zeroed_checkpoint_weights_fail_without_training(data, quick):
+    """The step-50 checkpoint set to zeros, the manifest re-hashed: its loss on fresh
+    paths (log 2) is not the history's test loss at step 50 (issue 40; today's main
+    passes it with --sample 0 and --quick --sample 0)."""
+
+    def zero(frame):
+        frame.at[0, "checkpoint"] = bytes(len(frame.at[0, "checkpoint"]))
+        return frame
+
+    key = _rewrite(data, FIRST, zero).at[0, "key"]
+    _fails(
+        data,
+        VerificationError,
+        f"run {key} in {FIRST}: test_loss at step 50 is 0\\.6[0-9]{{3}}, its stored "
+        r"checkpoint gives 0\.6931 on fresh batches \(\|Δ\| 0\.0[0-9]{3} > "
+        r"0\.0[0-9]{3} nats, 6 standard errors\)",
+        quick=quick,
+    )
+
+
 def _lower(frame: pd.DataFrame, metrics: bool = True) -> pd.DataFrame:
     """The test-loss history of row 0 lowered by 0.1 nats after step 50; with
     ``metrics`` its metrics made to agree."""

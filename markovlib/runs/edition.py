@@ -80,7 +80,6 @@ def produce(
     store: ResultStore | str | Path,
     *,
     threads: int = 1,
-    only: Sequence[str] | None = None,
     device: str = "cpu",
     shipped=None,
     ensemble_size: int = 8,
@@ -94,13 +93,12 @@ def produce(
     provenance): ``markovlib verify`` re-trains the same ensemble to reproduce one.
     """
     store = store if isinstance(store, ResultStore) else ResultStore(store)
+    store.check_writable()  # refused before any training, not after
     skip = set(shipped.index()) if shipped is not None else set()
     torch.set_num_threads(threads)
     locks = store.directory / "claims"
     trained = 0
     for name, specs in groups:
-        if only and not any(name.startswith(prefix) for prefix in only):
-            continue
         for chunk in ensembles(specs, ensemble_size):
             done = skip | store.keys()
             todo = [s for s in chunk if s.key not in done]

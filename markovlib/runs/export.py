@@ -5,10 +5,13 @@ them)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import shutil
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -95,8 +98,9 @@ def _write_manifest(directory: Path, manifest: dict) -> None:
     manifest["runs"] = sum(f["runs"] for f in manifest["files"])
     manifest["bytes"] = sum(f["bytes"] for f in manifest["files"])
     temporary = directory / f".{MANIFEST}{PARTIAL}"
-    temporary.write_text(json.dumps(manifest, indent=1) + "\n")
-    _fsync_replace(temporary, directory / MANIFEST)
+    with _disk_full_named(directory / MANIFEST, temporary):
+        temporary.write_text(json.dumps(manifest, indent=1) + "\n")
+        _fsync_replace(temporary, directory / MANIFEST)
 
 
 def _leftovers(directory: Path, log) -> None:
@@ -140,8 +144,27 @@ def _write_file(path: Path, frame: pd.DataFrame, log) -> None:
         log(f"adopted {path} (written by an interrupted export)")
         return
     temporary = path.parent / f".{path.name}{PARTIAL}"
-    frame.to_parquet(temporary, compression="zstd", index=False)
-    _fsync_replace(temporary, path)
+    with _disk_full_named(path, temporary):
+        frame.to_parquet(temporary, compression="zstd", index=False)
+        _fsync_replace(temporary, path)
+
+
+@contextmanager
+def _disk_full_named(path: Path, temporary: Path):
+    """A full disk while writing ``path`` (through ``temporary``): the temporary file
+    removed and one line naming the file and its folder's free space."""
+    try:
+        yield
+    except OSError as e:
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(e)
+        if not full:
+            raise
+        temporary.unlink(missing_ok=True)
+        free = shutil.disk_usage(path.parent).free / 2**20
+        raise ShippedDataError(
+            f"disk full: cannot write {path} ({free:.1f} MiB free in {path.parent}); "
+            "the shipped data is as it was: free some space and re-run the export"
+        ) from None
 
 
 def export(

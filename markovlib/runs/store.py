@@ -120,7 +120,9 @@ def _weights_of(blob: bytes) -> dict:
 SEED_LIMIT = 2**63  # a run's seed is stored as an SQLite INTEGER (signed 64-bit)
 
 
-LOCK_WAIT = 60.0  # seconds a store waits for another process's lock
+# seconds a store waits for another process's lock ($MARKOVLIB_LOCK_WAIT overrides it)
+LOCK_WAIT = float(os.environ.get("MARKOVLIB_LOCK_WAIT") or 60.0)
+UNSAVED = "unsaved-"  # side files of runs a store could not take: unsaved-<time>.sqlite
 
 
 def _locked(e: Exception) -> bool:
@@ -193,6 +195,28 @@ def _disk_full_message(path: Path, doing: str) -> str:
     free = _free_bytes(path.parent)
     left = "" if free is None else f" ({free / 2**20:.1f} MiB free on its disk)"
     return f"disk full: {doing} {path}{left}"
+
+
+def _write_failure(error: Exception, store) -> str:
+    """Why a write failed, in a few words."""
+    if _disk_full(error, store.directory):
+        free = _free_bytes(store.directory)
+        return "disk full" + ("" if free is None else f", {free / 2**20:.1f} MiB free")
+    if isinstance(error, sqlite3.OperationalError) and _locked(error):
+        return f"another process held its write lock for {LOCK_WAIT:g} s"
+    return f"{type(error).__name__}: {error}"
+
+
+@contextmanager
+def _side_connection(path: Path, read_only: bool = False):
+    """A plain SQLite connection to a side file, in one transaction."""
+    uri = f"{path.absolute().as_uri()}?mode={'ro' if read_only else 'rwc'}"
+    con = sqlite3.connect(uri, uri=True)
+    try:
+        with con:
+            yield con
+    finally:
+        con.close()
 
 
 def check_seeds(specs: Iterable[RunSpec]) -> None:
@@ -425,19 +449,83 @@ checkpoint BLOB)"""
             )
         try:
             with self._connect() as con:
-                con.executemany(
-                    "INSERT OR REPLACE INTO runs VALUES "
-                    f"({', '.join('?' * len(self.COLUMNS))})",
-                    rows,
-                )
-        except (sqlite3.OperationalError, OSError) as e:
-            if not _disk_full(e, self.directory):
-                raise
-            raise StoreFull(
-                _disk_full_message(self.path, f"{len(rows)} new run(s) not written to")
-                + "; the runs stored before are kept: free some space and re-run "
-                "the same command to train the rest"
+                self._insert(con, rows)
+        except (sqlite3.Error, OSError) as e:
+            self._keep_aside(rows, e)
+
+    def _insert(self, con, rows: list[tuple]) -> None:
+        marks = ", ".join("?" * len(self.COLUMNS))
+        con.executemany(f"INSERT OR REPLACE INTO runs VALUES ({marks})", rows)
+
+    def _keep_aside(self, rows: list[tuple], error: Exception) -> None:
+        """A write that failed after training: the rows go to a side file beside the
+        store (:meth:`import_file` takes them in) and the error says how to import
+        them; a full disk that takes no side file either says so."""
+        n, why = len(rows), _write_failure(error, self)
+        side = self.directory / f"{UNSAVED}{time.strftime('%Y%m%d-%H%M%S')}-"
+        side = Path(f"{side}{os.getpid()}.sqlite")
+        try:
+            with _side_connection(side) as con:
+                con.execute(self.SCHEMA)
+                self._insert(con, rows)
+        except (sqlite3.Error, OSError):
+            side.unlink(missing_ok=True)
+            if _disk_full(error, self.directory):
+                raise StoreFull(
+                    _disk_full_message(self.path, f"{n} new run(s) not written to")
+                    + "; no side file fits beside it either; the runs stored before "
+                    "are kept: free some space and re-run the same command to train "
+                    "the rest"
+                ) from None
+            raise StoreError(
+                f"{n} trained run(s) not written to {self.path} ({why}) and no "
+                "side file could be written beside it; the runs stored before are "
+                "kept: re-run the same command to train them again"
             ) from None
+        raise StoreError(
+            f"{n} trained run(s) not written to {self.path} ({why}); they are saved "
+            f"in {side}: import them with `markovlib import {side} --results "
+            f"{self.directory}` once the store is free"
+        ) from None
+
+    def check_writable(self) -> None:
+        """Refuse, before any training, a store this process cannot write now: opened
+        read-only, or its write lock held by another process for :data:`LOCK_WAIT`
+        seconds (one line naming the file; nothing trained)."""
+        if self.read_only:
+            raise StoreError(f"{self.path} was opened read-only: nothing trained")
+        try:
+            with self._connect() as con:
+                con.execute("BEGIN IMMEDIATE")  # the write lock, released at once
+        except sqlite3.OperationalError as e:
+            if not _locked(e):
+                self._refuse(e)
+            raise StoreError(
+                f"{self.path} is in use: another process has held its write lock "
+                f"for {LOCK_WAIT:g} s; nothing was trained: re-run when it is done, "
+                "or give another folder (--results DIR or $MARKOVLIB_RESULTS)"
+            ) from None
+
+    def import_file(self, side: str | Path) -> int:
+        """Take in the runs of a side file (:meth:`put` wrote it when the store was
+        busy or failed), each checked against its digest, in one transaction; returns
+        how many. The side file is removed once its runs are in."""
+        side = Path(side)
+        if not side.is_file():
+            raise StoreError(f"no side file {side}")
+        try:
+            with _side_connection(side, read_only=True) as con:
+                rows = con.execute(
+                    f"SELECT {', '.join(self.COLUMNS)} FROM runs"
+                ).fetchall()
+        except sqlite3.Error as e:
+            raise StoreError(f"{side} is not a side file of markovlib ({e})") from None
+        for row in rows:
+            self._checked(row[0], dict(zip(self.COLUMNS, row)))
+        with self._connect() as con:
+            self._insert(con, rows)
+        side.unlink()
+        return len(rows)
 
     def _checked(self, key: str, r: dict) -> dict:
         """The provenance of a stored row (``r``: column -> value), after checking the

@@ -25,11 +25,17 @@ from .shipped import shipped_data
 from .spec import RunSpec, ensembles
 from .store import ResultStore, check_seeds, default_results_dir
 
-__all__ = ["sweep", "sweep_results", "training_note", "estimate_seconds"]
+__all__ = [
+    "sweep",
+    "sweep_results",
+    "training_note",
+    "estimate_seconds",
+    "sigterm_as_interrupt",
+]
 
 
 @contextmanager
-def _sigterm_as_interrupt():
+def sigterm_as_interrupt():
     """Turn SIGTERM into KeyboardInterrupt, so that a terminated sweep unwinds like
     Ctrl-C."""
 
@@ -137,6 +143,8 @@ def sweep(
     done = store.keys()
     todo = [spec for key, spec in unique.items() if key not in done]
     chunks = ensembles(todo, ensemble_size)
+    if todo:  # a store that cannot take the results is refused before any training
+        store.check_writable()
     if todo and progress:  # before the first step: how much work this is
         print(training_note(todo, len(chunks), device, store.path), file=sys.stderr)
     finished = train_chunks(
@@ -155,7 +163,7 @@ def sweep(
         unit="run",
         disable=not progress,
     )
-    with _sigterm_as_interrupt(), closing(finished):
+    with sigterm_as_interrupt(), closing(finished):
         for chunk, results in finished:
             store.put(list(zip(chunk, results)))
             bar.update(len(chunk))

@@ -17,6 +17,7 @@ import random
 import re
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -114,8 +115,9 @@ FIELDS: dict[str, tuple[str, str]] = {
     "lr": ("_check_history", "its spec's schedule at every stored step"),
     "train_loss": (RETRAIN, "no relation: --quick re-trains steps 1-50"),
     "test_loss": (
-        f"_check_loss, {RETRAIN}",
-        "the last: the stored weights' loss on fresh paths; the others: none",
+        f"_check_loss, _check_checkpoint_loss, {RETRAIN}",
+        "the last: the stored weights' loss on fresh paths; the checkpoint step's: "
+        "the checkpoint's; the others: none",
     ),
     "diverged_step": ("_check_history", "derived from the history by diverged_step"),
     "weights": (
@@ -124,7 +126,10 @@ FIELDS: dict[str, tuple[str, str]] = {
     ),
     "weights_index": ("_consistent", "the tensors of the model of its spec"),
     "checkpoint_step": ("_consistent", "min(CHECKPOINT_STEP, steps)"),
-    "checkpoint": (RETRAIN, "no relation: --quick re-trains to the checkpoint"),
+    "checkpoint": (
+        f"_check_checkpoint_loss, {RETRAIN}",
+        "its loss on fresh paths is the history's test loss at its step",
+    ),
     "checkpoint_index": ("_consistent", "the tensors of the model of its spec"),
     "metrics.final_test_loss": ("_check_metrics", "final_loss of its history"),
     "metrics.entropy_rate": ("_check_metrics", "its chain's exact value"),
@@ -393,6 +398,25 @@ def _check_loss(where: str, result: TrainResult, record: dict, spec: RunSpec) ->
     return abs(loss - final) / tolerance
 
 
+def _check_checkpoint_loss(where: str, result: TrainResult) -> None:
+    """The checkpoint's weights give a test loss consistent with the history's test
+    loss at the checkpoint step (the final weights' check, :func:`_check_loss`); a
+    step without a stored finite test loss has nothing to compare."""
+    model, step = result.checkpoint_model(), result.checkpoint_step
+    tests = result.test_history.set_index("step")["test_loss"]
+    if model is None or step not in tests.index or not math.isfinite(tests[step]):
+        return
+    loss, se = _fresh_loss(replace(result, model=model))
+    stored = float(tests[step])
+    tolerance = max(LOSS_SIGMAS * math.sqrt(2) * se, LOSS_FLOOR)
+    if not abs(loss - stored) <= tolerance:
+        raise VerificationError(
+            f"{where}: test_loss at step {step} is {stored:.4f}, its stored checkpoint "
+            f"gives {loss:.4f} on fresh batches (|Δ| {abs(loss - stored):.4f} > "
+            f"{tolerance:.4f} nats, {LOSS_SIGMAS:g} standard errors)"
+        )
+
+
 def _consistent(data: ShippedData, key: str) -> tuple[float, float]:
     """Check run ``key`` against itself without training: history, metrics,
     provenance, and what its stored weights compute; returns (kernel |Δ|, loss |Δ| /
@@ -414,6 +438,7 @@ def _consistent(data: ShippedData, key: str) -> tuple[float, float]:
     result = result_from_record(spec, record)
     _check_metrics(where, result, record["metrics"], record["provenance"])
     gap = _check_kernel(where, result, record["metrics"]["learnt_kernel"])
+    _check_checkpoint_loss(where, result)
     return gap, _check_loss(where, result, record, spec)
 
 
