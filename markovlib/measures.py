@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import scipy.stats
 import torch
 
 from . import theory
@@ -32,6 +31,7 @@ from .analysis import (
     cell_shares,
     classify,
     final_share,
+    share_interval,
     survival,
 )
 from .chains import Chain, MarkovChain
@@ -60,7 +60,6 @@ __all__ = [
     "fig4_float32",
     "fig1_depths",
     "depth_factors",
-    "trap_interval",
     "cell_trap_table",
     "fig4_cells",
     "fig5_halves",
@@ -458,24 +457,16 @@ def depth_factors(
     )
 
 
-def trap_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """The exact (Clopper-Pearson) ``level`` interval of a share k / n."""
-    a = (1 - level) / 2
-    low = 0.0 if k == 0 else float(scipy.stats.beta.ppf(a, k, n - k + 1))
-    high = 1.0 if k == n else float(scipy.stats.beta.ppf(1 - a, k + 1, n - k))
-    return low, high
-
-
 def cell_trap_table(records: Sequence[RunRecord]) -> pd.DataFrame:
     """Per binary chain (p, q): runs, runs at H(π), their share and its 95 %
-    interval (:func:`trap_interval`)."""
+    interval (:func:`~markovlib.analysis.share_interval`)."""
     cells: dict = {}
     for r in records:
         cells.setdefault((r.spec.chain["p"], r.spec.chain["q"]), []).append(r)
     rows = []
     for (p, q), rs in sorted(cells.items()):
         n, t = trap_count(rs)
-        low, high = trap_interval(t, n)
+        low, high = share_interval(t, n)
         rows.append(dict(p=p, q=q, runs=n, trapped=t, share=t / n, low=low, high=high))
     return pd.DataFrame(
         rows, columns=["p", "q", "runs", "trapped", "share", "low", "high"]

@@ -23,7 +23,13 @@ import torch.nn.functional as F
 
 from ._checks import check_int
 
-__all__ = ["TransformerConfig", "Transformer", "attention_off", "attention_skipped"]
+__all__ = [
+    "TransformerConfig",
+    "Transformer",
+    "attention_off",
+    "attention_skipped",
+    "EMBEDDINGS",
+]
 
 
 @dataclass
@@ -45,6 +51,10 @@ class TransformerConfig:
     )
     max_len: int = 1024  # longest sequence (size of the positional table)
     ff_mult: int = 4  # hidden width of the feed-forward layer is ff_mult * d
+    # "table": one embedding e_i per state; "uni": the paper's uni-embedding of a
+    # binary state, x_n e (Sec. 2), with one logit <a, z_n> + b (k = 2 only; the
+    # model returns the logits (0, <a, z_n> + b))
+    embedding: str = "table"
 
     def __post_init__(self):
         for name in (
@@ -64,6 +74,15 @@ class TransformerConfig:
         if self.activation not in ("relu", "gelu"):
             raise ValueError(
                 f"activation must be 'relu' or 'gelu'; got {self.activation!r}"
+            )
+        if self.embedding not in EMBEDDINGS:
+            raise ValueError(
+                f"embedding must be 'table' or 'uni'; got {self.embedding!r}"
+            )
+        if self.embedding == "uni" and self.vocab_size != 2:
+            raise ValueError(
+                f"the uni-embedding is for binary chains: vocab_size 2; got "
+                f"{self.vocab_size}"
             )
         if self.window is not None:
             check_int("window", self.window, 0)
@@ -90,7 +109,15 @@ class TransformerConfig:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields, without ``embedding`` where it is the default "table" (so a
+        spec's key is the key it had before the field existed)."""
+        d = asdict(self)
+        if d["embedding"] == "table":
+            del d["embedding"]
+        return d
+
+
+EMBEDDINGS = ("table", "uni")
 
 
 # Ensembles: an ensemble of N models is one Transformer whose parameters carry a leading
@@ -138,6 +165,20 @@ class LayerNorm(nn.LayerNorm):
             return super().forward(x)
         gain = _per_member(self.weight, x)
         return F.layer_norm(x, self.normalized_shape, eps=self.eps) * gain
+
+
+def _without_state_zero_row(grad: torch.Tensor) -> torch.Tensor:
+    """The gradient of a (..., k, d) table or head with state 0's row set to 0."""
+    grad = grad.clone()
+    grad[..., 0, :] = 0
+    return grad
+
+
+def _without_state_zero_entry(grad: torch.Tensor) -> torch.Tensor:
+    """The gradient of a (..., k) bias with state 0's entry set to 0."""
+    grad = grad.clone()
+    grad[..., 0] = 0
+    return grad
 
 
 def _norm(cfg: TransformerConfig) -> nn.Module:
@@ -255,6 +296,11 @@ class Transformer(nn.Module):
                     )
         if cfg.tied:
             self.head.weight = self.wte.weight  # one Parameter, not a copy
+        if cfg.embedding == "uni":  # state 0's embedding and logit stay exactly 0
+            matrices = {id(p): p for p in (self.wte.weight, self.head.weight)}
+            for p in matrices.values():
+                p.register_hook(_without_state_zero_row)
+            self.head.bias.register_hook(_without_state_zero_entry)
         if n_models is None:
             self.reset_parameters(generator)
         else:
@@ -287,6 +333,9 @@ class Transformer(nn.Module):
                     else 1.0
                 )
                 nn.init.normal_(p, 0.0, std * scale, generator=generator)
+        if self.config.embedding == "uni":  # x_n e: state 0 embeds to 0; one logit
+            for p in (self.wte.weight, self.head.weight, self.head.bias):
+                (p if member is None else p[member])[0].zero_()
 
     @torch.no_grad()
     def member(self, i: int) -> Transformer:
@@ -305,16 +354,17 @@ class Transformer(nn.Module):
 
     def decayed_parameters(self, embeddings: bool = False) -> list[nn.Parameter]:
         """Parameters under weight decay: the weights of the linear layers (W_Q, W_K,
-        W_V, W_O, W_1, W_2 and an untied head), as in the authors' optimiser groups;
-        ``embeddings=True``: every matrix (markovlib 0.1)."""
+        W_V, W_O, W_1, W_2 and an untied head), as in the authors' optimiser groups,
+        and the uni-embedding's e (their nn.Linear(1, d)); ``embeddings=True``: every
+        matrix (markovlib 0.1)."""
         if embeddings:
             return self.matrix_parameters()
-        tables = {
-            id(self.wte.weight),
-            id(self.wpe.weight),
-        }  # a tied head *is* the token embedding
+        tables = {id(self.wte.weight), id(self.wpe.weight)}  # a tied head is wte
         linear = [m.weight for m in self.modules() if isinstance(m, nn.Linear)]
-        return list({id(p): p for p in linear if id(p) not in tables}.values())
+        decayed = [p for p in linear if id(p) not in tables]
+        if self.config.embedding == "uni":
+            decayed.append(self.wte.weight)
+        return list({id(p): p for p in decayed}.values())
 
     def n_params(self) -> int:
         """Number of distinct scalar parameters (a tied head counts once)."""

@@ -386,50 +386,87 @@ def resolve(
     return replace(PRESETS[scale], chapter=chapter) if chapter else PRESETS[scale]
 
 
-# The authors' own settings, per figure, each from their config, script or the paper's
-# text. Their first-order config (Markov-LLM/src/config/markov.py) sets iterations 400,
-# batch 16, length 1024, n_embd 8, 1 head, 1 layer, dtype float16; their train_base runs
-# the forward pass under CUDA float16 autocast and calls backward() without a GradScaler
-# (no loss scaling). Here fp16 is CPU float16 autocast (see the trapped chapter).
-_CONFIG = (
-    "Markov-LLM/src/config/markov.py: batch 16, length 1024, n_embd 8, 1 head, "
-    "iterations 400 (not overridden by their scripts), float16 autocast without loss "
-    "scaling (train_base)"
+# The authors' own settings, per figure, each field from their config, script or
+# model file (Bond1995/Markov; read, never copied). Common to every folder:
+# src/config/markov.py (batch 16, length 1024, lr 2e-3, weight decay 1e-3, betas
+# (0.9, 0.95), warm-up 2 %, scheduler 'cos', dtype float16, n_head 1, n_layer 1,
+# dropout 0, bias False, initial 'steady'), src/main.py (AdamW; OneCycleLR with
+# pct_start 0.02, div_factor 100, final_div_factor 0.05: from lr/100 up to lr and down
+# to lr/5) and src/optim/base.py (forward pass under float16 autocast, backward() with
+# no GradScaler). models/base.py: N(0, 0.02) init, residual projections
+# 0.02/sqrt(2L); weight decay on nn.Linear weights only (embedding tables and biases
+# none). Here fp16 is CPU float16 autocast (see the trapped chapter).
+_COMMON = (
+    "src/config/markov.py (batch 16, length 1024, lr 2e-3, weight decay 1e-3 on "
+    "linear weights, betas (0.9, 0.95), one-cycle with 2 % warm-up, float16), "
+    "src/main.py (AdamW, OneCycleLR) and src/optim/base.py (float16 autocast, no "
+    "GradScaler)"
 )
+_GPT2 = "pre-LN GPT-2 blocks with a final LN and GELU (models/base.py)"
+_SIMPLE = (
+    "models/base.py with its ln_1, ln_2, ln_f lines commented out: no LayerNorm, ReLU"
+)
+_CONFIG = f"Markov-LLM/{_COMMON}: iterations 400 (not overridden by their scripts)"
 
 
 @dataclass(frozen=True)
 class AuthorsSetting:
-    """What the authors ran for one figure (the fields a run's spec must match to be
-    called theirs) and how many runs per cell this book ships at it."""
+    """What the authors ran for one figure: every field a run's spec must match to be
+    called theirs (model, optimiser, schedule, sizes, precision), where they say so
+    (``source``), and how many runs per cell this book ships at it (``runs``)."""
 
     figure: str
     steps: int
     seq_len: int
     runs: int  # runs per cell shipped at these settings (this book's choice)
-    source: str  # their config, script or table, and what the paper reports
+    source: str  # their folder's config, script and model file, and the paper's text
     batch_size: int = 16
     d_model: int = 8
     n_heads: int = 1
     precision: str = "fp16"
     trap_runs: int | None = None  # runs where trap shares are counted (None: runs)
+    # the model: GPT-2 blocks (LayerNorm, GELU) or their no-LN, ReLU folders
+    layer_norm: bool = True
+    activation: str = "gelu"
+    embedding: str = "table"  # "uni": x_n e (their binary Markov-Simple2 model)
+    tied: tuple[bool, ...] = (True, False)  # the tyings their scripts run
+    n_layers: tuple[int, ...] = (1,)  # the depths their scripts run
+    init_std: float = 0.02
+    ff_mult: int = 4
+    window: int | None = None  # their --memory -1: full causal attention
+    # the optimiser (betas (0.9, 0.95) are make_optimizer's, checked by a test)
+    lr: float = 2e-3
+    weight_decay: float = 1e-3
+    decay_embeddings: bool = False
+    schedule: str = "one-cycle"
+    start: str = "stationary"  # their --initial 'steady'
+    betas: tuple[float, float] = (0.9, 0.95)
+
+    def wanted(self) -> dict:
+        """Each field a spec has, with the authors' value (a tuple: any of them)."""
+        names = ("layer_norm", "activation", "embedding", "init_std", "ff_mult")
+        names += ("window", "d_model", "n_heads", "tied", "n_layers", "steps")
+        names += ("seq_len", "batch_size", "precision", "lr", "weight_decay")
+        return {n: getattr(self, n) for n in (*names, "decay_embeddings", "schedule")}
 
     def mismatches(self, spec) -> list[str]:
-        """The fields of a run's spec (a RunSpec) that differ from these settings,
-        as 'field: spec value (authors' value)'; empty when the run is theirs."""
-        have = {
-            "steps": spec.train.steps,
-            "seq_len": spec.train.seq_len,
-            "batch_size": spec.train.batch_size,
-            "precision": spec.train.precision,
-            "d_model": spec.config.d_model,
-            "n_heads": spec.config.n_heads,
-        }
-        return [
-            f"{k}: {v} ({getattr(self, k)})"
-            for k, v in have.items()
-            if v != getattr(self, k)
+        """The fields of a run's spec (a RunSpec) that differ from these settings, as
+        'field: spec value (authors' value)'; empty when the run is theirs."""
+        have = {**spec.config.to_dict(), **spec.train.to_dict()}
+        have.setdefault("embedding", "table")
+        out = [
+            f"{k}: {have[k]} ({_shown(want)})"
+            for k, want in self.wanted().items()
+            if (have[k] not in want if isinstance(want, tuple) else have[k] != want)
         ]
+        return out + (
+            [] if have["start"] == self.start else [f"start: {have['start']}"]
+        )
+
+
+def _shown(want) -> str:
+    """An authors' value as a mismatch shows it (a tuple of choices: 'a or b')."""
+    return " or ".join(map(str, want)) if isinstance(want, tuple) else str(want)
 
 
 AUTHORS: dict[str, AuthorsSetting] = {
@@ -439,9 +476,11 @@ AUTHORS: dict[str, AuthorsSetting] = {
         seq_len=512,
         runs=8,
         trap_runs=32,
+        n_layers=(1, 2, 4, 8),
         source="Markov-LLM-k/src/schedule.sh: depths 1, 2, 4, 8 at length 512, 500 "
-        "iterations; the rest from " + _CONFIG + "; the paper shows mean ± std of 3 "
-        "runs",
+        f"iterations, tied; {_GPT2}; the rest from Markov-LLM-k/{_COMMON}; the paper "
+        "shows mean ± std of 3 runs; Sec. 4.4's text adds untied runs ('regardless "
+        "of these factors')",
     ),
     "fig3": AuthorsSetting(
         "Fig 3",
@@ -449,28 +488,44 @@ AUTHORS: dict[str, AuthorsSetting] = {
         seq_len=1024,
         runs=8,
         trap_runs=32,
-        source=_CONFIG + "; the paper shows one run per curve",
+        source=f"{_CONFIG}; {_GPT2}; the paper shows one run per curve",
     ),
     "appd": AuthorsSetting(
         "App. D",
-        steps=400,
+        steps=500,
         seq_len=1024,
         runs=8,
-        source=_CONFIG + "; the paper averages five runs of the weight-tied model",
+        d_model=4,
+        layer_norm=False,
+        activation="relu",
+        embedding="uni",
+        tied=(True,),
+        source="Markov-Simple2/src/schedule.sh: (p, q) = (0.2, 0.3), 500 iterations, 5 "
+        "runs; its config: n_embd 4; its models/base.py logs App. D's quantities (the "
+        "attention's share of the residual, the singular-value energies of W_1): "
+        f"{_SIMPLE}, uni-embedding x_n e (nn.Linear(1, d), weight-decayed) with one "
+        f"logit, tied (a = e, bias b); the rest from Markov-Simple2/{_COMMON}; the "
+        "paper averages five runs of the weight-tied model (this book ships 8)",
     ),
     "fig4": AuthorsSetting(
         "Fig 4",
         steps=400,
         seq_len=1024,
         runs=8,
-        source=_CONFIG + "; the paper shows one run per cell",
+        source=f"{_CONFIG}; {_GPT2}; the paper shows one run per cell",
     ),
     "fig5": AuthorsSetting(
         "Fig 5",
         steps=5000,
         seq_len=1024,
         runs=3,
-        source="the paper's Fig 5 (k = 5, 5000 iterations); the rest from " + _CONFIG,
+        layer_norm=False,
+        activation="relu",
+        source="Markov-Simple (plotted by figures/loss-states.py: k = 5, p = 0.1, 0.3, "
+        f"0.6, 0.9, tied and --no_tying): {_SIMPLE}, n_embd 8, nn.Embedding(5, d) tied "
+        "to the biased head; 5000 iterations as the paper says (their stored "
+        "src/schedule4.sh runs 4000 and the plot's axis ends at 4000: this book "
+        f"follows the paper); the rest from Markov-Simple/{_COMMON}; 3 runs per curve",
     ),
     "higher_order": AuthorsSetting(
         "ICLR Sec. 4.4",
@@ -480,9 +535,11 @@ AUTHORS: dict[str, AuthorsSetting] = {
         d_model=16,
         n_heads=2,
         runs=3,
+        tied=(True,),
+        n_layers=(1, 2, 3),
         source="Markov-LLM-depth/src/schedule2.sh: random order-2 chains, 10 000 "
         "iterations, batch 128, lengths 64-256, n_embd 16 or 32; float16 from their "
-        "config",
+        f"config; {_GPT2}",
     ),
 }
 

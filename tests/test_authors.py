@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-import scipy.stats
 import torch
 
 from markovlib import measures, plots, scorecard
@@ -94,19 +93,6 @@ def test_fig1_groups_count_depths_tying_and_the_mirror_chain():
 
 
 # ---------------------------------------------------------------------------- rules
-def test_trap_interval_is_the_exact_binomial_interval():
-    for k, n in ((0, 8), (3, 8), (8, 8), (25, 32)):
-        low, high = measures.trap_interval(k, n)
-        if k > 0:  # P(X >= k | low) = 2.5 %
-            assert scipy.stats.binom.sf(k - 1, n, low) == pytest.approx(0.025)
-        else:
-            assert low == 0.0 and high == pytest.approx(1 - 0.025 ** (1 / n))
-        if k < n:  # P(X <= k | high) = 2.5 %
-            assert scipy.stats.binom.cdf(k, n, high) == pytest.approx(0.025)
-        else:
-            assert high == 1.0 and low == pytest.approx(0.025 ** (1 / n))
-
-
 def test_fig4_cells_needs_half_the_cells_and_nothing_trapped_elsewhere():
     cells = [marginal(0.8, 0.5, seed=i) for i in range(3)] + [learnt(0.8, 0.5, seed=3)]
     cells += [learnt(0.6, 0.6, seed=4 + i) for i in range(4)]

@@ -401,3 +401,66 @@ def test_presets_reject_bad_values_too():
         TransformerConfig.gpt2(vocab_size=1)
     with pytest.raises(ValueError, match="window"):
         TransformerConfig.theory(window=-2)
+
+
+# ------------------------------------- the uni-embedding (the authors' App. D model)
+def _uni(tied=True, **kw):
+    cfg = TransformerConfig.theory(d_model=4, tied=tied, embedding="uni", max_len=16)
+    return Transformer(cfg, generator=torch.Generator().manual_seed(3), **kw)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_uni_embedding_is_x_e_plus_p_and_one_logit(tied):
+    """Paper Sec. 2: x_n -> x_n e + p_n; logit_n = <a, z_n> + b (a = e when tied),
+    computed here by hand from the model's own parameters."""
+    model = _uni(tied)
+    x = torch.tensor([[0, 1, 1, 0, 1]])
+    e, pos = model.wte.weight[1], model.wpe.weight[:5]
+    assert torch.equal(model.wte.weight[0], torch.zeros(4))
+    assert torch.allclose(model.embed(x)[0], x[0, :, None] * e + pos)
+    trace = model.trace(x)
+    a, b = model.head.weight[1], model.head.bias[1]
+    if tied:
+        assert model.head.weight is model.wte.weight
+    logits = trace["logits"][0]
+    assert torch.equal(logits[:, 0], torch.zeros(5))  # state 0's logit: exactly 0
+    assert torch.allclose(logits[:, 1], trace["output"][0] @ a + b, atol=1e-6)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_uni_embedding_keeps_state_zero_at_zero_through_adamw(tied):
+    """An ensemble of 3 trained 20 AdamW steps with weight decay: state 0's embedding,
+    head row and bias stay exactly 0 in every member; e moves and is decayed."""
+    from markovlib.chains import binary
+    from markovlib.train import train_many
+
+    cfg = TransformerConfig.theory(d_model=4, tied=tied, embedding="uni", max_len=16)
+    runs = train_many(
+        binary(0.3, 0.6), cfg, steps=20, batch_size=4, seq_len=16, seeds=[0, 1, 2],
+        eval_every=10, eval_batches=1, weight_decay=0.1,
+    )  # fmt: skip
+    for run in runs:
+        m = run.model
+        assert torch.equal(m.wte.weight[0], torch.zeros(4))
+        assert torch.equal(m.head.weight[0], torch.zeros(4))
+        assert m.head.bias[0].item() == 0.0 and m.head.bias[1].item() != 0.0
+        assert float(m.wte.weight[1].abs().sum()) > 0
+        assert any(p is m.wte.weight for p in m.decayed_parameters())
+    table = Transformer(TransformerConfig.theory(d_model=4))
+    assert not any(p is table.wte.weight for p in table.decayed_parameters())
+
+
+def test_uni_embedding_is_binary_only_and_keeps_the_other_keys():
+    from markovlib.runs.spec import grid
+
+    with pytest.raises(ValueError, match="vocab_size 2; got 5"):
+        TransformerConfig.theory(vocab_size=5, embedding="uni")
+    with pytest.raises(ValueError, match="embedding must be 'table' or 'uni'"):
+        TransformerConfig(embedding="one-hot")
+    table, uni = (
+        grid([0.2], [0.3], tied=[True], seeds=[0], preset="theory",
+             config_kwargs=kw, train=dict(steps=5, batch_size=2, seq_len=8))[0]
+        for kw in ({}, {"embedding": "uni"})
+    )  # fmt: skip
+    assert "embedding" not in table.as_dict()["config"]  # keys made before it exist
+    assert uni.as_dict()["config"]["embedding"] == "uni" and table.key != uni.key

@@ -24,6 +24,7 @@ __all__ = [
     "fig1_authors",
     "mirror",
     "fig5",
+    "appendix_d",
     "threshold_runs",
     "depth_fig1",
     "lag_runs",
@@ -232,6 +233,13 @@ def higher_order(S: Scale, seed: int = 0) -> dict[int, list[RunSpec]]:
     return out
 
 
+def appendix_d(p: float, q: float, S: Scale, seed: int = 0) -> list[RunSpec]:
+    """App. D at the authors' model (their Markov-Simple2 folder): the tied theory
+    model (no LayerNorm, ReLU) with the uni-embedding x_n e and one logit, ``S.seeds``
+    runs."""
+    return grid([p], [q], **_options(S, seed, preset="theory", embedding="uni"))
+
+
 def fig5(
     k: int, S: Scale, seed: int = 0, ps=FIG5_PS, preset: str = "gpt2"
 ) -> dict[str, list[RunSpec]]:
@@ -431,14 +439,15 @@ def _authors_groups(gm, tr, ms, dp) -> list[tuple[str, list[RunSpec]]]:
     Fig 4's tied cells above the line with independent runs, Fig 1."""
     groups = _named("fig5-k5-fp16-{}", fig5(5, authors("fig5", ms)))
     groups += _named(
-        "global_minimum-400-fp16-{}", global_minimum(0.2, 0.3, authors("appd", gm))
+        "global_minimum-400-fp16-{}", global_minimum(0.2, 0.3, authors("fig3", gm))
     )
     groups += [("fig4-cells-400-tied-fp16", fig4_cells(authors("fig4", tr)))]
     groups += _named("depth-fig1-fp16-{}", fig1_authors(0.5, 0.8, authors("fig1", dp)))
     # Fig 5 at the authors' model (their Markov-Simple folder: no LayerNorm, ReLU),
     # p = 0.9 first: an ensemble of 3 runs is one cell of the figure
     fig5_theory = fig5(5, authors("fig5", ms), ps=FIG5_PS[::-1], preset="theory")
-    return groups + _named("fig5-k5-theory-fp16-{}", fig5_theory)
+    groups += _named("fig5-k5-theory-fp16-{}", fig5_theory)
+    return groups + [("appd-uni-fp16-tied", appendix_d(0.2, 0.3, authors("appd", gm)))]
 
 
 # trapped: its groups of runs, by name

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
@@ -82,7 +82,7 @@ class RunSpec:
     def as_dict(self) -> dict:
         d = {
             "chain": dict(self.chain),
-            "config": asdict(self.config),
+            "config": self.config.to_dict(),
             "train": self.train.to_dict(),
             "seed": int(self.seed),
         }
