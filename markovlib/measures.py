@@ -139,6 +139,9 @@ class Measure:
     trapped: int | None = None
     groups: tuple = ()
     details: dict = field(default_factory=dict)
+    # the runs that behave as the claim says, per part of the claim: (part, k, n);
+    # the verdict rule (analysis.claim_outcome) judges each part, the worst decides
+    counts: tuple = ()
 
 
 def _n(k: int, n: int, what: str = "runs") -> str:
@@ -175,6 +178,7 @@ def fig3a(records: Sequence[RunRecord], groups=()) -> Measure:
         runs=n,
         trapped=t,
         groups=tuple(groups),
+        counts=(("at H(π)", t, n),),
     )
 
 
@@ -248,6 +252,7 @@ def escape_claim(records: Sequence[RunRecord], groups=()) -> Measure:
         runs=n,
         trapped=t,
         groups=tuple(groups),
+        counts=(("escaped", e, n),),
     )
 
 
@@ -352,6 +357,10 @@ def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()) -> M
         runs=n,
         trapped=t,
         groups=tuple(groups),
+        counts=(
+            ("tied above the line at H(π)", trap_count(rt)[1], len(rt)),
+            ("untied above the line not at H(π)", len(ru) - trap_count(ru)[1], len(ru)),
+        ),
         details={
             "tied_cells": tt,
             "untied_cells": tu,
@@ -368,6 +377,7 @@ def fig4_float32(
     """This book: in float32 after 1000 iterations the tied cells above the line leave
     H(π) (fewer than half of them at H(π)); the cells still there are named."""
     m = fig4(tied, untied, groups)
+    n, k = trap_count(above_line(tied))
     ct = _above(cell_classes(tied))
     tt = m.details["tied_cells"]
     return Measure(
@@ -379,6 +389,7 @@ def fig4_float32(
         trapped=m.trapped,
         groups=m.groups,
         details=m.details,
+        counts=(("tied above the line left H(π)", n - k, n),),
     )
 
 
@@ -386,15 +397,24 @@ def higher_order(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure
     """ICLR Sec. 4.4: deeper models learn a second-order chain given enough iterations:
     at least half of the runs of each depth ≥ 2 escaped (share of the gap from the
     tail of the test loss)."""
-    parts, ok = [], True
+    parts, ok, deep = [], True, []
     for L, rs in sorted(by_depth.items()):
         esc = sum(r.cls == ESCAPED for r in rs)
         shares = " ".join(f"{r.share:.2f}" for r in rs)
         parts.append(f"depth {L}: {_n(esc, len(rs))} escaped (shares {shares})")
         if L >= 2:
             ok &= esc >= CLAIM_SHARE * len(rs)
+            deep += rs
     n, t = trap_count([r for rs in by_depth.values() for r in rs])
-    return Measure("; ".join(parts), ok, runs=n, trapped=t, groups=tuple(groups))
+    e = sum(r.cls == ESCAPED for r in deep)
+    return Measure(
+        "; ".join(parts),
+        ok,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        counts=(("depth ≥ 2 escaped", e, len(deep)),),
+    )
 
 
 def masking(
@@ -425,7 +445,7 @@ def fig1_depths(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
     """Fig 1, per depth: the single layer stays at H(π) (at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of its runs at H(π)) and every depth ≥ 2
     reaches H_rate (at least that share of its runs escaped)."""
-    parts, ok = [], True
+    parts, ok, hits = [], True, {1: [0, 0], 2: [0, 0]}
     for L, rs in sorted(by_depth.items()):
         side = AT_UNIGRAM if L == 1 else ESCAPED
         k = sum(r.cls == side for r in rs)
@@ -433,8 +453,18 @@ def fig1_depths(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
             f"depth {L}: {_n(k, len(rs))} {'at H(π)' if L == 1 else 'escaped'}"
         )
         ok &= k >= CLAIM_SHARE * len(rs)
+        hits[min(L, 2)][0] += k
+        hits[min(L, 2)][1] += len(rs)
     n, t = trap_count([r for rs in by_depth.values() for r in rs])
-    return Measure("; ".join(parts), ok, runs=n, trapped=t, groups=tuple(groups))
+    counts = (("depth 1 at H(π)", *hits[1]), ("depth ≥ 2 escaped", *hits[2]))
+    return Measure(
+        "; ".join(parts),
+        ok,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        counts=tuple(c for c in counts if c[2]),
+    )
 
 
 def depth_factors(
@@ -454,6 +484,7 @@ def depth_factors(
         runs=n,
         trapped=t,
         groups=tuple(groups),
+        counts=(("escaped", eu + em, len(untied) + len(mirror)),),
     )
 
 
@@ -502,6 +533,10 @@ def fig4_cells(
         trapped=t,
         groups=tuple(groups),
         details={"table": table},
+        counts=(
+            ("tied above the line at H(π)", *trap_count(above_line(cells))[::-1]),
+            ("untied, tied below the line: not at H(π)", nu - tu + nb - tb, nu + nb),
+        ),
     )
 
 
@@ -528,11 +563,11 @@ def fig5_halves(
     ps = sorted({r.spec.chain["p"] for r in [*tied, *untied]})
     low = [p for p in ps if p <= p_max + 1e-12]
     high = [p for p in ps if p > p_max + 1e-12]
-    ok, parts = True, []
+    ok, parts, halves = True, [], []
     for side, tied_want in ((low, ESCAPED), (high, AT_UNIGRAM)):
         if not side:
             continue
-        counts = []
+        texts, hit, runs = [], 0, 0
         for label, rs, want in (
             ("tied", tied, tied_want),
             ("untied", untied, ESCAPED),
@@ -540,10 +575,20 @@ def fig5_halves(
             k, n, held = _on_side(rs, side, want)
             ok &= held
             what = "at H(π)" if want == AT_UNIGRAM else "escaped"
-            counts.append(f"{label} {_n(k, n)} {what}")
-        parts.append(f"p = {', '.join(f'{p:g}' for p in side)}: {', '.join(counts)}")
+            texts.append(f"{label} {_n(k, n)} {what}")
+            hit, runs = hit + k, runs + n
+        where = f"p = {', '.join(f'{p:g}' for p in side)}"
+        parts.append(f"{where}: {', '.join(texts)}")
+        halves.append((f"{where}, on the claimed side", hit, runs))
     n, t = trap_count([*tied, *untied])
-    return Measure("; ".join(parts), ok, runs=n, trapped=t, groups=tuple(groups))
+    return Measure(
+        "; ".join(parts),
+        ok,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        counts=tuple(halves),
+    )
 
 
 def below_line(
@@ -553,7 +598,7 @@ def below_line(
     of the weight tying": for each tying, at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of the grid's cells below the line are
     escaped (:func:`cell_classes`)."""
-    parts, ok, runs = [], True, []
+    parts, ok, runs, counts = [], True, [], []
     for label, rs in (("tied", tied), ("untied", untied)):
         rs = [r for r in rs if r.spec.chain["p"] + r.spec.chain["q"] < 1 - 1e-9]
         cells = cell_classes(rs)
@@ -564,8 +609,16 @@ def below_line(
         )
         ok &= e >= CLAIM_SHARE * len(cells)
         runs += rs
+        counts.append((f"{label} escaped", k, len(rs)))
     n, t = trap_count(runs)
-    return Measure("; ".join(parts), ok, runs=n, trapped=t, groups=tuple(groups))
+    return Measure(
+        "; ".join(parts),
+        ok,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        counts=tuple(counts),
+    )
 
 
 def fig3c_untied(records: Sequence[RunRecord], p: float, q: float, groups=()):
@@ -585,6 +638,7 @@ def fig3c_untied(records: Sequence[RunRecord], p: float, q: float, groups=()):
         runs=len(rs),
         trapped=trap_count(rs)[1],
         groups=tuple(groups),
+        counts=(("predict p after a zero", k, len(rs)),),
     )
 
 
@@ -595,31 +649,38 @@ def bias_prediction(model) -> float:
 
 
 def bad_minimum(records: Sequence[RunRecord], load, groups=()) -> Measure:
-    """Sec. 4.1: at θ_π the output ignores the input and f = σ(b) = π_1. On the runs
-    at H(π) among ``records`` (``load(record)`` gives a run's learnt model): the claim
-    holds when at least :data:`~markovlib.analysis.CLAIM_SHARE` of them have the bias
-    alone (:func:`bias_prediction`) within
-    :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance p − π_1 from π_1; the
-    embedding gap ‖e_1 − e_0‖ is printed beside."""
-    models = [load(r) for r in records if r.cls == AT_UNIGRAM]
+    """Sec. 4.1: at θ_π "the output ignores the input", f = σ(b) = π_1. On the runs at
+    H(π) among ``records``: the claim holds for a run when its prediction after a zero
+    and after a one (its learnt kernel's P(1|0) and P(1|1)) are both within
+    :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance p − π_1 from π_1.
+    Printed beside, from the learnt models (``load(record)``): the head's bias alone,
+    σ(b) (:func:`bias_prediction`), and the embedding gap ‖e_1 − e_0‖ (a = e = 0 at the
+    theorem's θ_π)."""
+    stuck = [r for r in records if r.cls == AT_UNIGRAM]
     chain = records[0].chain
     p, pi1 = float(chain.P[0, 1]), float(chain.stationary()[1])
     tol = AT_UNIGRAM_BELOW * abs(p - pi1)
+    after0 = [float(r.kernel[0, 1]) for r in stuck]
+    after1 = [float(r.kernel[1, 1]) for r in stuck]
+    k = sum(abs(a - pi1) < tol and abs(b - pi1) < tol for a, b in zip(after0, after1))
+    models = [load(r) for r in stuck]
     bias = [bias_prediction(m) for m in models]
     e = [float((m.wte.weight[1] - m.wte.weight[0]).detach().norm()) for m in models]
-    k = sum(abs(b - pi1) < tol for b in bias)
     value = (
-        f"σ(b) median {np.median(bias):.3f} (π_1 = {pi1:.3f}): {_n(k, len(models))} at "
-        f"H(π) within {tol:.3g} of π_1; ‖e_1 − e_0‖ median {np.median(e):.3f}"
-        if models
+        f"f after a 0 and after a 1, medians {np.median(after0):.3f} and "
+        f"{np.median(after1):.3f} (π_1 = {pi1:.3f}): {_n(k, len(stuck))} at H(π) "
+        f"within {tol:.3g} of π_1 after both; the head's bias alone σ(b) median "
+        f"{np.median(bias):.3f}; ‖e_1 − e_0‖ median {np.median(e):.3f}"
+        if stuck
         else "no run at H(π)"
     )
     return Measure(
         value,
-        bool(models) and k >= CLAIM_SHARE * len(models),
+        bool(stuck) and k >= CLAIM_SHARE * len(stuck),
         runs=len(records),
-        trapped=len(models),
+        trapped=len(stuck),
         groups=tuple(groups),
+        counts=(("predict π_1 whatever the input", k, len(stuck)),) if stuck else (),
     )
 
 
@@ -644,28 +705,13 @@ def _appd_properties(d: dict, record: RunRecord) -> dict[str, bool]:
     }
 
 
-def appendix_d_runs(
-    inside: dict[str, Sequence[dict]],
-    records: dict[str, Sequence[RunRecord]],
-    groups=(),
+def _appendix_d_tied(
+    inside: Sequence[dict], rs: Sequence[RunRecord], groups=()
 ) -> dict[str, Measure]:
-    """App. D over every run (``inside[label][i]``: :func:`markovlib.theory.appendix_d`
-    of ``records[label][i]``), the weight-tied model's four rows and the untied model
-    as a fifth. A run has a property when: removing attention moves no predicted
-    probability by :data:`NEAR_ZERO` × |p + q − 1| or more (the paper's ratio
-    ‖attn‖ / ‖x + attn‖ printed beside); the positional spread is below
-    :data:`NEAR_ZERO`; s_2 / s_1 of W_1 and W_2 is below :data:`NEAR_RANK_ONE`; the
-    learnt kernel is within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` × |p + q − 1|
-    of P. A row holds when at least :data:`~markovlib.analysis.CLAIM_SHARE` of the runs
-    have its property."""
-    has = {
-        label: [_appd_properties(d, r) for d, r in zip(inside[label], records[label])]
-        for label in inside
-    }
-    out = {}
-    tied, rs = has["tied"], records["tied"]
+    """App. D's four rows from the runs of its weight-tied model."""
+    tied = [_appd_properties(d, r) for d, r in zip(inside, rs)]
     common = dict(runs=len(rs), trapped=trap_count(rs)[1], groups=tuple(groups))
-    table = appendix_d_table({"tied": inside["tied"]}, {"tied": rs})
+    table = appendix_d_table({"tied": inside}, {"tied": rs})
     effect = abs(1 - rs[0].chain.P[0, 0] - rs[0].chain.P[1, 1])
     extra = {  # what each property's runs measured, beside the count
         "attention": f"largest change {table['attention removed: Δ'].max():.4f}; the "
@@ -675,25 +721,67 @@ def appendix_d_runs(
         "formula": f"largest |K − P| {table['max|K − P|'].max() / effect:.1%} of "
         "|p + q − 1|",
     }
+    out = {}
     for prop, text in extra.items():
         k = sum(h[prop] for h in tied)
         out[f"appd_{prop}"] = Measure(
-            f"tied: {_n(k, len(tied))} ({text})", k >= CLAIM_SHARE * len(tied), **common
+            f"tied: {_n(k, len(tied))} ({text})",
+            k >= CLAIM_SHARE * len(tied),
+            counts=((f"with the property ({prop})", k, len(tied)),),
+            **common,
         )
-    un = has.get("untied", [])
+    return out
+
+
+def appendix_d_runs(
+    inside: dict[str, Sequence[dict]],
+    records: dict[str, Sequence[RunRecord]],
+    groups=(),
+) -> dict[str, Measure]:
+    """App. D over every run (``inside[label][i]``: :func:`markovlib.theory.appendix_d`
+    of ``records[label][i]``): the four rows from the weight-tied model of App. D
+    ("tied"), and this book's controls where given: the untied GPT-2 model
+    ("untied": appd_untied) and the tied GPT-2 model ("gpt2": appd_gpt2). A run has
+    a property when: removing attention moves no predicted
+    probability by :data:`NEAR_ZERO` × |p + q − 1| or more (the paper's ratio
+    ‖attn‖ / ‖x + attn‖ printed beside); the positional spread is below
+    :data:`NEAR_ZERO`; s_2 / s_1 of W_1 and W_2 is below :data:`NEAR_RANK_ONE`; the
+    learnt kernel is within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` × |p + q − 1|
+    of P. A row holds when at least :data:`~markovlib.analysis.CLAIM_SHARE` of the runs
+    have its property."""
+    out = (
+        _appendix_d_tied(inside["tied"], records["tied"], groups)
+        if "tied" in inside
+        else {}
+    )
+    for label, cid in (("untied", "appd_untied"), ("gpt2", "appd_gpt2")):
+        if label in inside:
+            out[cid] = appendix_d_properties(
+                label, inside[label], records[label], groups
+            )
+    return out
+
+
+def appendix_d_properties(
+    label: str, inside: Sequence[dict], records: Sequence[RunRecord], groups=()
+) -> Measure:
+    """App. D's four properties on other runs than the authors' App. D model (this
+    book's controls): how many runs have each; holds when at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of the runs have every one."""
+    has = [_appd_properties(d, r) for d, r in zip(inside, records)]
     counts = {
-        prop: sum(h[prop] for h in un)
+        prop: sum(h[prop] for h in has)
         for prop in ("attention", "positions", "rank", "formula")
     }
-    out["appd_untied"] = Measure(
-        "untied, runs with each property: "
-        + ", ".join(f"{prop} {k} of {len(un)}" for prop, k in counts.items()),
-        bool(un) and all(k >= CLAIM_SHARE * len(un) for k in counts.values()),
-        runs=len(un),
-        trapped=trap_count(records.get("untied", []))[1] if un else 0,
+    return Measure(
+        f"{label}: "
+        + ", ".join(f"{prop} {k} of {len(has)}" for prop, k in counts.items()),
+        bool(has) and all(k >= CLAIM_SHARE * len(has) for k in counts.values()),
+        runs=len(has),
+        trapped=trap_count(records)[1] if has else 0,
         groups=tuple(groups),
+        counts=tuple((prop, k, len(has)) for prop, k in counts.items()),
     )
-    return out
 
 
 def appendix_d_table(
@@ -726,6 +814,7 @@ __all__ += [
     "NEAR_RANK_ONE",
     "APPD_MATRICES",
     "appendix_d_runs",
+    "appendix_d_properties",
     "appendix_d_table",
 ]
 

@@ -447,21 +447,19 @@ class AuthorsSetting:
         names = ("layer_norm", "activation", "embedding", "init_std", "ff_mult")
         names += ("window", "d_model", "n_heads", "tied", "n_layers", "steps")
         names += ("seq_len", "batch_size", "precision", "lr", "weight_decay")
-        return {n: getattr(self, n) for n in (*names, "decay_embeddings", "schedule")}
+        names += ("decay_embeddings", "schedule", "start")
+        return {n: getattr(self, n) for n in names}
 
     def mismatches(self, spec) -> list[str]:
         """The fields of a run's spec (a RunSpec) that differ from these settings, as
         'field: spec value (authors' value)'; empty when the run is theirs."""
         have = {**spec.config.to_dict(), **spec.train.to_dict()}
         have.setdefault("embedding", "table")
-        out = [
+        return [
             f"{k}: {have[k]} ({_shown(want)})"
             for k, want in self.wanted().items()
             if (have[k] not in want if isinstance(want, tuple) else have[k] != want)
         ]
-        return out + (
-            [] if have["start"] == self.start else [f"start: {have['start']}"]
-        )
 
 
 def _shown(want) -> str:

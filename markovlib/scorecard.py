@@ -32,7 +32,16 @@ import pandas as pd
 
 from . import measures
 from ._checks import one_thread
-from .analysis import AT_UNIGRAM_BELOW, CLAIM_SHARE, ESCAPED_ABOVE
+from .analysis import (
+    AT_UNIGRAM_BELOW,
+    CLAIM_SHARE,
+    ESCAPED_ABOVE,
+    FAILS,
+    HOLDS,
+    claim_outcome,
+    share_interval,
+)
+from .analysis import PARTLY as PARTLY_HOLDS
 from .book import glue
 from .chains import binary
 from .measures import Measure, RunRecord, k_threshold
@@ -61,9 +70,11 @@ __all__ = [
     "write_page",
 ]
 
-REPRODUCED, DIFFERS = "reproduced", "differs"
+REPRODUCED, DIFFERS, PARTLY = "reproduced", "differs", "partly"
 NOT_TESTED, NOT_APPLICABLE = "not tested at this scale", "not applicable to this chain"
-VERDICTS = (REPRODUCED, DIFFERS, NOT_TESTED, NOT_APPLICABLE)
+VERDICTS = (REPRODUCED, PARTLY, DIFFERS, NOT_TESTED, NOT_APPLICABLE)
+# analysis.claim_outcome of a part of a claim -> its verdict; the worst part decides
+_OUTCOME = {HOLDS: REPRODUCED, PARTLY_HOLDS: PARTLY, FAILS: DIFFERS}
 
 
 @dataclass(frozen=True)
@@ -125,10 +136,11 @@ CLAIMS: tuple[Claim, ...] = (
             "global_minimum",
             "paper",
             f"App. D: {text}",
-            "(0.2, 0.3), GPT-2, the weight-tied model, every run",
+            "(0.2, 0.3), the weight-tied model of App. D (no LayerNorm, ReLU, "
+            "uni-embedding), every run",
             measure,
             "fig-gm-appendix-d",
-            groups=("global_minimum-400-fp16-tied",),
+            groups=("appd-uni-fp16-tied",),
             authors="appd",
         )
         for prop, text, measure in (
@@ -158,12 +170,24 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "appd_untied",
         "global_minimum",
-        "paper",
-        "App. D's four properties, untied model",
+        "this book",
+        "App. D's four properties, untied GPT-2 model (the paper claims them for the "
+        "tied model only)",
         "(0.2, 0.3), GPT-2, untied, every run",
         "runs with each property",
         "fig-gm-appendix-d",
         groups=("global_minimum-400-fp16-untied",),
+        authors="appd",
+    ),
+    Claim(
+        "appd_gpt2",
+        "global_minimum",
+        "this book",
+        "App. D's four properties on the tied GPT-2 model of Fig 3(b)",
+        "(0.2, 0.3), GPT-2, tied, every run",
+        "runs with each property",
+        "fig-gm-appendix-d",
+        groups=("global_minimum-400-fp16-tied",),
         authors="appd",
     ),
     Claim(
@@ -215,7 +239,7 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Sec. 4.1: at θ_π the output ignores the input, f = σ(b) = π_1",
         "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
-        "the prediction of the head's bias alone, σ(b)",
+        "the prediction after a zero and after a one (σ(b) alone printed beside)",
         "fig-trapped-survival",
         groups=("trap400-gpt2-tied-fp16",),
         authors="fig3",
@@ -340,6 +364,18 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Fig 5: k = 5 tied and untied reach H_rate at p ≤ 0.6; above it tied runs "
         "stay at H(π), untied ones escape",
+        "symmetric k = 5 chains, p ∈ {0.1, 0.3, 0.6, 0.9}, the authors' Fig 5 model "
+        "(no LayerNorm, ReLU), tied and untied",
+        "runs on the claimed side per p and tying",
+        "fig-ms-fig5",
+        groups=("fig5-k5-theory-fp16-tied", "fig5-k5-theory-fp16-untied"),
+        authors="fig5",
+    ),
+    Claim(
+        "fig5_gpt2",
+        "multi_state",
+        "this book",
+        "Fig 5's two halves with the GPT-2 model of Fig 3 and 4",
         "symmetric k = 5 chains, p ∈ {0.1, 0.3, 0.6, 0.9}, GPT-2, tied and untied",
         "runs on the claimed side per p and tying",
         "fig-ms-fig5",
@@ -494,31 +530,65 @@ def claim(claim_id: str) -> Claim:
 
 
 def verdict(
-    ok: bool, scale=None, *, exact: bool = False, applicable: bool = True
+    ok: bool,
+    scale=None,
+    *,
+    exact: bool = False,
+    applicable: bool = True,
+    counts: tuple = (),
 ) -> str:
     """The page's rule: see the module docstring. ``scale`` is a
-    :class:`~markovlib.presets.Scale`."""
+    :class:`~markovlib.presets.Scale`; ``counts``: the runs that behave as a trained
+    claim says, per part, (part, k, n), judged by
+    :func:`~markovlib.analysis.claim_outcome` (the worst part decides)."""
     if not isinstance(ok, bool):
         ok = bool(ok)
     if not applicable:
         return NOT_APPLICABLE
     if not exact and (scale is None or not scale.converges):
         return NOT_TESTED
+    if counts and not exact:
+        outcomes = [_OUTCOME[claim_outcome(k, n)] for _, k, n in counts]
+        return max(outcomes, key=(REPRODUCED, PARTLY, DIFFERS).index)  # the worst
     return REPRODUCED if ok else DIFFERS
 
 
+def counts_text(counts: tuple) -> str:
+    """The 95 % interval of each part's share of runs, for the row beside its counts:
+    '95 % interval 60–91 %', or per part where the claim has several."""
+
+    def interval(k, n):
+        low, high = share_interval(k, n)
+        return f"{100 * low:.0f}–{100 * high:.0f} %"
+
+    if len(counts) == 1:
+        return f"95 % interval {interval(*counts[0][1:])}"
+    return "95 % intervals: " + "; ".join(
+        f"{part} {k} of {n}, {interval(k, n)}" for part, k, n in counts
+    )
+
+
 def record(
-    claim_id: str, value: str, ok: bool, scale, *, applicable: bool = True
+    claim_id: str,
+    value: str,
+    ok: bool,
+    scale,
+    *,
+    applicable: bool = True,
+    counts: tuple = (),
 ) -> str:
-    """Glue ``sc_<id>_value`` (the measured number, as text) and ``sc_<id>_verdict``;
-    return the verdict."""
+    """Glue ``sc_<id>_value`` (the measured number, as text, with the interval of each
+    part's share where ``counts`` gives them) and ``sc_<id>_verdict``; return the
+    verdict."""
 
     c = claim(claim_id)
     if not isinstance(value, str):
         raise TypeError(
             f"value must be the number as the chapter prints it (a str); got {value!r}"
         )
-    v = verdict(ok, scale, exact=c.exact, applicable=applicable)
+    v = verdict(ok, scale, exact=c.exact, applicable=applicable, counts=counts)
+    if counts and not c.exact:
+        value = f"{value} ({counts_text(counts)})"
     glue(f"sc_{c.id}_value", value, display=False)
     glue(f"sc_{c.id}_verdict", v, display=False)
     return v
@@ -532,7 +602,8 @@ def record_measures(
     verdicts = {}
     for cid, m in measured.items():
         value, ok, at = (missing, False, None) if m is None else (m.value, m.ok, scale)
-        verdicts[cid] = record(cid, value, ok, at, applicable=applicable)
+        counts = () if m is None else m.counts
+        verdicts[cid] = record(cid, value, ok, at, applicable=applicable, counts=counts)
     return verdicts
 
 
@@ -572,12 +643,24 @@ $H(\\pi)$* below
 holds when at
 least {share:.0%} of them do it. No trained verdict uses a tolerance in nats: near \
 $p + q = 1$ the
-gap itself is smaller than any such tolerance.
+gap itself is smaller than any such tolerance. A claim about how runs behave is \
+judged by how
+many do: $k$ of $n$ runs, and the 95 % (Clopper–Pearson) interval of the share \
+$k/n$. The paper's
+figures show one run per curve and cannot show that share; this rule, written before \
+the runs of
+Fig 5 and App. D at the authors' model were trained, says what the runs here show of it.
 
 **Verdicts.**
 
-- *reproduced*: the claim's check holds;
-- *differs*: it fails, for an exact claim (a construction, a Hessian, an identity: no \
+- *reproduced*: the claim's check holds; for a claim about how runs behave, the whole \
+interval lies
+  above 1/2 (most runs behave as the paper says, beyond sampling noise);
+- *partly*: the interval contains 1/2: the runs split, or they are too few to tell (a \
+claim of several
+  parts takes the verdict of its worst part);
+- *differs*: it fails (for a claim about how runs behave, the whole interval lies \
+below 1/2), for an exact claim (a construction, a Hessian, an identity: no \
 training) at any
   scale, or for a trained claim at a scale whose runs are long enough to claim \
 convergence. The
@@ -604,7 +687,7 @@ def _computed_rows(rows) -> list[str]:
             f"* - {r.verdict}",
             f"  - {c.claim} ({c.source})",
             f"  - {c.measure}: {r.value}{counted}",
-            f"  - {c.setting}",
+            f"  - {r.setting}",
             f"  - {where}",
         ]
     return out
@@ -890,17 +973,16 @@ def _model(data, record):
 
 
 @one_thread()  # forward passes of d = 8 models on a few paths: small tensors
-def _appendix_d(data, records) -> dict:
-    """App. D's rows from every shipped run of the Fig 3(b) models at the authors'
-    settings (weights loaded): the tied model's four rows and the untied row."""
-    inside, by_tie = {}, {}
-    for r in records:
-        label = "tied" if r.spec.config.tied else "untied"
-        model = _model(data, r)
-        x = r.chain.sample(8, r.spec.train.seq_len, seed=12345)
-        inside.setdefault(label, []).append(appendix_d(model, x, r.spec.train.seq_len))
-        by_tie.setdefault(label, []).append(r)
-    return measures.appendix_d_runs(inside, by_tie)
+def _appendix_d(data, by_label: dict) -> dict:
+    """App. D's rows from shipped runs (weights loaded), ``by_label``: "tied" (the
+    authors' App. D model: four rows), "untied" and "gpt2" (this book's controls)."""
+    inside = {}
+    for label, records in by_label.items():
+        for r in records:
+            x = r.chain.sample(8, r.spec.train.seq_len, seed=12345)
+            d = appendix_d(_model(data, r), x, r.spec.train.seq_len)
+            inside.setdefault(label, []).append(d)
+    return measures.appendix_d_runs(inside, by_label)
 
 
 def _depths(R, groups) -> dict:
@@ -927,6 +1009,7 @@ RULES = {
     "fig4_fp32": lambda R, g: measures.fig4_float32(R(g[0]), R(g[1])),
     "fig5": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
     "fig5_fp32": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
+    "fig5_gpt2": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
     "fig1": lambda R, g: measures.fig1_depths(_depths(R, g)),
     "fig1_fp32": lambda R, g: measures.fig1_depths(_depths(R, g)),
     "depth_factors": lambda R, g: measures.depth_factors(R(g[0]), R(g[1])),
@@ -938,9 +1021,13 @@ RULES = {
 def _weighted(data, R) -> dict:
     """The rows that read learnt weights: App. D (all five) and bad_minimum."""
     out = {}
-    appd = _BY_ID["appd_attention"].groups + _BY_ID["appd_untied"].groups
-    if R.complete(*appd):
-        out.update(_appendix_d(data, R(*appd)))
+    appd = {"tied": "appd_attention", "untied": "appd_untied", "gpt2": "appd_gpt2"}
+    done = {
+        k: _BY_ID[c].groups for k, c in appd.items() if R.complete(*_BY_ID[c].groups)
+    }
+    if done:
+        measured = _appendix_d(data, {k: R(*g) for k, g in done.items()})
+        out.update({c: m for c, m in measured.items() if c in COMPUTED})
     trap = _BY_ID["bad_minimum"].groups
     if R.complete(*trap):
         out["bad_minimum"] = measures.bad_minimum(R(*trap), lambda r: _model(data, r))
@@ -1020,7 +1107,11 @@ def compute(data=None) -> list[Row]:
             )
         else:
             value, runs, trapped = m.value, m.runs, m.trapped
-            verdict_ = verdict(m.ok, paper, exact=c.exact, applicable=m.applicable)
+            if m.counts and not c.exact:
+                value = f"{value} ({counts_text(m.counts)})"
+            verdict_ = verdict(
+                m.ok, paper, exact=c.exact, applicable=m.applicable, counts=m.counts
+            )
         rows.append(
             Row(**common, value=value, verdict=verdict_, runs=runs, trapped=trapped)
         )

@@ -4,6 +4,7 @@ trained), and the scorecard's labels (a row is the paper's only at their setting
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from markovlib import measures, plots, scorecard
+from markovlib.analysis import AT_UNIGRAM
 from markovlib.chains import binary, symmetric
 from markovlib.measures import RunRecord
 from markovlib.presets import AUTHORS, authors, resolve
@@ -52,8 +54,9 @@ def test_the_authors_scale_is_their_config_at_paper_and_their_precision_below():
 
 def test_every_new_group_is_at_the_authors_settings_of_its_figure():
     figure = {
-        "fig5-k5-fp16": "fig5",
-        "global_minimum-400-fp16": "appd",
+        "fig5-k5-theory-fp16": "fig5",
+        "appd-uni-fp16": "appd",
+        "global_minimum-400-fp16": "fig3",
         "fig4-cells-400": "fig4",
         "depth-fig1-fp16": "fig1",
     }
@@ -67,6 +70,52 @@ def test_every_new_group_is_at_the_authors_settings_of_its_figure():
         "precision: fp32 (fp16)",
         "steps: 1000 (400)",
     ]
+
+
+# the spec's fields that are how a run is measured, not what the authors ran
+MEASUREMENT = {"eval_every", "eval_batches", "max_len", "vocab_size"}
+PLANTED = {  # one value the authors did not run, per field a spec has
+    "layer_norm": False, "activation": "relu", "embedding": "uni", "init_std": 0.2,
+    "ff_mult": 2, "window": 3, "d_model": 16, "n_heads": 2, "tied": False,
+    "n_layers": 3, "steps": 1000, "seq_len": 256, "batch_size": 32,
+    "precision": "fp32", "lr": 1e-3, "weight_decay": 0.0, "decay_embeddings": True,
+    "schedule": "constant", "start": "uniform",
+}  # fmt: skip
+
+
+def _planted(spec, field, value):
+    if hasattr(spec.config, field):
+        return replace(spec, config=replace(spec.config, **{field: value}))
+    return replace(spec, train=spec.train.replace(**{field: value}))
+
+
+def test_mismatches_compares_every_field_a_spec_has():
+    """A mismatch planted in each field of an authors' run is named, alone; a field
+    added to the spec fails here until it is compared or called a measurement."""
+    spec = PAPER_EDITION["trap400-gpt2-tied-fp16"][0]
+    fields = {*spec.config.to_dict(), "embedding", *spec.train.to_dict()} - MEASUREMENT
+    assert fields == set(PLANTED)
+    # Fig 3 runs both tyings: an App. D-like setting runs the tied model only
+    A = replace(AUTHORS["fig3"], tied=(True,))
+    assert A.mismatches(spec) == []
+    for field, value in PLANTED.items():
+        (line,) = A.mismatches(_planted(spec, field, value))
+        assert line.startswith(f"{field}: {value} ("), line
+    depth = PAPER_EDITION["depth-fig1-fp16-L2"][0]
+    assert AUTHORS["fig1"].mismatches(depth) == []
+    assert sorted(AUTHORS["fig3"].mismatches(depth)) == [
+        "n_layers: 2 (1)",
+        "seq_len: 512 (1024)",
+        "steps: 500 (400)",
+    ]
+
+
+def test_the_optimiser_is_the_authors():
+    from markovlib.model import Transformer, TransformerConfig
+    from markovlib.train import make_optimizer
+
+    opt = make_optimizer(Transformer(TransformerConfig.gpt2()), lr=2e-3)
+    assert all(opt.defaults["betas"] == A.betas for A in AUTHORS.values())
 
 
 def test_fig4_cells_never_share_an_initialisation_across_cells():
@@ -161,7 +210,11 @@ def test_fig3c_untied_wants_p_after_a_zero():
     assert not measures.fig3c_untied([marginal(0.5, 0.8)], 0.5, 0.8).ok
 
 
-def test_bad_minimum_reads_the_head_bias_of_the_runs_at_h_pi():
+def test_bad_minimum_judges_the_prediction_after_each_state():
+    """Sec. 4.1's f = π_1 whatever the input: the learnt kernel's P(1|0) and P(1|1) of
+    each run at H(π), each within 0.1 × (p − π_1) of π_1; the head's bias alone and
+    ‖e_1 − e_0‖ are printed, not judged (the GPT-2 model's final LayerNorm shifts the
+    logit, so σ(b) alone is not its prediction)."""
     chain = binary(0.5, 0.8)
     pi1 = chain.stationary()[1]
 
@@ -175,12 +228,16 @@ def test_bad_minimum_reads_the_head_bias_of_the_runs_at_h_pi():
     logit = float(np.log(pi1 / (1 - pi1)))
     assert measures.bias_prediction(model(logit, 0)) == pytest.approx(pi1)
     recs = [marginal(0.5, 0.8), marginal(0.5, 0.8, seed=1), learnt(0.5, 0.8, seed=2)]
-    loads = {0: model(logit, 0.1), 1: model(logit + 0.01, 0.3), 2: None}
+    loads = {0: model(0.0, 0.1), 1: model(0.0, 0.3), 2: None}  # σ(b) = 1/2
     m = measures.bad_minimum(recs, lambda r: loads[r.spec.seed])
     assert m.ok and (m.runs, m.trapped) == (3, 2)
-    assert "2 of 2 runs at H(π)" in m.value and "‖e_1 − e_0‖ median 0.200" in m.value
-    loads = {0: model(0.0, 0.1), 1: model(0.0, 0.1), 2: None}  # σ(b) = 1/2, not π_1
-    assert not measures.bad_minimum(recs, lambda r: loads[r.spec.seed]).ok
+    assert m.counts == (("predict π_1 whatever the input", 2, 2),)
+    assert "2 of 2 runs at H(π)" in m.value and "σ(b) median 0.500" in m.value
+    assert "‖e_1 − e_0‖ median 0.200" in m.value
+    off = _rec(chain, np.array([[1 - pi1, pi1], [0.5, 0.5]]), 0.5, 0.8, seed=3)
+    assert off.cls == AT_UNIGRAM  # at H(π) by its loss, yet f depends on the input
+    m = measures.bad_minimum([*recs, off], lambda r: loads.get(r.spec.seed, loads[0]))
+    assert m.counts == (("predict π_1 whatever the input", 2, 3),)
 
 
 def _inside(ablation, spread=0.01, rank=0.01, ratio=0.2):

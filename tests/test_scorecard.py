@@ -37,6 +37,33 @@ def test_the_verdict_rule(ok, scale, exact, applicable, expected):
     assert got == expected and got in scorecard.VERDICTS
 
 
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        ((("escaped", 16, 16),), "reproduced"),  # interval 79-100 %
+        ((("escaped", 3, 3),), "partly"),  # 29-100 %: three runs show no majority
+        ((("at H(π)", 11, 32),), "partly"),  # 19-53 %: Fig 1's depth 1
+        ((("at H(π)", 2, 32),), "differs"),  # 1-21 %
+        ((("escaped", 18, 18), ("at H(π)", 3, 6)), "partly"),  # the worst part
+        ((("escaped", 18, 18), ("at H(π)", 0, 8)), "differs"),
+    ],
+)
+def test_a_claim_about_runs_is_judged_by_the_interval_of_its_share(counts, expected):
+    """The three outcomes of analysis.claim_outcome, worst part first; ``ok`` (the
+    old half-of-the-runs check) no longer decides where counts are given."""
+    for ok in (True, False):
+        assert scorecard.verdict(ok, PAPER, counts=counts) == expected
+    assert scorecard.verdict(True, SMOKE, counts=counts) == "not tested at this scale"
+    assert scorecard.verdict(False, SMOKE, exact=True, counts=counts) == "differs"
+
+
+def test_counts_text_gives_each_parts_interval():
+    assert scorecard.counts_text((("at H(π)", 25, 32),)) == "95 % interval 60–91 %"
+    assert scorecard.counts_text((("a", 3, 3), ("b", 0, 8))) == (
+        "95 % intervals: a 3 of 3, 29–100 %; b 0 of 8, 0–37 %"
+    )
+
+
 def test_numpy_booleans_are_verdicts_too():
     import numpy as np
 
