@@ -43,8 +43,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check markovlib tests benchmarks tools book
 	$(BIN)/lint-imports  # the layers and no import cycle: [tool.importlinter] in pyproject.toml
 
+# two pytest-xdist workers (one torch thread each: conftest.py), tests handed out as
+# workers free up
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -q --ignore=tests/browser --durations=10
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -q --ignore=tests/browser --durations=10 \
+	  -n 2 --dist worksteal
 
 notebooks: $(STAMP)
 	MARKOVLIB_SCALE=smoke $(BIN)/python -m pytest --nbval-lax book -q -p no:cacheprovider

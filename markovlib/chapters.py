@@ -28,6 +28,7 @@ from .measures import (
     Measure,
     RunRecord,
     above_line,
+    appendix_d_runs,
     by_seed,
     fig4,
     grid_shares,
@@ -35,6 +36,8 @@ from .measures import (
 from .train import one_cycle_factor
 
 __all__ = [
+    "APPD_ROWS",
+    "appendix_d_rows",
     "runs_complete",
     "chain_facts",
     "transition_table",
@@ -357,6 +360,27 @@ def forward_checks(shapes: dict, init_dev: dict, batch: int, length: int) -> dic
 
 
 # ----------------------------------------------------------- the global_minimum chapter
+APPD_ROWS = {"App. D model": "tied", "tied": "gpt2", "untied": "untied"}
+
+
+def appendix_d_rows(runs: dict, records: dict, x, length: int) -> tuple[dict, dict]:
+    """App. D inside every run (``runs``/``records`` by label: the "App. D model" and
+    the GPT-2 "tied" and "untied" runs): :func:`markovlib.theory.appendix_d` of each on
+    the paths ``x``, and the scorecard's rows (:func:`~markovlib.measures.
+    appendix_d_runs`: the four rows from App. D's model, the GPT-2 runs as this
+    book's controls; a label without runs gives no row)."""
+    inside = {
+        label: [theory.appendix_d(r.model, x, length) for r in rs]
+        for label, rs in runs.items()
+    }
+    rows = {APPD_ROWS[label]: label for label in runs if inside[label]}
+    measured = appendix_d_runs(
+        {row: inside[label] for row, label in rows.items()},
+        {row: records[label] for row, label in rows.items()},
+    )
+    return inside, measured
+
+
 def rank_ratio_table(first: dict) -> pd.DataFrame:
     """App. D's s_2/s_1 of every weight matrix, one column per model (``first``: label
     -> :func:`markovlib.theory.appendix_d`); a matrix a model lacks (the tied model's

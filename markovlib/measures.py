@@ -276,6 +276,10 @@ def fig3c(trapped: Sequence[RunRecord], groups=()) -> Measure:
     f = max(free, key=lambda r: r.share)
     a, b = float(s.kernel[0, 1]), float(f.kernel[0, 1])
     tol = AT_UNIGRAM_BELOW * abs(p - pi1)
+    near = [  # every run of each kind, not only the two the figure shows
+        sum(abs(float(r.kernel[0, 1]) - want) < tol for r in rs)
+        for rs, want in ((stuck, pi1), (free, p))
+    ]
     return Measure(
         f"P(1|0) {a:.3f} at θ_π (π_1 = {pi1:.3f}), {b:.3f} escaped (p = {p:g})",
         abs(a - pi1) < tol and abs(b - p) < tol,
@@ -283,6 +287,10 @@ def fig3c(trapped: Sequence[RunRecord], groups=()) -> Measure:
         trapped=len(stuck),
         groups=tuple(groups),
         details={"stuck_seed": s.spec.seed, "free_seed": f.spec.seed},
+        counts=(
+            ("at θ_π predict π_1 after a zero", near[0], len(stuck)),
+            ("escaped predict p after a zero", near[1], len(free)),
+        ),
     )
 
 

@@ -745,11 +745,12 @@ def verdict_counts(rows) -> str:
 
 
 def summary(rows) -> str:
-    """The page's first line: "n rows: r reproduced, d differ, t not tested" over the
-    computed rows, and how many more rows the chapters compute."""
+    """The page's first line: "n rows: r reproduced, k partly, d differ, t not tested"
+    over the computed rows, and how many more rows the chapters compute."""
     n = Counter(r.verdict for r in rows)
     parts = [
         f"{n[REPRODUCED]} reproduced",
+        f"{n[PARTLY]} partly",
         f"{n[DIFFERS]} differ{'s' if n[DIFFERS] == 1 else ''}",
         f"{n[NOT_TESTED]} not tested",
         *([f"{n[NOT_APPLICABLE]} not applicable"] if n[NOT_APPLICABLE] else []),

@@ -1,8 +1,8 @@
 """Shared set-up for the markovlib unit tests.
 
-Two CPU threads (the target machine has 2 cores; CPU results are bit-reproducible only
-with a fixed thread count), a non-interactive matplotlib backend, and a few helpers
-exposed as fixtures.
+Two CPU threads in one process, one per pytest-xdist worker (the target machine has 2
+cores; CPU results are bit-reproducible only with a fixed thread count), a
+non-interactive matplotlib backend, and a few helpers exposed as fixtures.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from scipy import stats  # noqa: E402
 
-torch.set_num_threads(2)
+# one torch thread per pytest-xdist worker (two workers on two cores: more threads spin
+# against each other), two in a single process
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
 
 def _random_kernel(k: int, seed: int = 0, alpha: float = 2.0) -> np.ndarray:

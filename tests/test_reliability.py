@@ -615,7 +615,13 @@ PAPERMILL_CASES = [
     ("framework", "p", "1.5", "p must be a number in [0, 1]; got 1.5"),
     ("global_minimum", "p", "abc", "p must be a number in (0, 1); got 'abc'"),
     ("saddles", "q", "0", "q must be a number in (0, 1); got 0"),
-    ("trapped", "seed", "-1", "seed must be an integer >= 0; got -1"),
+    (
+        "trapped",
+        "seed",
+        "-1",
+        "seed must be an integer >= 0 and < 2**63 - 2**16 (a chapter's runs take the "
+        "seeds seed, seed + 1, ..., which a result store holds below 2**63); got -1",
+    ),
     (
         "depth",
         "scale",

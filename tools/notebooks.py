@@ -67,9 +67,7 @@ def rerun_cell_source(path: Path) -> str:
     names = list(chapter_parameters(path))
     args = ", ".join(f"{n}={n}" for n in names)
     return ruff_formatted(
-        "from markovlib import resolve\n"
-        "from markovlib.book import rerun_box\n\n"
-        f'rerun_box("{path.stem}", resolve(scale).name, {args})'
+        f'from markovlib.book import rerun_box\n\nrerun_box("{path.stem}", {args})'
     )
 
 
