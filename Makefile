@@ -49,8 +49,10 @@ unit: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -q --ignore=tests/browser --durations=10 \
 	  -n 2 --dist worksteal
 
+# each notebook on one of two workers (one kernel each)
 notebooks: $(STAMP)
-	MARKOVLIB_SCALE=smoke $(BIN)/python -m pytest --nbval-lax book -q -p no:cacheprovider
+	MARKOVLIB_SCALE=smoke OMP_NUM_THREADS=1 $(BIN)/python -m pytest --nbval-lax book -q \
+	  -p no:cacheprovider -n 2 --dist loadfile
 
 # Strict build at smoke scale, into a separate folder so that it never poisons the reader's cache.
 book-strict: $(STAMP)
