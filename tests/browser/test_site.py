@@ -469,7 +469,9 @@ PHONE = {"width": 390, "height": 844}  # CSS pixels of a common phone, portrait
 # arXiv identifier ("arXiv:2402.13512").
 DECIMAL = re.compile(r"(?<![\w.:])(\d*\.\d+|\d+\.)(?:[eE][-+−]?\d+)?(?![\w.])")
 # The scorecard's first line (markovlib.scorecard.summary)
-SUMMARY = re.compile(r"\d+ rows: \d+ reproduced, \d+ differs?, \d+ not tested")
+SUMMARY = re.compile(
+    r"\d+ rows: \d+ reproduced, \d+ partly, \d+ differs?, \d+ not tested"
+)
 # What a reader sees: visible text (innerText skips what CSS hides) and the prose,
 # tables and glued values without code, printed output or typeset maths.
 READER_TEXT_JS = """() => {
