@@ -119,7 +119,7 @@ def test_zeroed_checkpoint_weights_fail_without_training(data, quick):
         data,
         VerificationError,
         f"run {key} in {FIRST}: test_loss at step 50 is 0\\.6[0-9]{{3}}, its stored "
-        r"checkpoint gives 0\.6931 on fresh batches \(\|Δ\| 0\.0[0-9]{3} > "
+        r"checkpoint weights give 0\.6931 on fresh batches \(\|Δ\| 0\.0[0-9]{3} > "
         r"0\.0[0-9]{3} nats, 6 standard errors\)",
         quick=quick,
     )

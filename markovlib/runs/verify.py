@@ -378,13 +378,9 @@ def _check_loss(where: str, result: TrainResult, record: dict, spec: RunSpec) ->
                 f"stored weights give a test loss of {loss:.4f} on fresh batches"
             )
         return 0.0
-    tolerance = max(LOSS_SIGMAS * math.sqrt(2) * se, LOSS_FLOOR)
-    if not abs(loss - final) <= tolerance:
-        raise VerificationError(
-            f"{where}: test_loss ends at {final:.4f}, its stored weights give "
-            f"{loss:.4f} on fresh batches (|Δ| {abs(loss - final):.4f} > "
-            f"{tolerance:.4f} nats, {LOSS_SIGMAS:g} standard errors)"
-        )
+    share = _within_noise(
+        f"{where}: test_loss ends at {final:.4f}, its stored weights", loss, final, se
+    )
     if spec.train.start == "stationary":
         floor = result.chain.entropy_rate() - max(LOSS_SIGMAS * se, HISTORY_MARGIN)
         tests = record["history"].dropna(subset=["test_loss"])
@@ -395,7 +391,20 @@ def _check_loss(where: str, result: TrainResult, record: dict, spec: RunSpec) ->
                 f"{int(low['step'].iloc[0])} is below the entropy rate "
                 f"{result.chain.entropy_rate():.4f} by more than sampling noise"
             )
-    return abs(loss - final) / tolerance
+    return share
+
+
+def _within_noise(what: str, loss: float, stored: float, se: float) -> float:
+    """|loss on fresh batches − stored test loss| as a share of its tolerance
+    (:data:`LOSS_SIGMAS` standard errors of the difference, at least
+    :data:`LOSS_FLOOR`); ``what`` starts the VerificationError where it is more."""
+    tolerance = max(LOSS_SIGMAS * math.sqrt(2) * se, LOSS_FLOOR)
+    if not abs(loss - stored) <= tolerance:
+        raise VerificationError(
+            f"{what} give {loss:.4f} on fresh batches (|Δ| {abs(loss - stored):.4f} > "
+            f"{tolerance:.4f} nats, {LOSS_SIGMAS:g} standard errors)"
+        )
+    return abs(loss - stored) / tolerance
 
 
 def _check_checkpoint_loss(where: str, result: TrainResult) -> None:
@@ -408,13 +417,8 @@ def _check_checkpoint_loss(where: str, result: TrainResult) -> None:
         return
     loss, se = _fresh_loss(replace(result, model=model))
     stored = float(tests[step])
-    tolerance = max(LOSS_SIGMAS * math.sqrt(2) * se, LOSS_FLOOR)
-    if not abs(loss - stored) <= tolerance:
-        raise VerificationError(
-            f"{where}: test_loss at step {step} is {stored:.4f}, its stored checkpoint "
-            f"gives {loss:.4f} on fresh batches (|Δ| {abs(loss - stored):.4f} > "
-            f"{tolerance:.4f} nats, {LOSS_SIGMAS:g} standard errors)"
-        )
+    what = f"{where}: test_loss at step {step} is {stored:.4f}, its stored checkpoint"
+    _within_noise(f"{what} weights", loss, stored, se)
 
 
 def _consistent(data: ShippedData, key: str) -> tuple[float, float]:
