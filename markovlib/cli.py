@@ -669,7 +669,7 @@ def add_book_parser(subs) -> None:
         "--out",
         type=_folder,
         default=None,
-        help="output directory (default: editions/p<p>-q<q>)",
+        help="output directory (default: editions/p<p>-q<q> in the clone)",
     )
     book.add_argument(
         "--source",
@@ -686,6 +686,8 @@ def cmd_book(args) -> int:
             f"argument --source: no clone of the book at or above {args.source} "
             "(a folder with _toc.yml and book/)"
         )
+    # by default in the clone, never in the working folder
+    args.out = args.out or str(root / "editions" / f"p{args.p:g}-q{args.q:g}")
     out = _book_out(args, root)
     if args.scale is None:
         _environment_scale()  # the chapters read it: refuse a bad one now
@@ -787,7 +789,7 @@ def add_rerun_parser(subs) -> None:
         "--out",
         type=_folder,
         default=None,
-        help="output directory (default: reruns/<chapter>-p<p>-q<q>)",
+        help="output directory (default: reruns/<chapter>-p<p>-q<q> in the clone)",
     )
     rerun.set_defaults(run=cmd_rerun)
 
@@ -824,7 +826,8 @@ def _rerun_source(chapter: str) -> tuple[Path, Path]:
 def cmd_rerun(args) -> int:
     """Check everything, then re-run one chapter into ``--out``; Ctrl-C: exit 130."""
     root, source = _rerun_source(args.chapter)
-    args.out = args.out or f"reruns/{args.chapter}-p{args.p:g}-q{args.q:g}"
+    rerun = f"{args.chapter}-p{args.p:g}-q{args.q:g}"  # by default in the clone
+    args.out = args.out or str(root / "reruns" / rerun)
     out = _book_out(args, root, default="reruns/<chapter>-p<p>-q<q>")
     if args.scale is None:
         _environment_scale()  # the chapter reads it: refuse a bad one now
@@ -1297,8 +1300,6 @@ def _check_arguments(parser: Parser, args) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "book" and args.out is None:
-        args.out = f"editions/p{args.p:g}-q{args.q:g}"
     try:
         _check_arguments(parser, args)
         return args.run(args)

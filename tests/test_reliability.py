@@ -1162,6 +1162,20 @@ def test_book_leaves_a_readers_folder_alone(tmp_path):
     } == READERS
 
 
+def test_book_without_out_builds_in_the_clone_not_the_working_folder(
+    tmp_path, fake_clone
+):
+    """Issue 40: `book` wrote editions/ into whatever folder it was run from."""
+    here = tmp_path / "here"
+    here.mkdir()
+    env = _env(MARKOVLIB_RESULTS=str(tmp_path / "store"))
+    out = cli("book", "--source", str(fake_clone), *CHAIN, cwd=here, env=env,
+              timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert not any(here.iterdir()), list(here.iterdir())
+    assert (fake_clone / "editions" / "p0.3-q0.4" / ".markovlib-edition").is_file()
+
+
 def test_book_rebuilds_an_earlier_edition_and_locks_it(tmp_path, fake_clone):
     import fcntl
 
