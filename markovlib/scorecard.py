@@ -95,6 +95,8 @@ class Claim:
     # the figure of presets.AUTHORS whose settings the row's runs are compared with: a
     # row is the paper's only when every run it reads is at those settings
     authors: str | None = None
+    # how a control at the authors' settings differs from their experiment by design
+    design: str = ""
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -328,13 +330,15 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "fig4_3runs",
         "trapped",
-        "paper",
+        "this book",
         "Fig 4 from 3 runs per cell (seed i starts alike in every cell)",
         "the Fig 4 grid, GPT-2, 3 runs per cell and tying",
         "cells above the line at H(π) (at least half of their runs)",
         "fig-trapped-grid",
         groups=("fig4-400-tied-fp16", "fig4-400-untied-fp16"),
         authors="fig4",
+        design="seed i starts from the same weights in every cell, so the cells' runs "
+        "are not independent",
     ),
     Claim(
         "below_line",
@@ -959,7 +963,9 @@ def setting_text(c: Claim, specs) -> str:
     whether they are the authors' (:func:`authors_mismatches`) or this book's
     control."""
     differ = authors_mismatches(c, specs)
-    if not differ:
+    if c.design:
+        whose = f"this book's control at the authors' settings: {c.design}"
+    elif not differ:
         whose = f"the authors' settings ({AUTHORS[c.authors].figure})"
     elif c.authors is None:
         whose = "this book's settings (no published ones to match)"
