@@ -572,6 +572,12 @@ def counts_text(counts: tuple) -> str:
     )
 
 
+def with_intervals(c: Claim, value: str, counts: tuple) -> str:
+    """A trained row's measured value with each part's interval (:func:`counts_text`)
+    beside it, as the chapters glue it and the scorecard prints it."""
+    return f"{value} ({counts_text(counts)})" if counts and not c.exact else value
+
+
 def record(
     claim_id: str,
     value: str,
@@ -591,9 +597,7 @@ def record(
             f"value must be the number as the chapter prints it (a str); got {value!r}"
         )
     v = verdict(ok, scale, exact=c.exact, applicable=applicable, counts=counts)
-    if counts and not c.exact:
-        value = f"{value} ({counts_text(counts)})"
-    glue(f"sc_{c.id}_value", value, display=False)
+    glue(f"sc_{c.id}_value", with_intervals(c, value, counts), display=False)
     glue(f"sc_{c.id}_verdict", v, display=False)
     return v
 
@@ -1113,9 +1117,11 @@ def compute(data=None) -> list[Row]:
                 None,
             )
         else:
-            value, runs, trapped = m.value, m.runs, m.trapped
-            if m.counts and not c.exact:
-                value = f"{value} ({counts_text(m.counts)})"
+            value, runs, trapped = (
+                with_intervals(c, m.value, m.counts),
+                m.runs,
+                m.trapped,
+            )
             verdict_ = verdict(
                 m.ok, paper, exact=c.exact, applicable=m.applicable, counts=m.counts
             )
