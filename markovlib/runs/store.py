@@ -462,8 +462,8 @@ checkpoint BLOB)"""
         store (:meth:`import_file` takes them in) and the error says how to import
         them; a full disk that takes no side file either says so."""
         n, why = len(rows), _write_failure(error, self)
-        side = self.directory / f"{UNSAVED}{time.strftime('%Y%m%d-%H%M%S')}-"
-        side = Path(f"{side}{os.getpid()}.sqlite")
+        stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        side = self.directory / f"{UNSAVED}{stamp}.sqlite"
         try:
             with _side_connection(side) as con:
                 con.execute(self.SCHEMA)
