@@ -1,8 +1,10 @@
 # Two entry points do all set-up on a fresh machine:
 #   make book   — venv + pinned requirements + markovlib, execute every chapter at the paper's settings
-#                 from the shipped runs (data/paper), build _build/html
-#   make test   — the same set-up, then unit tests, notebook tests, a strict smoke-scale book build and a
-#                 headless-browser check of every page of that build (screenshots in _build/screenshots)
+#                 from the shipped runs (data/paper), two at a time into the build's cache
+#                 (tools/prebuild.py), build _build/html
+#   make test   — the same set-up, then lint, unit tests, verify, every chapter executed once at smoke scale
+#                 with a reader's chain into a strict build, and a headless-browser check of every page of
+#                 that build (screenshots in _build/screenshots)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -31,10 +33,11 @@ book: $(STAMP)
 	@mkdir -p _build; if [ "$$(cat _build/.scale 2>/dev/null)" != "$(SCALE)" ]; then \
 	  rm -rf _build/.jupyter_cache .jupyter_cache; echo "$(SCALE)" > _build/.scale; fi  # the cache keys on code only
 	@start=$$(date +%s); \
+	MARKOVLIB_SCALE=$(SCALE) $(BIN)/python tools/prebuild.py --jobs 2 || exit 1; \
 	MARKOVLIB_SCALE=$(SCALE) $(BIN)/jupyter-book build . --path-output . || exit 1; \
 	echo "Book built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-test: $(STAMP) lint unit verify notebooks book-strict browser
+test: $(STAMP) lint unit verify book-strict browser
 
 # ruff format (88 columns) and ruff check over the library, tests, tools and the notebooks (pyproject.toml);
 # import-linter's contracts on the library's layers
@@ -43,31 +46,36 @@ lint: $(STAMP)
 	$(BIN)/ruff check markovlib tests benchmarks tools book
 	$(BIN)/lint-imports  # the layers and no import cycle: [tool.importlinter] in pyproject.toml
 
-# one process for now: on two pytest-xdist workers (-n 2 --dist worksteal) a fresh clone
-# ran the stage in 7 min 17 s, but the nine-kernel papermill test saw a second traceback
+# two pytest-xdist workers, one torch thread each (tests/conftest.py)
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -q --ignore=tests/browser --durations=10
+	$(BIN)/python -m pytest tests -q --ignore=tests/browser --ignore=tests/edition \
+	  -n 2 --dist worksteal --durations=15
 
-# each notebook on one of two workers (one kernel each)
+# Each chapter with its default parameters, cell by cell (nbval), two notebooks at a time; not part of
+# `make test`, whose book-strict stage executes every chapter once
 notebooks: $(STAMP)
 	MARKOVLIB_SCALE=smoke OMP_NUM_THREADS=1 $(BIN)/python -m pytest --nbval-lax book -q \
 	  -p no:cacheprovider -n 2 --dist loadfile
 
-# Strict build at smoke scale, into a separate folder so that it never poisons the reader's cache.
+# Every chapter executed once, at smoke scale with a reader's chain, two at a time (one torch thread each),
+# then a strict build (any Sphinx warning fails) into a separate folder so that it never poisons the
+# reader's cache; tests/edition checks the executed notebooks, `make browser` the pages.
 book-strict: $(STAMP)
 	rm -rf _build/strict
-	MARKOVLIB_SCALE=smoke $(BIN)/jupyter-book build . --path-output _build/strict -W -n --keep-going
+	$(BIN)/markovlib book --p 0.3 --q 0.9 --seed 1 --scale smoke --jobs 2 --strict --out _build/strict
+	MARKOVLIB_EDITION=_build/strict $(BIN)/python -m pytest tests/edition -q -p no:cacheprovider
 
 # Every page of the strict build in headless Chromium (installs Debian's chromium if missing and run as root).
 browser: $(STAMP)
 	MARKOVLIB_SITE=_build/strict/_build/html $(BIN)/python -m pytest tests/browser -q -rs
 
-# The shipped paper-edition runs: manifest, every SHA-256 and spec key, then a random sample re-trained bit for bit
+# The shipped paper-edition runs: manifest, every SHA-256 and spec key, every run checked without training
+# (two processes), then a random sample re-trained bit for bit
 # (two runs to their step-50 checkpoint; one run of at most 120 s, produced on a CPU like this one, to the end,
 # bit for bit); the sample seed changes from run to run.
 verify: $(STAMP)
-	$(BIN)/markovlib verify --quick --sample 2
-	$(BIN)/markovlib verify --sample 1 --max-seconds 120 --exact-only
+	$(BIN)/markovlib verify --quick --sample 2 --jobs 2
+	$(BIN)/markovlib verify --sample 1 --max-seconds 120 --exact-only --retrain-only
 
 # The book as a PDF (_build/latex/book.pdf) with Jupyter Book's LaTeX builder and XeLaTeX; needs TeX Live:
 # apt-get install texlive-xetex texlive-latex-extra texlive-fonts-recommended texlive-fonts-extra

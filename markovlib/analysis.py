@@ -363,17 +363,11 @@ def perturb_theta_pi(
     top = unigram_hessian(chain, cfg, length=length).eigenvalues[-1]
     lr = min(0.5, 1.0 / top)
     start = unigram_point(chain, cfg).double()
-    runs = [
-        population_descent(
-            perturbed(start, noise, seed=seed + i),
-            chain,
-            steps=steps,
-            lr=lr,
-            length=length,
-        )[1]
-        for i in range(n)
-    ]
-    return Perturbation(chain, preset, tied, float(lr), np.array(runs))
+    draws = Transformer.ensemble_of(
+        [perturbed(start, noise, seed=seed + i) for i in range(n)]
+    )  # the n descents in one batched step
+    runs = population_descent(draws, chain, steps=steps, lr=lr, length=length)[1]
+    return Perturbation(chain, preset, tied, float(lr), runs)
 
 
 @dataclass(frozen=True)
@@ -833,25 +827,22 @@ def optimizer_crossover(
         losses = []
         for _ in range(steps):
             loss = loss_of()
-            losses.append(float(loss.detach()))
+            losses.append(loss.detach().numpy())
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss.sum().backward()  # AdamW is elementwise: members stay independent
             opt.step()
             schedule.step()
         with torch.no_grad():
-            losses.append(float(loss_of()))
-        return np.array(losses)
+            losses.append(loss_of().numpy())
+        return np.array(losses, dtype=float).T
 
     losses = {}
     for kind in CROSSOVER_STARTS:
-        models = [start(kind, i) for i in range(n)]
-        losses[CROSSOVER_OPTIMIZERS[0], kind] = np.array(
-            [
-                population_descent(m, chain, steps=steps, lr=gd_lr, length=length)[1]
-                for m in models
-            ]
-        )
-        losses[CROSSOVER_OPTIMIZERS[1], kind] = np.array([adamw(m) for m in models])
+        models = Transformer.ensemble_of([start(kind, i) for i in range(n)])
+        losses[CROSSOVER_OPTIMIZERS[0], kind] = population_descent(
+            models, chain, steps=steps, lr=gd_lr, length=length
+        )[1]
+        losses[CROSSOVER_OPTIMIZERS[1], kind] = adamw(models)
     return Crossover(chain, preset, losses, float(gd_lr))
 
 

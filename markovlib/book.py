@@ -23,6 +23,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -48,6 +49,8 @@ __all__ = [
     "rerun_box",
     "chapter_parameters",
     "build_info",
+    "shown_number",
+    "page_table",
 ]
 
 # owner/name of the public repository (pyproject.toml's [project.urls], the one place)
@@ -82,6 +85,32 @@ def glue(name: str, value, display: bool = True) -> None:
             show(value)
         return
     myst_glue(name, value, display=display)
+
+
+def shown_number(value, digits: int = 4) -> str:
+    """A table cell as the book prints it: floats to ``digits`` significant digits
+    without a negative zero, integers with thousands separators, yes/no for truth
+    values; anything else as ``str``."""
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(value):
+            return str(float(value))
+        text = f"{float(value):.{digits}g}"
+        return text[1:] if text.startswith("-") and float(text) == 0 else text
+    return str(value)
+
+
+def page_table(frame: pd.DataFrame, digits: int = 4, *, index: bool = False):
+    """``frame`` as a page shows it (a pandas Styler): every number through
+    :func:`shown_number`, no index column and no index- or column-name rows;
+    ``index=True`` keeps the index's values as the first columns."""
+    frame = frame.reset_index() if index else frame.copy()
+    frame.columns.names = [None] * frame.columns.nlevels
+    style = frame.style.format(lambda v: shown_number(v, digits)).hide(axis="index")
+    return style.set_table_attributes('class="dataframe"')
 
 
 def glue_scale(S, n_seeds: int) -> None:

@@ -676,6 +676,17 @@ def add_book_parser(subs) -> None:
         default=".",
         help="the clone of the book to build from (default: here or above)",
     )
+    book.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=1,
+        help="chapters executed at once, each on one torch thread (default: 1)",
+    )
+    book.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail on any Sphinx warning or broken reference (as make test does)",
+    )
     book.set_defaults(run=cmd_book)
 
 
@@ -709,8 +720,7 @@ def cmd_book(args) -> int:
 def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
     """Copy the book's sources to ``out``, execute each chapter with its ``params`` and
     build the HTML."""
-    import papermill as pm  # optional: the book's dependencies (papermill, PyYAML)
-    import yaml
+    import yaml  # optional: the book's dependencies (papermill, PyYAML)
 
     # everything the build reads besides the notebooks: toc, pages, bibliography,
     # favicon, CSS, local extension (and pyproject.toml, where it reads the repository)
@@ -730,32 +740,12 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
         "off"  # executed below, with the reader's parameters
     )
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    for source, given in params.items():
-        print(
-            f"executing {source.name} with "
-            f"{', '.join(f'{k}={v}' for k, v in given.items())}",
-            flush=True,
-        )
-        try:
-            pm.execute_notebook(
-                str(source),
-                str(out / "book" / source.name),
-                cwd=str(source.parent),
-                parameters=given,
-                progress_bar=False,
-                kernel_manager_class=quiet_kernel_manager(),
-            )
-        except pm.PapermillExecutionError as e:
-            evalue = " ".join(str(e.evalue).split())
-            print(
-                f"markovlib book: error: {source.name} failed ({e.ename}: {evalue}); "
-                f"see {out / 'book' / source.name}",
-                file=sys.stderr,
-            )
-            return 1
+    if _execute_chapters(out, params, args.jobs) != 0:
+        return 1
     jupyter_book = Path(sys.executable).with_name("jupyter-book")  # beside Python
+    strict = ["-W", "-n", "--keep-going"] if args.strict else []
     built = subprocess.run(
-        [str(jupyter_book), "build", str(out), "--path-output", str(out)]
+        [str(jupyter_book), "build", str(out), "--path-output", str(out), *strict]
     )
     if built.returncode != 0:
         print(
@@ -765,6 +755,62 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
         )
         return 1
     print(f"Your edition: file://{out / '_build' / 'html' / 'index.html'}")
+    return 0
+
+
+def _execute_one(source: Path, target: Path, given: dict, threads: str | None):
+    """Execute one chapter with papermill (in a worker process of ``book --jobs``);
+    its seconds, or the one-line reason it failed."""
+    import papermill as pm
+
+    if threads is not None:  # the kernel inherits it: one torch thread per worker
+        os.environ["OMP_NUM_THREADS"] = threads
+    start = time.perf_counter()
+    try:
+        pm.execute_notebook(
+            str(source),
+            str(target),
+            cwd=str(source.parent),
+            parameters=given,
+            progress_bar=False,
+            kernel_manager_class=quiet_kernel_manager(),
+        )
+    except pm.PapermillExecutionError as e:
+        return None, f"{e.ename}: {' '.join(str(e.evalue).split())}"
+    return time.perf_counter() - start, None
+
+
+def _execute_chapters(out: Path, params: dict[Path, dict], jobs: int) -> int:
+    """Execute every chapter into ``out/book``, ``jobs`` at a time (each worker's
+    kernel on one torch thread when ``jobs`` > 1); 1 at the first failure."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    threads = "1" if jobs > 1 else None
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        running = {}
+        for source, given in params.items():
+            print(
+                f"executing {source.name} with "
+                f"{', '.join(f'{k}={v}' for k, v in given.items())}",
+                flush=True,
+            )
+            target = out / "book" / source.name
+            job = pool.submit(_execute_one, source, target, given, threads)
+            running[job] = source.name
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for job in done:
+                name = running.pop(job)
+                seconds, error = job.result()
+                if error is not None:
+                    pool.shutdown(cancel_futures=True)
+                    print(
+                        f"markovlib book: error: {name} failed ({error}); "
+                        f"see {out / 'book' / name}",
+                        file=sys.stderr,
+                    )
+                    return 1
+                print(f"executed {name} in {seconds:.0f} s", flush=True)
     return 0
 
 
@@ -929,6 +975,33 @@ def _data_dir(args) -> Path | None:
     return directory
 
 
+def _add_verify_sample(verify) -> None:
+    """``verify``'s arguments that choose the runs to re-train."""
+    verify.add_argument(
+        "--seed",
+        type=_nonnegative_int,
+        default=None,
+        help="seed of the sample (default: random)",
+    )
+    verify.add_argument(
+        "--quick",
+        action="store_true",
+        help="re-train each run only to its checkpoint (step 50) and "
+        "compare up to there",
+    )
+    verify.add_argument(
+        "--max-seconds",
+        type=_positive_float,
+        default=None,
+        help="draw only among runs that took at most this long to train",
+    )
+    verify.add_argument(
+        "--exact-only",
+        action="store_true",
+        help="draw only among runs this CPU can reproduce bit for bit",
+    )
+
+
 def add_verify_parser(subs) -> None:
     verify = subs.add_parser(
         "verify",
@@ -958,33 +1031,24 @@ def add_verify_parser(subs) -> None:
         help="Ray cluster address host:port (default: $RAY_ADDRESS, "
         "else a new Ray instance on this machine)",
     )
-    verify.add_argument(
-        "--seed",
-        type=_nonnegative_int,
-        default=None,
-        help="seed of the sample (default: random)",
-    )
-    verify.add_argument(
-        "--quick",
-        action="store_true",
-        help="re-train each run only to its checkpoint (step 50) and "
-        "compare up to there",
-    )
-    verify.add_argument(
-        "--max-seconds",
-        type=_positive_float,
-        default=None,
-        help="draw only among runs that took at most this long to train",
-    )
-    verify.add_argument(
-        "--exact-only",
-        action="store_true",
-        help="draw only among runs this CPU can reproduce bit for bit",
-    )
+    _add_verify_sample(verify)
     verify.add_argument(
         "--complete",
         action="store_true",
         help="fail unless every run of the paper edition is shipped",
+    )
+    verify.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=1,
+        help="processes for the checks without training, one torch thread each "
+        "(default 1)",
+    )
+    verify.add_argument(
+        "--retrain-only",
+        action="store_true",
+        help="skip the run-by-run checks without training (a verify just ran them); "
+        "the manifest and every hash are still checked",
     )
     verify.set_defaults(run=cmd_verify)
 
@@ -1020,6 +1084,8 @@ def cmd_verify(args) -> int:
                 complete=args.complete,
                 executor=args.executor,
                 address=args.address,
+                jobs=args.jobs,
+                checks=not args.retrain_only,
             )
     except (ShippedDataError, VerificationError) as e:
         print(f"markovlib verify: FAILED: {_one_line(e)}", file=sys.stderr)

@@ -342,10 +342,25 @@ class Transformer(nn.Module):
         """Member i of an ensemble as a single model (a copy of its weights)."""
         if self.n_models is None:
             raise ValueError("member() needs an ensemble (n_models is None)")
-        single = Transformer(self.config).to(next(self.parameters()).device)
+        first = next(self.parameters())
+        single = Transformer(self.config).to(first.device, first.dtype)
         for p, q in zip(single.parameters(), self.parameters()):
             p.copy_(q[i])
         return single
+
+    @classmethod
+    @torch.no_grad()
+    def ensemble_of(cls, models: list[Transformer]) -> Transformer:
+        """The ensemble whose member i holds ``models[i]``'s weights (one config,
+        dtype and device), to step them all at once."""
+        first = next(models[0].parameters())
+        out = cls(models[0].config, n_models=len(models)).to(first.device, first.dtype)
+        for i, model in enumerate(models):
+            if model.n_models is not None or model.config != out.config:
+                raise ValueError("ensemble_of needs single models of one config")
+            for p, q in zip(out.parameters(), model.parameters()):
+                p[i].copy_(q)
+        return out
 
     def matrix_parameters(self) -> list[nn.Parameter]:
         """Parameters that are matrices for each model (embeddings included)."""

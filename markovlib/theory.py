@@ -627,7 +627,8 @@ def population_descent(
 
     No sampling noise, no optimiser state: the deterministic dynamics near a stationary
     point (Thm 2, 3). Returns a trained copy of ``model`` and the exact loss before
-    every step and after the last.
+    every step and after the last (an ensemble: each member descends its own loss;
+    losses of shape (members, steps + 1)).
     """
     steps = check_int("steps", steps, 1)
     lr = check_number("lr", lr, low=0.0, open_low=True, what="a positive number")
@@ -639,14 +640,14 @@ def population_descent(
     losses = []
     for _ in range(steps):
         loss = exact_loss()
-        losses.append(float(loss.detach()))
-        grads = torch.autograd.grad(loss, params)
+        losses.append(loss.detach().cpu().numpy())
+        grads = torch.autograd.grad(loss.sum(), params)  # members are independent
         with torch.no_grad():
             for p, g in zip(params, grads):
                 p.sub_(lr * g)
     with torch.no_grad():
-        losses.append(float(exact_loss()))
-    return model.eval(), np.array(losses)
+        losses.append(exact_loss().cpu().numpy())
+    return model.eval(), np.array(losses, dtype=float).T
 
 
 # ---------------------------------------------------------------- chapter-level checks

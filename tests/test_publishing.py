@@ -16,6 +16,7 @@ import types
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 import yaml
 
@@ -636,3 +637,23 @@ def test_citation_file_cites_the_book_and_the_paper():
     for page in ("README.md", "book/intro.md"):
         text = (ROOT / page).read_text()
         assert "## Cite this book" in text and "CITATION.cff" in text, page
+
+
+def test_page_table_prints_what_a_reader_should_see():
+    """Issue 41: tables printed 5 significant digits (1.0725 at a reader's chain),
+    "-0.00", a 0-n index and the index's name as a header row."""
+    from markovlib.book import page_table, shown_number
+
+    assert [shown_number(v) for v in (1.0725, 0.38512, -1e-9 * 0, 644000, True)] == [
+        "1.073", "0.3851", "0", "644,000", "yes",
+    ]  # fmt: skip
+    assert shown_number(-0.00001, 2) == "-1e-05" and shown_number(-0.0, 3) == "0"
+    frame = pd.DataFrame({"share": [-0.0001, 1.23456], "runs": [3, 1200]})
+    frame.index.name, frame.columns.name = "group", "parameter"
+    html = page_table(frame).to_html()
+    cells = re.findall(r"<t[dh][^>]*>([^<]*)</t[dh]>", html)
+    assert cells == ["share", "runs", "-0.0001", "3", "1.235", "1,200"], cells
+    kept = re.findall(
+        r"<t[dh][^>]*>([^<]*)</t[dh]>", page_table(frame, index=True).to_html()
+    )
+    assert kept[:3] == ["group", "share", "runs"] and kept[3] == "0"

@@ -461,6 +461,28 @@ def test_population_descent_from_a_perturbed_unigram_point(p, q, tied, returns):
         assert losses[-1] < chain.unigram_entropy() - 0.5 * chain.mutual_information()
 
 
+@pytest.mark.parametrize("preset", ["theory", "gpt2"])
+def test_population_descent_of_an_ensemble_is_each_members_descent(preset):
+    """An ensemble built with Transformer.ensemble_of descends each member's own loss:
+    the same loss curves as the members descended one by one (float64), and member i
+    of the result holds member i's weights."""
+    chain = binary(0.3, 0.9)
+    cfg = getattr(TransformerConfig, preset)(d_model=4, tied=False, max_len=6)
+    start = unigram_point(chain, cfg).double()
+    singles = [perturbed(start, 0.1, seed=s) for s in range(3)]
+    ensemble = Transformer.ensemble_of(singles)
+    model, losses = population_descent(ensemble, chain, steps=40, lr=0.3, length=6)
+    assert losses.shape == (3, 41)
+    for i, single in enumerate(singles):
+        alone, curve = population_descent(single, chain, steps=40, lr=0.3, length=6)
+        np.testing.assert_allclose(losses[i], curve, rtol=0, atol=1e-12)
+        for a, b in zip(model.member(i).parameters(), alone.parameters()):
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+    assert losses[0, 0] != losses[1, 0]  # the members differ
+    with pytest.raises(ValueError, match="single models of one config"):
+        Transformer.ensemble_of([single, ensemble])
+
+
 def test_population_descent_validates():
     model = unigram_point(binary(0.5, 0.8), TransformerConfig.theory(max_len=6))
     with pytest.raises(ValueError, match="^steps"):

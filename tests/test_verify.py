@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -87,6 +88,23 @@ def test_the_untouched_copy_passes_without_training(data):
     assert "every run checked without training" in text
     with pytest.raises(VerificationError, match="the edition is incomplete: "):
         verify(data, sample=0, complete=True, log=lambda *a: None)
+
+
+def test_two_processes_check_what_one_checks(data):
+    """--jobs 2 splits the checks without training over two spawned processes: the
+    same summary numbers as one process, and a zeroed run still fails, named."""
+    one, two = [], []
+    verify(data, sample=0, log=one.append)
+    verify(data, sample=0, jobs=2, log=two.append)
+    one, two = (next(ln for ln in x if "without training in" in ln) for x in (one, two))
+    numbers = re.compile(r"max \|Δ\| [^ ]+")
+    assert numbers.findall(one) == numbers.findall(two) and numbers.findall(one)
+    assert "2 processes" in two and "1 process)" in one
+    key = _rewrite(data, SECOND, _zero_weights).at[0, "key"]
+    _fails(data, VerificationError, f"run {key} in {SECOND}: metrics", jobs=2)
+    lines = []  # the run-by-run checks skipped: the zeroed run is not looked at
+    verify(data, sample=0, checks=False, log=lines.append)
+    assert not any("checked without training" in line for line in lines)
 
 
 def _zero_weights(frame: pd.DataFrame) -> pd.DataFrame:

@@ -175,6 +175,24 @@ def _plain_name(directory: Path, name) -> str:
     return name
 
 
+_DERIVED_NAME = re.compile(r"derived/[0-9a-f]{32}\.json\.gz")
+
+
+def _derived_of(directory: Path, manifest: dict) -> dict[str, _File]:
+    """The manifest's derived values (``derived/<key>.json.gz``: see
+    :mod:`markovlib.runs.derived`), by name."""
+    out = {}
+    for entry in manifest.get("derived", []):
+        f = _File(**{"runs": 0, **entry})
+        if not (isinstance(f.name, str) and _DERIVED_NAME.fullmatch(f.name)):
+            raise ShippedDataError(
+                f"{directory / MANIFEST} lists the derived value {f.name!r}, which is "
+                "not derived/<32 hex digits>.json.gz"
+            )
+        out[f.name] = f
+    return out
+
+
 def _files_of(directory: Path, manifest: dict) -> list[_File]:
     """The manifest's file entries, each a plain file name, none twice."""
     files = [_File(**f) for f in manifest["files"]]
@@ -205,6 +223,7 @@ class ShippedData:
                     f"format {manifest.get('format')!r}, expected {FORMAT}"
                 )
             self.files = _files_of(self.directory, manifest)
+            self.derived = _derived_of(self.directory, manifest)
         except FileNotFoundError:
             raise ShippedDataError(f"{path} is missing") from None
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -219,6 +238,7 @@ class ShippedData:
         """The path of file ``name`` after checking its size and SHA-256 against the
         manifest."""
         entry = next((f for f in self.files if f.name == name), None)
+        entry = entry or self.derived.get(name)
         path = self.directory / name
         if entry is None:
             raise ShippedDataError(
@@ -333,8 +353,13 @@ class ShippedData:
     def unlisted(self) -> list[str]:
         """Every entry of the folder that the manifest does not list (manifest.json
         aside)."""
-        listed = {f.name for f in self.files} | {MANIFEST}
-        return sorted(p.name for p in self.directory.iterdir() if p.name not in listed)
+        listed = {f.name for f in self.files} | {MANIFEST} | set(self.derived)
+        folder = self.directory / "derived"
+        entries = [*self.directory.iterdir()]
+        if folder.is_dir() and self.derived:
+            entries = [p for p in entries if p != folder] + [*folder.iterdir()]
+        names = (p.relative_to(self.directory).as_posix() for p in entries)
+        return sorted(n for n in names if n not in listed)
 
 
 _SHIPPED: dict = {}

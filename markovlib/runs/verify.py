@@ -488,21 +488,60 @@ def _check_ensembles(data: ShippedData) -> int:
     return len(groups)
 
 
-def _check_runs(data: ShippedData, log) -> None:
-    """Every run consistent without training (:func:`_check_ensembles`,
-    :func:`_consistent`); one line of summary."""
-    t0, cpu0, kernel, loss = time.perf_counter(), time.process_time(), 0.0, 0.0
-    trainings = _check_ensembles(data)
-    for key in sorted(data.index()):
+def _consistent_part(directory: str, keys: list[str], threads: int | None):
+    """(largest kernel |Δ|, largest loss |Δ| / tolerance) of :func:`_consistent` over
+    ``keys``; run by a worker process of :func:`_check_runs` on ``threads`` threads."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    data = ShippedData(directory)
+    kernel, loss = 0.0, 0.0
+    for key in keys:
         k, share = _consistent(data, key)
         kernel, loss = max(kernel, k), max(loss, share)
+    return kernel, loss
+
+
+def _check_runs(data: ShippedData, log, jobs: int = 1) -> None:
+    """Every run consistent without training (:func:`_check_ensembles`,
+    :func:`_consistent`), over ``jobs`` processes of one torch thread each; one line
+    of summary."""
+    import multiprocessing
+    import resource
+    from concurrent.futures import ProcessPoolExecutor
+
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    trainings = _check_ensembles(data)
+    keys = sorted(data.index())
+    if jobs == 1:
+        parts = [_consistent_part(str(data.directory), keys, None)]
+    else:  # spawned: a forked child of a process that ran torch's threads can hang
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
+            chunks = [keys[i::jobs] for i in range(jobs)]
+            parts = list(
+                pool.map(
+                    _consistent_part, [str(data.directory)] * jobs, chunks, [1] * jobs
+                )
+            )
+    kernel, loss = (max(values) for values in zip(*parts))
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (
+        time.process_time()
+        - cpu0
+        + sum(
+            getattr(children, f) - getattr(children0, f)
+            for f in ("ru_utime", "ru_stime")
+        )
+    )
     log(
         f"every run's results are its own ({trainings} trainings: each run listed by "
         "its ensemble, or trained alone)"
     )
     log(
         f"every run checked without training in {time.perf_counter() - t0:.0f} s "
-        f"({time.process_time() - cpu0:.0f} s of CPU): its stored weights give its "
+        f"({cpu:.0f} s of CPU, {jobs} process{'es' if jobs > 1 else ''}): its stored "
+        "weights give its "
         f"learnt kernel (max |Δ| {kernel:.2g} <= {KERNEL_TOLERANCE:g}) and a test loss "
         f"consistent with its history (max |Δ| {loss:.2f} of the tolerance, "
         f"{LOSS_SIGMAS:g} standard errors); its metrics are those of its history and "
@@ -514,6 +553,8 @@ def _check_files(data: ShippedData) -> dict[str, str]:
     """Every file hashed, keys unique, specs hashing to their keys, nothing unlisted;
     returns the index."""
     index = data.index()  # checks every file's hash and run count, keys unique
+    for name in data.derived:  # the derived values' hashes (runs.derived)
+        data.check(name)
     for f in data.files:
         frame = data.rows(f.name)
         for key, text, seed, steps in zip(
@@ -865,6 +906,8 @@ def verify(
     edition: Sequence[tuple[str, Sequence[RunSpec]]] | None = None,
     executor: str = "local",
     address: str | None = None,
+    jobs: int = 1,
+    checks: bool = True,
     log=print,
 ) -> int:
     """Prove the shipped data without training, then re-train ``sample`` random runs
@@ -884,13 +927,17 @@ def verify(
     ensemble is re-trained with its whole ensemble, through ``executor`` ('local' or
     'ray' at ``address``: :func:`~markovlib.runs.executors.train_chunks`), and every
     member is compared. ``sample=0`` re-trains nothing; a filter that leaves no run is
-    an error. Returns the number of runs re-trained; raises :class:`ShippedDataError`
-    or :class:`VerificationError`.
+    an error. ``jobs``: processes of the run-by-run checks without training.
+    ``checks=False`` skips those run-by-run checks (the manifest, hashes and edition
+    are still checked): for a second re-training right after a full verify. Returns
+    the number of runs re-trained; raises :class:`ShippedDataError` or
+    :class:`VerificationError`.
     """
     data = ShippedData(directory)
     index = _check_files(data)
     log(
-        f"manifest: {len(data.files)} files, {len(index)} runs, every SHA-256 and "
+        f"manifest: {len(data.files)} files, {len(index)} runs, "
+        f"{len(data.derived)} derived values, every SHA-256 and "
         "spec key checked, keys unique, no unlisted file"
     )
     if edition is None:
@@ -898,7 +945,8 @@ def verify(
     else:
         what = "the edition"
     _check_edition(index, edition, complete, log, what)
-    _check_runs(data, log)
+    if checks:
+        _check_runs(data, log, jobs)
     if sample == 0:
         log("no run re-trained (--sample 0)")
         return 0

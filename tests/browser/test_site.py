@@ -508,7 +508,9 @@ def test_long_numbers_finds_what_a_reader_should_not_see():
     )
     assert long_numbers(text) == ["0.004726386070925269", "0.230000"]
     assert significant_digits("1.0e-15") == 2 and significant_digits("0.0197") == 3
-    assert SUMMARY.search("33 rows: 23 reproduced, 7 partly, 2 differ, 1 not tested (from")
+    assert SUMMARY.search(
+        "33 rows: 23 reproduced, 7 partly, 2 differ, 1 not tested (from"
+    )
     assert not SUMMARY.search("31 rows: 20 reproduced, 7 differ, 4 not tested")
 
 

@@ -1,0 +1,290 @@
+"""Values a chapter computes from its chain alone — exact gradient descents, flow grids,
+CCMC sampling curves: computed once per edition and read back.
+
+``derived(f, *args, **kwargs)`` is ``f(*args, **kwargs)``, looked up first among the
+shipped values of the paper edition (``data/paper/derived/``, each file listed in the
+manifest with its SHA-256 and checked before it is read), then in the local result
+store's ``derived/`` folder, and computed (and kept there) only where neither holds it.
+A value's key hashes the function's name, its arguments and the maths layer's code (its
+syntax tree without docstrings): a change to the maths gives new keys, so a stale value
+is never read. ``tools/derive.py`` computes the paper edition's values from its chapters
+and ships them; a test recomputes one and fails when the shipped ones are stale.
+
+Values are stored as JSON (gzip): numbers, strings, lists, dicts, tuples, NumPy arrays
+and tensors (raw little-endian bytes), Markov chains and the maths layer's dataclasses.
+Nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import dataclasses
+import functools
+import gzip
+import hashlib
+import importlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..chains import MarkovChain
+from .shipped import shipped_data
+from .store import default_results_dir
+
+__all__ = [
+    "derived",
+    "derived_key",
+    "encode",
+    "decode",
+    "maths_version",
+    "read_value",
+    "read_record",
+    "recompute",
+    "ship",
+    "FOLDER",
+]
+
+FOLDER = "derived"  # in the shipped data and in the local result store
+# the maths layer: a change to any of these gives every derived value a new key
+MATHS = (
+    "_checks",
+    "analysis",
+    "ccmc",
+    "chains",
+    "device",
+    "dynamics",
+    "model",
+    "precision",
+    "presets",
+    "theory",
+    "train",
+)
+SHIPPED_VAR = "MARKOVLIB_DERIVED_SHIPPED"  # "0": never read shipped values (derive.py)
+
+
+@functools.cache
+def maths_version() -> str:
+    """SHA-256 (16 hex digits) of the maths modules' syntax trees, docstrings left out:
+    comments, formatting and docstrings do not change it."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for name in MATHS:
+        tree = ast.parse((package / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (
+                isinstance(body, list)
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+        digest.update(f"{name}\n{ast.dump(tree)}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def _array(a: np.ndarray) -> dict:
+    if a.dtype.kind in "OU":  # labels ('global', 'local', ...)
+        return {
+            "__strings__": a.astype(str).tolist(),
+            "shape": list(a.shape),
+            "object": a.dtype.kind == "O",
+        }
+    raw = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+    return {
+        "__array__": raw.dtype.str,
+        "shape": list(a.shape),
+        "data": base64.b64encode(raw.tobytes()).decode(),
+    }
+
+
+def encode(value):
+    """``value`` as JSON-able data that :func:`decode` turns back into an equal
+    value."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int | float | np.integer | np.floating | np.bool_):
+        return value.item() if hasattr(value, "item") else value
+    if isinstance(value, np.ndarray):
+        return _array(value)
+    if isinstance(value, torch.Tensor):
+        return {"__tensor__": _array(value.detach().cpu().numpy())}
+    if isinstance(value, MarkovChain):
+        return {"__chain__": value.P.tolist(), "name": value.name}
+    if isinstance(value, tuple | list):
+        items = [encode(v) for v in value]
+        return {"__tuple__": items} if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        return {"__dict__": [[encode(k), encode(v)] for k, v in value.items()]}
+    if dataclasses.is_dataclass(value) and type(value).__module__.startswith(
+        "markovlib."
+    ):
+        fields = {
+            f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)
+        }
+        kind = f"{type(value).__module__}:{type(value).__qualname__}"
+        return {"__dataclass__": kind, "fields": fields}
+    raise TypeError(f"derived: cannot store a {type(value).__name__}")
+
+
+def _unarray(d: dict) -> np.ndarray:
+    if "__strings__" in d:
+        kind = object if d["object"] else str
+        return np.array(d["__strings__"], dtype=kind).reshape(d["shape"])
+    raw = base64.b64decode(d["data"])
+    return np.frombuffer(raw, dtype=np.dtype(d["__array__"])).reshape(d["shape"]).copy()
+
+
+def _dataclass(kind: str):
+    module, name = kind.split(":")
+    if module.split(".")[0] != "markovlib":
+        raise ValueError(f"derived: {kind} is not a markovlib class")
+    cls = getattr(importlib.import_module(module), name)
+    if not dataclasses.is_dataclass(cls):
+        raise ValueError(f"derived: {kind} is not a dataclass")
+    return cls
+
+
+def decode(data):
+    """The value :func:`encode` stored as ``data``."""
+    if isinstance(data, list):
+        return [decode(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    if "__array__" in data or "__strings__" in data:
+        return _unarray(data)
+    if "__tensor__" in data:
+        return torch.from_numpy(_unarray(data["__tensor__"]))
+    if "__chain__" in data:
+        return MarkovChain(data["__chain__"], name=data["name"])
+    if "__tuple__" in data:
+        return tuple(decode(v) for v in data["__tuple__"])
+    if "__dict__" in data:
+        return {_hashable(decode(k)): decode(v) for k, v in data["__dict__"]}
+    if "__dataclass__" in data:
+        cls = _dataclass(data["__dataclass__"])
+        return cls(**{k: decode(v) for k, v in data["fields"].items()})
+    raise ValueError(f"derived: unknown stored value {sorted(data)}")
+
+
+def _hashable(key):
+    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
+
+
+def derived_key(function, args: tuple, kwargs: dict) -> str:
+    """The key of ``function(*args, **kwargs)`` at this maths version: 32 hex
+    digits."""
+    name = f"{function.__module__}:{function.__qualname__}"
+    text = json.dumps(
+        {
+            "function": name,
+            "args": encode(args),
+            "kwargs": encode(dict(sorted(kwargs.items()))),
+            "maths": maths_version(),
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def read_record(path: Path) -> dict:
+    """The record stored at ``path`` (a gzip JSON file written by :func:`derived`):
+    key, function, args, kwargs, maths version and value, decoded."""
+    record = json.loads(gzip.decompress(path.read_bytes()))
+    for name in ("args", "kwargs", "value"):
+        record[name] = decode(record[name])
+    return record
+
+
+def read_value(path: Path):
+    """The value stored at ``path``."""
+    return read_record(path)["value"]
+
+
+def recompute(record: dict):
+    """The value of a record's call computed again by this library (its function
+    resolved among markovlib's own)."""
+    module, name = record["function"].split(":")
+    if module.split(".")[0] != "markovlib":
+        raise ValueError(f"derived: {record['function']} is not markovlib's")
+    function = getattr(importlib.import_module(module), name)
+    return function(*record["args"], **record["kwargs"])
+
+
+def _write(path: Path, call: tuple, key: str, value) -> None:
+    """Store ``value`` of ``call`` (function, args, kwargs) at ``path`` atomically;
+    nothing if the folder is not writable."""
+    function, args, kwargs = call
+    record = {
+        "key": key,
+        "function": f"{function.__module__}:{function.__qualname__}",
+        "args": encode(args),
+        "kwargs": encode(kwargs),
+        "maths": maths_version(),
+        "value": encode(value),
+    }
+    blob = gzip.compress(json.dumps(record).encode(), mtime=0)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_bytes(blob)
+        os.replace(temporary, path)
+    except OSError:
+        pass  # a read-only store: the value is computed again next time
+
+
+def derived(function, /, *args, **kwargs):
+    """``function(*args, **kwargs)``: the shipped value if the paper edition ships it
+    (its hash checked), else the local store's, else computed and kept there."""
+    key = derived_key(function, args, kwargs)
+    name = f"{FOLDER}/{key}.json.gz"
+    shipped = shipped_data("auto") if os.environ.get(SHIPPED_VAR) != "0" else None
+    if shipped is not None and name in shipped.derived:
+        return read_value(shipped.check(name))
+    local = default_results_dir() / name
+    if local.is_file():
+        try:
+            return read_value(local)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # damaged: computed again and rewritten
+    value = function(*args, **kwargs)
+    _write(local, (function, args, kwargs), key, value)
+    return value
+
+
+def ship(store: str | Path, data: str | Path) -> int:
+    """Make the derived values in ``store``'s ``derived/`` folder the shipped ones of
+    ``data``: copied to ``data/derived/``, listed in its manifest with their SHA-256
+    (replacing the previous list; files no longer listed are removed). Returns how many
+    are shipped."""
+    from .export import _write_manifest
+    from .shipped import MANIFEST, file_sha256
+
+    source, data = Path(store) / FOLDER, Path(data)
+    target = data / FOLDER
+    target.mkdir(exist_ok=True)
+    entries = []
+    for path in sorted(source.glob("*.json.gz")):
+        if json.loads(gzip.decompress(path.read_bytes()))["maths"] != maths_version():
+            continue  # computed by older code: never shipped
+        (target / path.name).write_bytes(path.read_bytes())
+        name = f"{FOLDER}/{path.name}"
+        entries.append(
+            {
+                "name": name,
+                "sha256": file_sha256(target / path.name),
+                "bytes": (target / path.name).stat().st_size,
+            }
+        )
+    for old in target.iterdir():
+        if f"{FOLDER}/{old.name}" not in {e["name"] for e in entries}:
+            old.unlink()
+    manifest = json.loads((data / MANIFEST).read_text())
+    manifest["derived"] = entries
+    _write_manifest(data, manifest)
+    return len(entries)

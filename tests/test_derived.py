@@ -1,0 +1,179 @@
+"""Derived values (markovlib.runs.derived): stored without pickle and read back equal,
+computed once per store, shipped with a hash that is checked, keyed on the maths code,
+and the shipped ones are what this library computes today."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from markovlib import analysis, dynamics
+from markovlib.chains import binary
+from markovlib.runs import derived as D
+from markovlib.runs.shipped import ShippedData, ShippedDataError
+from markovlib.runs.verify import VerificationError, verify
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = ROOT / "data" / "paper"
+
+
+def _equal(a, b) -> bool:
+    """Deep equality of decoded values (arrays exactly, chains by kernel)."""
+    if isinstance(a, np.ndarray | torch.Tensor):
+        return type(a) is type(b) and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_equal, a, b))
+    if hasattr(a, "__dataclass_fields__"):
+        return type(a) is type(b) and all(
+            _equal(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__
+        )
+    if hasattr(a, "P"):
+        return np.array_equal(a.P, b.P) and a.name == b.name
+    return a == b and type(a) is type(b)
+
+
+def test_values_come_back_equal_through_json():
+    chain = binary(0.3, 0.9)
+    grid = dynamics.flow_grid(
+        0.3, 0.9, np.array([0.5, 1.0]), np.array([-1.0, 0.5]), 50.0
+    )
+    value = {
+        "grid": grid,  # a dataclass with float arrays and label arrays
+        (1, "a"): [2.5, torch.arange(6, dtype=torch.int64).view(2, 3)],
+        "labels": np.array(["global", "local"]),
+        3: (chain, None, True, "text", np.array([[1.0, -0.0]], dtype=np.float64)),
+    }
+    text = json.dumps(D.encode(value))
+    assert "pickle" not in text
+    back = D.decode(json.loads(text))
+    assert _equal(back, value)
+    assert D.decode(D.encode(np.float32(2.5))) == 2.5  # NumPy scalars as numbers
+    with pytest.raises(TypeError, match="cannot store a set"):
+        D.encode({1, 2})
+    with pytest.raises(ValueError, match="not a markovlib class"):
+        D.decode({"__dataclass__": "os:PathLike", "fields": {}})
+
+
+def test_computed_once_then_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("MARKOVLIB_RESULTS", str(tmp_path))
+    monkeypatch.setenv("MARKOVLIB_DERIVED_SHIPPED", "0")  # none shipped
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return analysis.perturb_theta_pi(*args, **kwargs)
+
+    counted.__module__, counted.__qualname__ = "tests", "counted"
+    kw = dict(tied=False, noise=0.05, n=2, steps=5, seed=3, length=4)
+    first = D.derived(counted, binary(0.3, 0.9), "theory", **kw)
+    second = D.derived(counted, binary(0.3, 0.9), "theory", **kw)
+    assert len(calls) == 1 and _equal(first, second)
+    (stored,) = (tmp_path / "derived").glob("*.json.gz")
+    record = D.read_record(stored)
+    assert record["maths"] == D.maths_version() and record["kwargs"] == kw
+    stored.write_bytes(b"damaged")  # read fails: computed again and rewritten
+    assert _equal(D.derived(counted, binary(0.3, 0.9), "theory", **kw), first)
+    assert len(calls) == 2 and D.read_record(stored)["key"] == record["key"]
+    D.derived(counted, binary(0.3, 0.9), "theory", **{**kw, "seed": 4})
+    assert len(calls) == 3  # other arguments, another key
+
+
+def test_the_key_follows_the_maths_code_not_its_docstrings(monkeypatch, tmp_path):
+    call = (analysis.perturb_theta_pi, (binary(0.3, 0.9), "theory"), {"n": 2})
+    before = D.derived_key(*call)
+    package = tmp_path / "markovlib"
+    shutil.copytree(ROOT / "markovlib", package)
+    monkeypatch.setattr(D, "__file__", str(package / "runs" / "derived.py"))
+    theory = package / "theory.py"
+    text = theory.read_text()
+    theory.write_text(text.replace('"""', '"""Reworded. ', 1) + "\n# a comment\n")
+    D.maths_version.cache_clear()
+    assert D.derived_key(*call) == before
+    theory.write_text(text + "\nCHANGED = 1\n")
+    D.maths_version.cache_clear()
+    assert D.derived_key(*call) != before
+    D.maths_version.cache_clear()
+
+
+@pytest.fixture
+def shipped(tmp_path, monkeypatch) -> Path:
+    """A data folder with one shipped run file and one shipped derived value."""
+    data = tmp_path / "data"
+    data.mkdir()
+    manifest = json.loads((PAPER / "manifest.json").read_text())
+    first = manifest["files"][0]
+    shutil.copy(PAPER / first["name"], data / first["name"])
+    manifest["files"], manifest["derived"] = [first], []
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    store = tmp_path / "store"
+    monkeypatch.setenv("MARKOVLIB_RESULTS", str(store))
+    monkeypatch.setenv("MARKOVLIB_DERIVED_SHIPPED", "0")
+    D.derived(dynamics.flow_grid, 0.3, 0.9, np.array([0.5]), np.array([0.5]), 20.0)
+    assert D.ship(store, data) == 1
+    monkeypatch.setenv("MARKOVLIB_DATA", str(data))
+    monkeypatch.delenv("MARKOVLIB_DERIVED_SHIPPED")
+    monkeypatch.setenv("MARKOVLIB_RESULTS", str(tmp_path / "empty"))
+    return data
+
+
+def test_a_shipped_value_is_read_with_its_hash_checked(shipped, monkeypatch):
+    def never(*args):
+        raise AssertionError("computed although shipped")
+
+    never.__module__, never.__qualname__ = "markovlib.dynamics", "flow_grid"
+    args = (0.3, 0.9, np.array([0.5]), np.array([0.5]), 20.0)
+    value = D.derived(never, *args)
+    assert value.found.shape == (1,) and not (shipped.parent / "empty").exists()
+    assert "1 derived values" in "\n".join(_verify_lines(shipped))
+    (path,) = (shipped / "derived").glob("*.json.gz")
+    blob = gzip.decompress(path.read_bytes()).replace(b'"maths"', b'"maths" ')
+    path.write_bytes(gzip.compress(blob))
+    from markovlib.runs import shipped as S
+
+    S._SHIPPED.clear()
+    with pytest.raises(ShippedDataError, match="damaged"):
+        D.derived(never, *args)
+    with pytest.raises(ShippedDataError, match="damaged"):
+        verify(shipped, sample=0, log=lambda *a: None)
+
+
+def test_an_unlisted_derived_file_is_reported(shipped):
+    (shipped / "derived" / "extra.json.gz").write_bytes(b"")
+    with pytest.raises((ShippedDataError, VerificationError), match="extra.json.gz"):
+        verify(shipped, sample=0, log=lambda *a: None)
+
+
+def _verify_lines(data: Path) -> list[str]:
+    lines = []
+    verify(data, sample=0, log=lines.append)
+    return lines
+
+
+def test_shipped_values_are_current_and_what_this_library_computes():
+    """The paper edition's derived values were computed by today's maths code (else
+    the build computes them again: run ``python tools/derive.py``), and one of them,
+    computed again here, is equal."""
+    data = ShippedData(PAPER)
+    assert data.derived, "no derived values shipped: run python tools/derive.py"
+    records = {name: D.read_record(data.check(name)) for name in data.derived}
+    stale = [n for n, r in records.items() if r["maths"] != D.maths_version()]
+    assert not stale, f"{len(stale)} stale derived values: run python tools/derive.py"
+    grids = [r for r in records.values() if r["function"].endswith(":flow_grid")]
+    assert grids, "the initialisation chapter's flow grids are shipped"
+    again = D.recompute(grids[0])
+    for name in ("ends", "drift"):
+        np.testing.assert_allclose(
+            getattr(again, name),
+            getattr(grids[0]["value"], name),
+            rtol=1e-9,
+            atol=1e-12,
+        )
+    assert np.array_equal(again.found, grids[0]["value"].found)

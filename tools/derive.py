@@ -1,0 +1,84 @@
+"""Compute the paper edition's derived values and ship them.
+
+Executes, at scale ``paper`` with their default parameters, every chapter that calls
+``derived(...)`` (:mod:`markovlib.runs.derived`), two at a time, into a fresh result
+store without reading the shipped values; then makes exactly the values they computed
+the shipped ones (``data/paper/derived/`` and the manifest's ``derived`` list). Run it
+after a change to the maths layer (a test says when the shipped values are stale).
+
+    python tools/derive.py [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def chapters() -> list[Path]:
+    """The chapters whose code calls derived()."""
+    return sorted(
+        p for p in (ROOT / "book").glob("*.ipynb") if "derived(" in p.read_text()
+    )
+
+
+def execute(notebook: Path, store: Path, out: Path) -> tuple[Path, float, int]:
+    env = {
+        **os.environ,
+        "MARKOVLIB_SCALE": "paper",
+        "MARKOVLIB_RESULTS": str(store),
+        "MARKOVLIB_DERIVED_SHIPPED": "0",
+        "OMP_NUM_THREADS": "1",
+    }
+    papermill = Path(sys.executable).with_name("papermill")
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [
+            str(papermill),
+            str(notebook),
+            str(out / notebook.name),
+            "--cwd",
+            str(notebook.parent),
+            "--no-progress-bar",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        print(done.stderr[-3000:], file=sys.stderr)
+    return notebook, time.perf_counter() - t0, done.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from markovlib.runs.derived import ship
+
+    with tempfile.TemporaryDirectory(prefix="markovlib-derive-") as work:
+        store, out = Path(work) / "results", Path(work) / "out"
+        out.mkdir()
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            jobs = [pool.submit(execute, nb, store, out) for nb in chapters()]
+            for job in jobs:
+                notebook, seconds, code = job.result()
+                print(f"derive: {notebook.name} in {seconds:.0f} s (exit {code})")
+                if code:
+                    return 1
+        n = ship(store, ROOT / "data" / "paper")
+    print(f"derive: {n} derived values shipped in data/paper/derived")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Execute the book's chapters into Jupyter Book's cache, several at a time.
+
+``make book`` runs this before ``jupyter-book build``: each chapter whose code has no
+up-to-date record in the build's jupyter-cache (``_build/.jupyter_cache``) is executed
+the way myst-nb would execute it (jupyter-cache's ``single_nb_execution``, in the
+chapter's folder, with the ``execute:`` timeout of ``_config.yml``) and cached; the
+build then finds every chapter cached and executes none. Chapters run ``--jobs`` at a
+time, each kernel on one torch thread, the slowest of the last build first.
+
+    python tools/prebuild.py --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import suppress
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cache(path: Path):
+    from jupyter_cache import get_cache
+
+    return get_cache(str(path))
+
+
+def cached(cache_path: Path, notebook: Path) -> bool:
+    """Whether the cache holds this notebook's code (myst-nb's match)."""
+    nb = nbformat.read(notebook, as_version=4)
+    with suppress(KeyError):
+        return _cache(cache_path).match_cache_notebook(nb) is not None
+    return False
+
+
+def _forced(notebook: Path) -> bool:
+    """A page the build always executes itself (``mystnb.execution_mode``: 'force',
+    e.g. the build facts of the Reproducibility page) or never ('off')."""
+    meta = nbformat.read(notebook, as_version=4).metadata.get("mystnb", {})
+    return meta.get("execution_mode") in ("force", "off")
+
+
+def last_seconds(cache_path: Path) -> dict[str, float]:
+    """Seconds of each notebook's latest cached execution, by file name."""
+    if not cache_path.is_dir():
+        return {}
+    out = {}
+    for record in _cache(cache_path).list_cache_records():
+        seconds = (record.data or {}).get("execution_seconds")
+        if seconds is not None:
+            out[Path(record.uri).name] = float(seconds)
+    return out
+
+
+def execute_one(cache_path: Path, notebook: Path, timeout: int) -> tuple[float, str]:
+    """Execute ``notebook`` as myst-nb's cache mode does and cache it: its seconds and
+    the error text ('' on success). Runs in a worker process."""
+    from jupyter_cache.base import CacheBundleIn
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    os.environ["OMP_NUM_THREADS"] = "1"  # the kernel inherits it
+    cache = _cache(cache_path)
+    nb = nbformat.read(notebook, as_version=4)
+    record = cache.add_nb_to_project(str(notebook))
+    result = single_nb_execution(
+        nb,
+        cwd=str(notebook.parent),
+        allow_errors=False,
+        timeout=timeout,
+        meta_override=True,
+    )
+    if result.err is not None:
+        return result.time, result.exc_string or repr(result.err)
+    bundle = CacheBundleIn(nb, record.uri, data={"execution_seconds": result.time})
+    cache.cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
+    return result.time, ""
+
+
+def prebuild(notebooks: list[Path], cache_path: Path, jobs: int, timeout: int) -> int:
+    """Execute and cache every notebook the cache lacks, ``jobs`` at a time; 1 at the
+    first failure (its traceback printed), else 0."""
+    forced = [nb for nb in notebooks if _forced(nb)]
+    todo = [nb for nb in notebooks if nb not in forced and not cached(cache_path, nb)]
+    print(
+        f"prebuild: {len(notebooks) - len(forced) - len(todo)} of {len(notebooks)} "
+        f"pages cached, {len(forced)} left to the build; executing {len(todo)}, "
+        f"{jobs} at a time",
+        flush=True,
+    )
+    seconds = last_seconds(cache_path)
+    todo.sort(key=lambda nb: -seconds.get(nb.name, nb.stat().st_size / 1e3))
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        running = {pool.submit(execute_one, cache_path, nb, timeout): nb for nb in todo}
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for job in done:
+                nb = running.pop(job)
+                took, error = job.result()
+                if error:
+                    pool.shutdown(cancel_futures=True)
+                    print(
+                        f"prebuild: {nb.name} failed after {took:.0f} s:\n{error}",
+                        file=sys.stderr,
+                    )
+                    return 1
+                print(f"prebuild: {nb.name} in {took:.0f} s", flush=True)
+    print(f"prebuild: done in {time.perf_counter() - start:.0f} s", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--cache", type=Path, default=ROOT / "_build" / ".jupyter_cache"
+    )
+    args = parser.parse_args(argv)
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    notebooks = sorted((ROOT / "book").glob("*.ipynb"))
+    return prebuild(
+        notebooks, args.cache, max(1, args.jobs), int(config["execute"]["timeout"])
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
