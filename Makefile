@@ -49,7 +49,7 @@ lint: $(STAMP)
 # two pytest-xdist workers, one torch thread each (tests/conftest.py)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -q --ignore=tests/browser --ignore=tests/edition \
-	  -n 2 --dist worksteal --durations=15
+	  -n 2 --dist worksteal --durations=25
 
 # Each chapter with its default parameters, cell by cell (nbval), two notebooks at a time; not part of
 # `make test`, whose book-strict stage executes every chapter once

@@ -113,8 +113,21 @@ def test_stored_without_outputs():
     assert result.returncode == 0, result.stdout
 
 
-def test_check_rejects_outputs_and_glue_in_golden_cells(tmp_path):
-    tool = [sys.executable, str(ROOT / "tools" / "notebooks.py")]
+def _notebooks_tool():
+    """tools/notebooks.py as a module (called in this process: one import of
+    markovlib instead of one per call)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "notebooks_tool", ROOT / "tools" / "notebooks.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_check_rejects_outputs_and_glue_in_golden_cells(tmp_path, capsys):
+    tool = _notebooks_tool()
     path = tmp_path / "chapter.ipynb"
 
     def furnished(*cells) -> nbformat.NotebookNode:
@@ -128,14 +141,14 @@ def test_check_rejects_outputs_and_glue_in_golden_cells(tmp_path):
             ]
         )
         nbformat.write(nb, path)
-        subprocess.run([*tool, "furnish", str(path)], check=True)
+        assert tool.main(["furnish", str(path)]) == 0
         return nbformat.read(path, as_version=4)
 
     def check(nb) -> subprocess.CompletedProcess:
         nbformat.write(nb, path)
-        return subprocess.run(
-            [*tool, "check", str(path)], capture_output=True, text=True
-        )
+        capsys.readouterr()
+        code = tool.main(["check", str(path)])
+        return subprocess.CompletedProcess([], code, capsys.readouterr().out, "")
 
     clean = furnished(
         nbformat.v4.new_code_cell("print(1)", metadata={"tags": ["nbval-check-output"]})

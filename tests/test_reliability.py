@@ -205,6 +205,7 @@ def test_ctrl_c_in_train_is_one_line_and_exit_130():
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        env=_env(),  # one torch thread: two spin beside a busy test worker
     )
     try:
         _wait_for_cpu(proc.pid, 8.0)  # past the imports (about 3 s of CPU), training

@@ -20,6 +20,8 @@ Imports go one way, each module using only those listed before it (and the maths
 - :mod:`~markovlib.runs.verify`: proving the shipped data, field by field, and by
   re-training (through the executors).
 - :mod:`~markovlib.runs.sweep`: shipped data → local store → training.
+- :mod:`~markovlib.runs.derived`: what a chapter computes from its chain alone, computed
+  once per edition: shipped values → local store → computed.
 - :mod:`~markovlib.runs.edition`: producing the paper edition (resumable, several
   processes), its status.
 

@@ -500,6 +500,22 @@ def long_numbers(text: str) -> list[str]:
     return [m.group(0) for m in DECIMAL.finditer(text) if significant_digits(m[0]) > 4]
 
 
+PLURAL_AFTER_ONE = re.compile(
+    r"(?<![\d.,])\b1 (runs|seeds|positions|cells|files|chapters|rows|steps|"
+    r"iterations|states|layers|heads|ensembles|trainings|values|models)\b"
+)
+
+
+def wrong_plurals(text: str) -> list[str]:
+    """ "1 seeds", "1 positions": a count of one with a plural noun (issue 41)."""
+    return [m[0] for m in PLURAL_AFTER_ONE.finditer(text)]
+
+
+def test_wrong_plurals_finds_one_with_a_plural():
+    text = "look back exactly 1 positions; 1 seeds per cell; 11 runs; 0.1 runs; 1 run"
+    assert wrong_plurals(text) == ["1 positions", "1 seeds"]
+
+
 def test_long_numbers_finds_what_a_reader_should_not_see():
     text = (
         "P(1|0) 0.004726386070925269 in 0.230000 hours; π_1 = 0.385, 1.0e-15, "
@@ -573,6 +589,9 @@ def test_page_reads_for_a_reader_on_a_phone(page, browser, server):
     REPORT.setdefault(page, {})["phone_screenshot"] = shot.name
 
     assert "NBVAL" not in text["visible"], f"{page}: a test marker shows"
+    assert not wrong_plurals(text["prose"]), (
+        f"{page}: a count of one with a plural noun: {wrong_plurals(text['prose'])}"
+    )
     assert not long_numbers(text["prose"]), (
         f"{page}: numbers with more than 4 significant digits: "
         f"{long_numbers(text['prose'])[:8]}"
