@@ -23,6 +23,7 @@ The rule (:func:`verdict`, stated on the page):
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -66,6 +67,7 @@ __all__ = [
     "claim",
     "verdict",
     "record",
+    "claims_report",
     "page",
     "write_page",
 ]
@@ -602,6 +604,22 @@ def record(
     return v
 
 
+def claims_report(S, verdicts: dict[str, str], values: dict | None = None) -> str:
+    """The last lines of every chapter, in one format: its exact claims hold at the
+    scale ``S`` (the assertions above them passed), then each of its scorecard claims
+    with the verdict :func:`record` gave and the measurement (``values``)."""
+    lines = [
+        f"The exact claims of this chapter hold at the {S.name} scale (asserted above)."
+    ]
+    if verdicts:
+        lines.append("Its claims on the scorecard, by the rule:")
+        width = max(map(len, verdicts))
+        for cid, v in verdicts.items():
+            value = (values or {}).get(cid) or ""
+            lines.append(f"  {cid:<{width}}  {v:<26}  {value}".rstrip())
+    return "\n".join(lines)
+
+
 def record_measures(
     measured: dict, scale, *, applicable: bool = True, missing: str = "not shipped yet"
 ) -> dict[str, str]:
@@ -681,6 +699,13 @@ not all
 """
 
 
+def _measured(measure: str, value: str) -> str:
+    """A row's measurement, said once: a bare number after what it measures, a
+    sentence (it names what it counts) alone."""
+    bare = re.fullmatch(r"[-−+]?\d[\d.]*(e[-−+]?\d+)?( \(.*\))?", value)
+    return f"{measure}: {value}" if bare else value
+
+
 def _computed_rows(rows) -> list[str]:
     out = []
     for r in rows:
@@ -694,7 +719,7 @@ def _computed_rows(rows) -> list[str]:
         out += [
             f"* - {r.verdict}",
             f"  - {c.claim} ({c.source})",
-            f"  - {c.measure}: {r.value}{counted}",
+            f"  - {_measured(c.measure, r.value)}{counted}",
             f"  - {r.setting}",
             f"  - {where}",
         ]

@@ -36,3 +36,49 @@ def test_ratio_is_markovlib_speed_up():
     assert bench.row("x", "tokens/s", 30.0, 10.0)["ratio"] == 3.0  # throughput
     assert bench.row("x", "ms/step", 10.0, 30.0)["ratio"] == 3.0  # time
     assert bench.row("x", "s", 1.0)["ratio"] is None
+
+
+def _project():
+    path = BENCH.with_name("project.py")
+    spec = importlib.util.spec_from_file_location("project_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_project_benchmark_times_a_command_and_reads_the_build_and_estimates(
+    tmp_path,
+):
+    """benchmarks/project.py: a failed stage is timed and marked, not fatal; the build's
+    per-chapter lines and a chapter's estimate are read from their output; the report
+    names date, CPU and load."""
+    project = _project()
+    seconds, out = project.timed(
+        [sys.executable, "-c", "print('prebuild: saddles.ipynb in 12 s')"],
+        tmp_path,
+        tmp_path / "ok.log",
+    )
+    assert seconds > 0 and (tmp_path / "ok.log").read_text() == out
+    failed, _ = project.timed(
+        [sys.executable, "-c", "raise SystemExit(3)"], tmp_path, tmp_path / "x", False
+    )
+    assert failed < 0
+    try:
+        project.timed(
+            [sys.executable, "-c", "raise SystemExit(3)"], tmp_path, tmp_path / "y"
+        )
+    except RuntimeError as e:
+        assert "failed" in str(e)
+    else:
+        raise AssertionError("a failed command passed")
+    info = {
+        "date": "2026-11-26 22:00 UTC",
+        "cpu": "X, 2 cores",
+        "commit": "abc",
+        "load_before": 0.1,
+        "load_after": 0.2,
+    }
+    text = project.report(
+        [{"what": "rerun saddles", "seconds": 61.4, "estimate": 50}], info
+    )
+    assert "| rerun saddles | 61 | 50 |" in text and "X, 2 cores" in text

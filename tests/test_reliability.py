@@ -206,6 +206,8 @@ def test_ctrl_c_in_train_is_one_line_and_exit_130():
         text=True,
         cwd=ROOT,
         env=_env(),  # one torch thread: two spin beside a busy test worker
+        # a pytest-xdist worker ignores SIGINT, and a child inherits that: restore it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         _wait_for_cpu(proc.pid, 8.0)  # past the imports (about 3 s of CPU), training

@@ -206,3 +206,38 @@ def test_record_measures_marks_missing_runs_not_tested():
     }
     off = scorecard.record_measures({"fig3c": None}, S, applicable=False)
     assert off == {"fig3c": scorecard.NOT_APPLICABLE}
+
+
+def test_claims_report_is_one_format_for_every_chapter():
+    """Issue 41: the chapters' last cells printed three formats, and depth printed "all
+    claims of this chapter hold" above "fig1: differs"."""
+    from types import SimpleNamespace
+
+    from markovlib.scorecard import claims_report
+
+    S = SimpleNamespace(name="smoke")
+    text = claims_report(
+        S,
+        {"fig1": "differs", "thm2": "reproduced"},
+        {"fig1": "depth 1: 0 of 3 runs at H(π)", "thm2": None},
+    )
+    assert text.splitlines() == [
+        "The exact claims of this chapter hold at the smoke scale (asserted above).",
+        "Its claims on the scorecard, by the rule:",
+        "  fig1  differs                     depth 1: 0 of 3 runs at H(π)",
+        "  thm2  reproduced",
+    ]
+    assert "all claims" not in claims_report(S, {}) and "\n" not in claims_report(S, {})
+
+
+def test_a_rows_measurement_is_said_once():
+    """Issue 41: "share of the gap learnt: share of the gap: window 1 0.999" and
+    "runs with each property: untied: attention 8 of 8" said the measure twice."""
+    from markovlib.scorecard import _measured
+
+    assert _measured("smallest eigenvalue", "0.1420") == "smallest eigenvalue: 0.1420"
+    assert _measured("x", "-0.0710") == "x: -0.0710"
+    assert _measured("x", "3.9e-05 (k = 2, 3, 5)") == "x: 3.9e-05 (k = 2, 3, 5)"
+    shared = "share of the gap: window 1 0.999, full attention 0.004"
+    assert _measured("share of the gap learnt", shared) == shared
+    assert _measured("runs that escaped", "16 of 16 runs escaped").startswith("16 of")
