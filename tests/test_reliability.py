@@ -1245,6 +1245,8 @@ def _interrupted(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # a pytest-xdist worker ignores SIGINT, and a child inherits that: restore it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         **kw,
     )
     seen = []

@@ -501,7 +501,7 @@ def long_numbers(text: str) -> list[str]:
 
 
 PLURAL_AFTER_ONE = re.compile(
-    r"(?<![\d.,])\b1 (runs|seeds|positions|cells|files|chapters|rows|steps|"
+    r"(?<![\d.,-])\b1 (runs|seeds|positions|cells|files|chapters|rows|steps|"
     r"iterations|states|layers|heads|ensembles|trainings|values|models)\b"
 )
 
@@ -512,7 +512,7 @@ def wrong_plurals(text: str) -> list[str]:
 
 
 def test_wrong_plurals_finds_one_with_a_plural():
-    text = "look back exactly 1 positions; 1 seeds per cell; 11 runs; 0.1 runs; 1 run"
+    text = "look back exactly 1 positions; 1 seeds; 11 runs; 0.1 runs; seed-1 models"
     assert wrong_plurals(text) == ["1 positions", "1 seeds"]
 
 
