@@ -16,6 +16,7 @@ import torch
 
 from . import ccmc, theory
 from .analysis import cell_shares, curvature_c, survival
+from .book import shown_number
 from .chains import (
     MarkovChain,
     binary,
@@ -71,6 +72,7 @@ __all__ = [
     "gradient_table",
     "zero_share_text",
     "crossover_text",
+    "crossover_lines",
     "plateau_ends",
     "InitialisationVerdict",
     "initialisation_verdict",
@@ -661,6 +663,17 @@ def crossover_text(cross) -> str:
     return "; ".join(
         f"{opt} from {start}: {cross.at_unigram((opt, start))} of {len(v)} at H(π)"
         for (opt, start), v in cross.losses.items()
+    )
+
+
+def crossover_lines(cross) -> str:
+    """One line per optimiser and start of a
+    :func:`markovlib.analysis.optimizer_crossover`: the share of the gap each run
+    covered at the end, to 3 decimals (no negative zero)."""
+    return "\n".join(
+        f"{opt:8s} from {start:13s}: share of the gap at the end "
+        + ", ".join(shown_number(round(v, 3) + 0.0) for v in cross.shares((opt, start)))
+        for opt, start in cross.losses
     )
 
 

@@ -509,3 +509,18 @@ def test_ccmc_facts_checks_and_claims_from_a_small_run():
     assert claims["ccmc_rate"] == ("-0.46", True)
     assert claims["ccmc_collapse"] == ("0.968", collapse.plus)
     assert claims["ccmc_equivalence"][1] is True
+
+
+def test_crossover_lines_print_no_negative_zero():
+    """Issue 41: the trapped chapter printed "[ 0. -0.]" for the crossover's shares."""
+    from types import SimpleNamespace
+
+    from markovlib.chapters import crossover_lines
+
+    cross = SimpleNamespace(
+        losses={("gd", "θ_π + noise"): None, ("adamw", "standard init"): None},
+        shares=lambda key: [-1e-9, 0.01234] if key[0] == "gd" else [0.9876, 1.0],
+    )
+    lines = crossover_lines(cross).splitlines()
+    assert lines[0].endswith("share of the gap at the end 0, 0.012")
+    assert lines[1].startswith("adamw    from standard init") and "0.988, 1" in lines[1]
