@@ -134,18 +134,19 @@ def chain_facts(p: float, q: float) -> dict:
 
 def transition_table(chain: MarkovChain, est: dict) -> pd.DataFrame:
     """The sampler's estimates of p = P(1|0) and q = P(0|1) against the truth, with
-    their transitions, standard errors and z-scores (4 significant digits)."""
+    their transitions (counts), standard errors and z-scores; shown through
+    :func:`markovlib.book.page_table`."""
     at = ([0, 1], [1, 0])
-    columns = {
-        "true": chain.P[at],
-        "empirical": est["P_hat"][at],
-        "transitions n_i": est["n_from"],
-        "std. error": est["stderr"][at],
-        "z": est["z"][at],
-    }
-    index = pd.Index(["P(1 | 0) = p", "P(0 | 1) = q"], name="transition")
-    table = pd.DataFrame(columns, index=index)
-    return table.map(lambda v: f"{float(v):.4g}".replace("-0", "0", v == 0))
+    return pd.DataFrame(
+        {
+            "transition": ["P(1 | 0) = p", "P(0 | 1) = q"],
+            "true": chain.P[at],
+            "empirical": est["P_hat"][at],
+            "transitions n_i": np.asarray(est["n_from"]).astype(np.int64),
+            "std. error": est["stderr"][at],
+            "z": est["z"][at],
+        }
+    )
 
 
 def transition_facts(est: dict, z_max: float) -> dict:

@@ -61,8 +61,8 @@ def test_framework_facts_and_checks_hold_for_chains_and_catch_errors():
         "transition frequencies within 5 std. errors"
     ]
     table = chapters.transition_table(chain, est)
-    cells = table.to_numpy().ravel()
-    assert all(len(c.lstrip("-0.").replace(".", "").split("e")[0]) <= 4 for c in cells)
+    assert table["transitions n_i"].dtype.kind == "i"  # counts, not 1.208e+04
+    assert table["transitions n_i"].sum() == est["counts"].sum()
     assert all(chapters.symmetric_checks(5, 0.1).values())
     assert chapters.symmetric_facts(5, 0.1)["fw_multi_entropy_rate"] == pytest.approx(
         0.4637, abs=5e-5
