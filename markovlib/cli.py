@@ -758,6 +758,31 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
     return 0
 
 
+def _papermill(source: Path, target: Path, params: dict, **options) -> None:
+    """Execute chapter ``source`` into ``target`` with ``params``, in its own folder,
+    its kernel quiet on the terminal (``book`` and ``rerun``)."""
+    import papermill as pm  # optional: the book's dependencies
+
+    pm.execute_notebook(
+        str(source),
+        str(target),
+        cwd=str(source.parent),
+        parameters=params,
+        kernel_manager_class=quiet_kernel_manager(),
+        **options,
+    )
+
+
+def _shown(params: dict) -> str:
+    """A chapter's parameters as the progress line shows them: "p=0.3, q=0.9"."""
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def _failure(error) -> str:
+    """A papermill execution error in one line: "Name: message"."""
+    return f"{error.ename}: {' '.join(str(error.evalue).split())}"
+
+
 def _execute_one(source: Path, target: Path, given: dict, threads: str | None):
     """Execute one chapter with papermill (in a worker process of ``book --jobs``);
     its seconds, or the one-line reason it failed."""
@@ -767,16 +792,9 @@ def _execute_one(source: Path, target: Path, given: dict, threads: str | None):
         os.environ["OMP_NUM_THREADS"] = threads
     start = time.perf_counter()
     try:
-        pm.execute_notebook(
-            str(source),
-            str(target),
-            cwd=str(source.parent),
-            parameters=given,
-            progress_bar=False,
-            kernel_manager_class=quiet_kernel_manager(),
-        )
+        _papermill(source, target, given, progress_bar=False)
     except pm.PapermillExecutionError as e:
-        return None, f"{e.ename}: {' '.join(str(e.evalue).split())}"
+        return None, _failure(e)
     return time.perf_counter() - start, None
 
 
@@ -789,11 +807,7 @@ def _execute_chapters(out: Path, params: dict[Path, dict], jobs: int) -> int:
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         running = {}
         for source, given in params.items():
-            print(
-                f"executing {source.name} with "
-                f"{', '.join(f'{k}={v}' for k, v in given.items())}",
-                flush=True,
-            )
+            print(f"executing {source.name} with {_shown(given)}", flush=True)
             target = out / "book" / source.name
             job = pool.submit(_execute_one, source, target, given, threads)
             running[job] = source.name
@@ -902,27 +916,18 @@ def _rerun(root: Path, source: Path, out: Path, params: dict) -> int:
     import papermill as pm
 
     target = out / source.name
-    shown = ", ".join(f"{k}={v}" for k, v in params.items())
+    shown = _shown(params)
     print(f"executing {source.name} with {shown}", flush=True)
     log, handler = logging.getLogger("papermill"), logging.StreamHandler(sys.stderr)
     log.addHandler(handler)
     level, log.level = log.level, logging.INFO
     try:
-        pm.execute_notebook(
-            str(source),
-            str(target),
-            cwd=str(source.parent),
-            parameters=params,
-            log_output=True,
-            progress_bar=True,
-            kernel_manager_class=quiet_kernel_manager(),
-        )
+        _papermill(source, target, params, log_output=True, progress_bar=True)
     except pm.PapermillExecutionError as e:
         if e.ename == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
             raise KeyboardInterrupt from None
-        evalue = " ".join(str(e.evalue).split())
         print(
-            f"markovlib rerun: error: {source.name} failed ({e.ename}: {evalue}); "
+            f"markovlib rerun: error: {source.name} failed ({_failure(e)}); "
             f"see {target}",
             file=sys.stderr,
         )

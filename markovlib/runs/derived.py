@@ -127,8 +127,7 @@ def encode(value):
         fields = {
             f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)
         }
-        kind = f"{type(value).__module__}:{type(value).__qualname__}"
-        return {"__dataclass__": kind, "fields": fields}
+        return {"__dataclass__": _qualified(type(value)), "fields": fields}
     raise TypeError(f"derived: cannot store a {type(value).__name__}")
 
 
@@ -140,11 +139,22 @@ def _unarray(d: dict) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.dtype(d["__array__"])).reshape(d["shape"]).copy()
 
 
-def _dataclass(kind: str):
-    module, name = kind.split(":")
+def _qualified(obj) -> str:
+    """ "module:qualname" of a function or class: how records name them."""
+    return f"{obj.__module__}:{obj.__qualname__}"
+
+
+def _markovlib_attribute(name: str, what: str):
+    """The object a "module:qualname" names, found only among markovlib's own
+    (``what``: "class", "function", for the error)."""
+    module, attribute = name.split(":")
     if module.split(".")[0] != "markovlib":
-        raise ValueError(f"derived: {kind} is not a markovlib class")
-    cls = getattr(importlib.import_module(module), name)
+        raise ValueError(f"derived: {name} is not a markovlib {what}")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _dataclass(kind: str):
+    cls = _markovlib_attribute(kind, "class")
     if not dataclasses.is_dataclass(cls):
         raise ValueError(f"derived: {kind} is not a dataclass")
     return cls
@@ -179,7 +189,7 @@ def _hashable(key):
 def derived_key(function, args: tuple, kwargs: dict) -> str:
     """The key of ``function(*args, **kwargs)`` at this maths version: 32 hex
     digits."""
-    name = f"{function.__module__}:{function.__qualname__}"
+    name = _qualified(function)
     text = json.dumps(
         {
             "function": name,
@@ -209,10 +219,7 @@ def read_value(path: Path):
 def recompute(record: dict):
     """The value of a record's call computed again by this library (its function
     resolved among markovlib's own)."""
-    module, name = record["function"].split(":")
-    if module.split(".")[0] != "markovlib":
-        raise ValueError(f"derived: {record['function']} is not markovlib's")
-    function = getattr(importlib.import_module(module), name)
+    function = _markovlib_attribute(record["function"], "function")
     return function(*record["args"], **record["kwargs"])
 
 
@@ -222,7 +229,7 @@ def _write(path: Path, call: tuple, key: str, value) -> None:
     function, args, kwargs = call
     record = {
         "key": key,
-        "function": f"{function.__module__}:{function.__qualname__}",
+        "function": _qualified(function),
         "args": encode(args),
         "kwargs": encode(kwargs),
         "maths": maths_version(),
