@@ -60,6 +60,7 @@ __all__ = [
     "fig4_float32",
     "fig1_depths",
     "depth_factors",
+    "trapped_starts",
     "cell_trap_table",
     "fig4_cells",
     "fig5_halves",
@@ -493,6 +494,24 @@ def depth_factors(
         trapped=t,
         groups=tuple(groups),
         counts=(("escaped", eu + em, len(untied) + len(mirror)),),
+    )
+
+
+def trapped_starts(records: Sequence[RunRecord], groups=()) -> Measure:
+    """Introduction: "deeper models converge regardless of initialization": at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of the depth-2 runs started from the seeds
+    that trapped the single layer escaped. (Rule written on 2026-11-27, before these
+    runs were trained.)"""
+    e = sum(r.cls == ESCAPED for r in records)
+    n, t = trap_count(records)
+    return Measure(
+        f"depth 2 from {_n(len(records), len(records), 'starts')} that trapped depth "
+        f"1: {_n(e, n)} escaped",
+        e >= CLAIM_SHARE * n,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        counts=(("escaped", e, n),),
     )
 
 

@@ -443,6 +443,17 @@ CLAIMS: tuple[Claim, ...] = (
         authors="fig1",
     ),
     Claim(
+        "depth_init",
+        "depth",
+        "paper",
+        "Introduction: deeper models converge regardless of initialization",
+        "depth 2, GPT-2, tied, (0.5, 0.8), from the seeds that trap depth 1",
+        "runs that escaped",
+        "fig-depth-fig1",
+        groups=("depth-fig1-fp16-L2-trapstarts",),
+        authors="fig1",
+    ),
+    Claim(
         "higher_order",
         "depth",
         "this book",
@@ -1049,6 +1060,7 @@ RULES = {
     "fig1": lambda R, g: measures.fig1_depths(_depths(R, g)),
     "fig1_fp32": lambda R, g: measures.fig1_depths(_depths(R, g)),
     "depth_factors": lambda R, g: measures.depth_factors(R(g[0]), R(g[1])),
+    "depth_init": lambda R, g: measures.trapped_starts(R(*g)),
     "higher_order": lambda R, g: measures.higher_order(_depths(R, g)),
     "poster_masking": lambda R, g: measures.masking(R(g[0]), R(g[1])),
 }

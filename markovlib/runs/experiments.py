@@ -27,6 +27,8 @@ __all__ = [
     "appendix_d",
     "threshold_runs",
     "depth_fig1",
+    "fig1_trapped_starts",
+    "FIG1_TRAPPED_SEEDS",
     "lag_runs",
     "authors_traps",
     "higher_order",
@@ -341,6 +343,24 @@ def fig1_authors(
     return out
 
 
+# The seeds of depth-fig1-fp16-L1 (32 runs, seeds 0-31) whose single layer stayed at
+# H(π), from seed 8 on (4 and 5 trapped too and are in depth-fig1-fp16-L2 already); read
+# from the shipped runs on 2026-11-27, before any depth-2 run at these seeds existed.
+FIG1_TRAPPED_SEEDS = (8, 9, 12, 16, 18, 19, 24, 25)
+
+
+def fig1_trapped_starts(p: float, q: float, S: Scale, seed: int = 0) -> list[RunSpec]:
+    """The introduction's "deeper models converge regardless of initialization": tied
+    depth-2 GPT-2 runs at ``S`` whose seeds trapped the single layer
+    (:data:`FIG1_TRAPPED_SEEDS`). A seed fixes the batches and the draws of the
+    embeddings and the first block, so each run starts where a trapped depth-1 run
+    started (its W_O and W_2 drawn at 1/sqrt(2) of depth 1's scale), plus a second
+    block."""
+    options = _options(S, seed, n_layers=2)
+    options["seeds"] = [seed + s for s in FIG1_TRAPPED_SEEDS]
+    return grid([p], [q], **options)
+
+
 def lag_windows(order: int) -> list[int]:
     """Attention windows tried on a lag-``order`` chain: none, the matched one
     (order - 1) and wider ones."""
@@ -443,6 +463,8 @@ def _authors_groups(gm, tr, ms, dp) -> list[tuple[str, list[RunSpec]]]:
     )
     groups += [("fig4-cells-400-tied-fp16", fig4_cells(authors("fig4", tr)))]
     groups += _named("depth-fig1-fp16-{}", fig1_authors(0.5, 0.8, authors("fig1", dp)))
+    trapped_starts = fig1_trapped_starts(0.5, 0.8, authors("fig1", dp))
+    groups += [("depth-fig1-fp16-L2-trapstarts", trapped_starts)]
     # Fig 5 at the authors' model (their Markov-Simple folder: no LayerNorm, ReLU),
     # p = 0.9 first: an ensemble of 3 runs is one cell of the figure
     fig5_theory = fig5(5, authors("fig5", ms), ps=FIG5_PS[::-1], preset="theory")
