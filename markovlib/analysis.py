@@ -11,7 +11,8 @@ and its block structure (:func:`hessian_blocks`), the loss along a Hessian direc
 attention maps (:func:`attention_map`, :func:`lag_attention`).
 
 The chapters assert the numbers and booleans these return, and write their prose from
-them afterwards. Mean loss curves are drawn by :func:`markovlib.plots.loss_curves`.
+them afterwards. Mean loss curves are drawn by
+:func:`markovlib.companion.figures.style.loss_curves`.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def grid_means(
     qs: Sequence[float],
 ) -> np.ndarray:
     """Mean of ``value(run)`` over the seeds of each binary chain (p, q): rows q,
-    columns p (as :func:`markovlib.plots.heatmap`). ``specs[i]`` is the
+    columns p (as :func:`markovlib.companion.figures.style.heatmap`). ``specs[i]`` is
+    the
     :class:`~markovlib.runs.spec.RunSpec` of ``results[i]``; the seeds of a cell are
     averaged in increasing order."""
     if len(specs) != len(results):
@@ -751,7 +753,8 @@ __all__ += [
 
 def cell_shares(cells: Mapping, ps: Sequence[float], qs: Sequence[float]) -> np.ndarray:
     """Mean share of the gap per binary chain: ``cells[(p, q)]`` is a list of shares;
-    rows q, columns p (as :func:`markovlib.plots.heatmap`); NaN on p + q = 1."""
+    rows q, columns p (as :func:`markovlib.companion.figures.style.heatmap`); NaN on p
+    + q = 1."""
     out = np.full((len(qs), len(ps)), np.nan)
     for i, q in enumerate(qs):
         for j, p in enumerate(ps):

@@ -31,13 +31,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import check_int as _check_int
-from ._checks import check_square as _check_square
-from ._checks import generator as _generator
-from ._checks import one_thread, seeded
+from ._checks import (
+    check_int as _check_int,
+    check_square as _check_square,
+    generator as _generator,
+    one_thread,
+    seeded,
+)
 from .chains import MarkovChain, stationary_law
-from .presets import CCMC_SIZES as SIZES
-from .presets import CCMCSizes, ccmc_sizes
+from .presets import CCMC_SIZES as SIZES, CCMCSizes, ccmc_sizes
 
 __all__ = [
     "CCMCSizes",

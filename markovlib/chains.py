@@ -22,10 +22,12 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from ._checks import check_int as _check_int
-from ._checks import check_probability as _check_probability
-from ._checks import check_square as _check_square
-from ._checks import generator as _make_generator
+from ._checks import (
+    check_int as _check_int,
+    check_probability as _check_probability,
+    check_square as _check_square,
+    generator as _make_generator,
+)
 
 __all__ = [
     "Chain",
@@ -570,7 +572,8 @@ def marginal_law(
 
 def entropy_grid(values) -> tuple[np.ndarray, np.ndarray]:
     """H_rate and H(π) of every binary chain (p, q) with p, q in ``values``: two arrays
-    with rows q and columns p (as :func:`markovlib.plots.heatmap` draws them)."""
+    with rows q and columns p (as :func:`markovlib.companion.figures.style.heatmap`
+    draws them)."""
     chains = [[binary(gp, gq) for gp in values] for gq in values]
     rate = np.array([[c.entropy_rate() for c in row] for row in chains])
     unigram = np.array([[c.unigram_entropy() for c in row] for row in chains])

@@ -31,7 +31,8 @@ import pandas as pd
 import torch
 
 from . import presets
-from .book import (
+from .chains import binary
+from .companion.notebook import (
     CHAPTER_RULES,
     CHAPTER_SEED_LIMIT,
     SEED_RULE,
@@ -41,8 +42,9 @@ from .book import (
     find_repository,
     quiet_kernel_manager,
     render_roles,
+    run_chapters,
 )
-from .chains import binary
+from .companion.scorecard import compute, verdict_counts
 from .model import TransformerConfig
 from .runs.edition import produce, status
 from .runs.executors import ClusterUnreachable, InfeasibleRequest
@@ -64,7 +66,6 @@ from .runs.store import (
 )
 from .runs.sweep import sigterm_as_interrupt, sweep
 from .runs.verify import VerificationError, verify
-from .scorecard import compute, verdict_counts
 from .train import Execution, train
 
 PLAN_BYTES_PER_RUN = 4096  # memory to plan and report one run of a sweep (generous)
@@ -603,7 +604,8 @@ def _book_out(args, root: Path, default: str = "editions/p<p>-q<q>") -> Path:
 
 def _chapter_parameters(args, sources: list[Path]) -> dict[Path, dict]:
     """Per notebook, the parameters ``book`` gives it; refused in one line where the
-    chapter itself would refuse them (:func:`markovlib.book.check_chapter_parameters`),
+    chapter itself would refuse them
+    (:func:`markovlib.companion.notebook.check_chapter_parameters`),
     before anything is written."""
 
     given = dict(seed=args.seed, scale=args.scale or "auto")
@@ -801,30 +803,23 @@ def _execute_one(source: Path, target: Path, given: dict, threads: str | None):
 def _execute_chapters(out: Path, params: dict[Path, dict], jobs: int) -> int:
     """Execute every chapter into ``out/book``, ``jobs`` at a time (each worker's
     kernel on one torch thread when ``jobs`` > 1); 1 at the first failure."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
     threads = "1" if jobs > 1 else None
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        running = {}
-        for source, given in params.items():
-            print(f"executing {source.name} with {_shown(given)}", flush=True)
-            target = out / "book" / source.name
-            job = pool.submit(_execute_one, source, target, given, threads)
-            running[job] = source.name
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for job in done:
-                name = running.pop(job)
-                seconds, error = job.result()
-                if error is not None:
-                    pool.shutdown(cancel_futures=True)
-                    print(
-                        f"markovlib book: error: {name} failed ({error}); "
-                        f"see {out / 'book' / name}",
-                        file=sys.stderr,
-                    )
-                    return 1
-                print(f"executed {name} in {seconds:.0f} s", flush=True)
+    tasks = {}
+    for source, given in params.items():
+        print(f"executing {source.name} with {_shown(given)}", flush=True)
+        tasks[source.name] = (
+            _execute_one,
+            (source, out / "book" / source.name, given, threads),
+        )
+    failed = run_chapters(tasks, jobs, tag="executed")
+    if failed:
+        name, error = failed
+        print(
+            f"markovlib book: error: {name} failed ({error}); "
+            f"see {out / 'book' / name}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -1,5 +1,6 @@
-"""Made-up run records on binary chains, shared by the tests of markovlib.measures and
-markovlib.chapters."""
+"""Made-up run records on binary chains, shared by the tests of
+markovlib.companion.measures and
+markovlib.companion.chapters."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from markovlib.chains import binary
-from markovlib.measures import RunRecord
+from markovlib.companion.measures import RunRecord
 
 
 def record(p, q, kernel, seed=0):

@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 import torch
 
-from markovlib import measures, plots, scorecard
 from markovlib.analysis import AT_UNIGRAM
 from markovlib.chains import binary, symmetric
-from markovlib.measures import RunRecord
+from markovlib.companion import claims, measures, scorecard
+from markovlib.companion.figures import trapped as trapped_figures
+from markovlib.companion.measures import RunRecord
 from markovlib.presets import AUTHORS, authors, resolve
 from markovlib.runs import experiments
 
@@ -135,13 +136,42 @@ def test_fig1_groups_count_depths_tying_and_the_mirror_chain():
         "depth-fig1-fp16-L8": 8,
         "depth-fig1-fp16-L2-untied": 8,
         "depth-fig1-fp16-L2-mirror": 8,
+        "depth-fig1-fp16-L2-trapstarts": 8,
     }
     assert not any(s.config.tied for s in PAPER_EDITION["depth-fig1-fp16-L2-untied"])
     m = PAPER_EDITION["depth-fig1-fp16-L2-mirror"][0].chain
     assert (m["p"], m["q"]) == (0.5, 0.2)
 
 
+def test_the_trapped_starts_are_the_shipped_single_layer_runs_at_unigram():
+    """depth-fig1-fp16-L2-trapstarts: depth 2 at the authors' Fig 1 settings, seeded
+    by the first 8 depth-1 seeds >= 8 whose shipped run ends at H(π)."""
+    from markovlib.runs.shipped import ShippedData, default_data_dir
+
+    data = ShippedData(default_data_dir())
+    depth1 = PAPER_EDITION["depth-fig1-fp16-L1"]
+    at_pi = [
+        s.seed
+        for s in depth1
+        if s.seed >= 8 and measures.record_of(data.load(s), s).cls == AT_UNIGRAM
+    ]
+    starts = PAPER_EDITION["depth-fig1-fp16-L2-trapstarts"]
+    assert [s.seed for s in starts] == at_pi[:8] == list(experiments.FIG1_TRAPPED_SEEDS)
+    two = PAPER_EDITION["depth-fig1-fp16-L2"][0]
+    assert all(s.config == two.config and s.train == two.train for s in starts)
+    assert all(s.chain == two.chain for s in starts)
+
+
 # ---------------------------------------------------------------------------- rules
+def test_trapped_starts_needs_half_of_the_depth_2_runs_escaped():
+    escaped = [learnt(0.5, 0.8, seed=i) for i in range(4)]
+    stuck = [marginal(0.5, 0.8, seed=4 + i) for i in range(4)]
+    m = measures.trapped_starts(escaped + stuck)
+    assert m.ok and m.counts == (("escaped", 4, 8),) and m.trapped == 4
+    assert "4 of 8 runs escaped" in m.value
+    assert not measures.trapped_starts(escaped[:3] + stuck).ok
+
+
 def test_fig4_cells_needs_half_the_cells_and_nothing_trapped_elsewhere():
     cells = [marginal(0.8, 0.5, seed=i) for i in range(3)] + [learnt(0.8, 0.5, seed=3)]
     cells += [learnt(0.6, 0.6, seed=4 + i) for i in range(4)]
@@ -279,7 +309,7 @@ def test_appendix_d_judges_every_run_by_what_each_property_says():
 def test_cell_trap_shares_draws_each_cell_with_its_interval_and_the_half_line():
     recs = [marginal(0.8, 0.5, seed=i) for i in range(3)] + [learnt(0.6, 0.6)]
     table = measures.cell_trap_table(recs)
-    ax = plots.cell_trap_shares(table)
+    ax = trapped_figures.cell_trap_shares(table)
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert labels == ["(0.6, 0.6)", "(0.8, 0.5)"]  # by p + q - 1
     assert any(np.allclose(line.get_ydata(), 0.5) for line in ax.lines)
@@ -290,19 +320,19 @@ def test_cells_not_shipped_yet_give_an_empty_table_and_a_note_not_an_error():
     """The paper build before Fig 4's cells ship: no KeyError, the rule not met."""
     table = measures.cell_trap_table([])
     assert table.empty and "share" in table.columns
-    ax = plots.cell_trap_shares(table)
+    ax = trapped_figures.cell_trap_shares(table)
     assert [t.get_text() for t in ax.texts] == ["no runs of these cells shipped yet"]
     assert not measures.fig4_cells([], [], []).ok
 
 
 # -------------------------------------------------------------------------- scorecard
 def test_settings_are_read_from_the_specs_and_say_whose_they_are():
-    c = scorecard.claim("fig3b")
+    c = claims.claim("fig3b")
     specs = [s for g in c.groups for s in PAPER_EDITION[g]]
     text = scorecard.setting_text(c, specs)
     assert "400 iterations, batch 16 × length 1024, d 8, fp16 autocast" in text
     assert text.endswith("16 runs; the authors' settings (Fig 3)")
-    ctrl = scorecard.claim("fig3b_fp32")
+    ctrl = claims.claim("fig3b_fp32")
     specs = [s for g in ctrl.groups for s in PAPER_EDITION[g]]
     assert "this book's control, not the authors' settings" in scorecard.setting_text(
         ctrl, specs
@@ -310,7 +340,7 @@ def test_settings_are_read_from_the_specs_and_say_whose_they_are():
 
 
 @pytest.mark.parametrize(
-    "c", [c for c in scorecard.CLAIMS if c.groups], ids=lambda c: c.id
+    "c", [c for c in claims.CLAIMS if c.groups], ids=lambda c: c.id
 )
 def test_a_row_is_the_papers_only_at_the_authors_settings(c):
     """A trained row whose source is the paper reads only runs at the authors' settings

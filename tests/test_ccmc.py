@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 
 from markovlib import ccmc
-from markovlib.book import check_chapter_parameters
+from markovlib.companion.notebook import check_chapter_parameters
 from markovlib.presets import PRESETS
 
 # a correct sampler with a fixed seed passes a goodness-of-fit test at this level

@@ -1,4 +1,5 @@
-"""markovlib.chapters: each chapter's own numbers, checks and sentences, on small
+"""markovlib.companion.chapters: each chapter's own numbers, checks and sentences, on
+small
 made-up runs and chains (the chapters call these instead of defining functions in a
 cell)."""
 
@@ -11,9 +12,9 @@ import pandas as pd
 import pytest
 from made_up_runs import at_chain, at_marginal, record
 
-from markovlib import chapters, measures
 from markovlib.chains import binary
-from markovlib.measures import RunRecord
+from markovlib.companion import chapters, measures
+from markovlib.companion.measures import RunRecord
 
 
 # --------------------------------------------------------------------- several chapters
@@ -94,7 +95,7 @@ def test_framework_facts_and_checks_hold_for_chains_and_catch_errors():
 
 # ----------------------------------------------------------- the global_minimum chapter
 def test_rank_ratio_table_says_why_a_cell_is_empty():
-    from markovlib.chapters import rank_ratio_table
+    from markovlib.companion.chapters import rank_ratio_table
 
     tied = {"rank_ratio": {"wte.weight": 0.2, "blocks.0.ff.W_1.weight": 0.38312}}
     untied = {"rank_ratio": {**tied["rank_ratio"], "head.weight": 0.124}}
@@ -118,7 +119,7 @@ def test_change_text_reads_the_first_and_last_rows():
 
 
 def test_construction_claim_needs_the_kernel_the_loss_and_flat_slices():
-    from markovlib.chapters import construction_claim
+    from markovlib.companion.chapters import construction_claim
 
     ok = {"kernel_error": 1e-8, "grad": 1e-9, "loss": 0.5 + 1e-12}
     flat = {"a": 0.5 + np.linspace(-1, 1, 5) ** 2}
@@ -132,7 +133,7 @@ def test_construction_claim_needs_the_kernel_the_loss_and_flat_slices():
 
 # --------------------------------------------------------- the bad_local_minima chapter
 def test_the_bad_local_minima_sentences_count_the_runs():
-    from markovlib.chapters import perturbation_text, trap_training_text
+    from markovlib.companion.chapters import perturbation_text, trap_training_text
 
     def result(p, q, returned):
         returned = np.array(returned, dtype=bool)
@@ -156,7 +157,7 @@ def test_the_bad_local_minima_sentences_count_the_runs():
 
 
 def test_trap_variant_texts_glue_every_model_as_k_of_n():
-    from markovlib.chapters import TRAP_KEYS, trap_variant_texts
+    from markovlib.companion.chapters import TRAP_KEYS, trap_variant_texts
 
     def stats(k, median):
         return SimpleNamespace(
@@ -189,7 +190,7 @@ def test_fig4_kernel_maps_learnt_q_and_share_per_cell():
 
 
 def test_the_saddles_sentences_carry_the_counts():
-    from markovlib.chapters import saddle_grid_text, saddle_sides_text
+    from markovlib.companion.chapters import saddle_grid_text, saddle_sides_text
 
     def stats(n_escaped, n, median):
         return SimpleNamespace(n_escaped=n_escaped, n=n, median_text=median)
@@ -343,7 +344,10 @@ def _manifold_runs(found, common=None):
 def test_the_initialisation_verdict_counts_what_it_says():
     """The rows are the agreements of the runs with the predictions; the sentences
     carry those numbers and take their branches from them."""
-    from markovlib.chapters import initialisation_trap_text, initialisation_verdict
+    from markovlib.companion.chapters import (
+        initialisation_trap_text,
+        initialisation_verdict,
+    )
 
     chains = {"this chain": (0.5, 0.8), "mirror": (0.5, 0.2)}
     pred = {
@@ -424,7 +428,11 @@ def test_the_ccmc_verdicts_follow_their_rules():
     """The rate holds within ±0.15 of -1/2; collapse needs a top share above 0.9 (and,
     for W+, a Markov chain whose top token holds under half); the mean-field sentence
     counts the tokens its limit keeps above 1 %."""
-    from markovlib.chapters import ccmc_collapse, ccmc_mean_field_text, ccmc_rate
+    from markovlib.companion.chapters import (
+        ccmc_collapse,
+        ccmc_mean_field_text,
+        ccmc_rate,
+    )
 
     ns, err = [2000, 8000, 32000], [0.4, 0.2, 0.1]
     assert ccmc_rate(ns, err, -0.5, "paper", True)[0]
@@ -515,7 +523,7 @@ def test_crossover_lines_print_no_negative_zero():
     """Issue 41: the trapped chapter printed "[ 0. -0.]" for the crossover's shares."""
     from types import SimpleNamespace
 
-    from markovlib.chapters import crossover_lines
+    from markovlib.companion.chapters import crossover_lines
 
     cross = SimpleNamespace(
         losses={("gd", "θ_π + noise"): None, ("adamw", "standard init"): None},

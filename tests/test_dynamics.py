@@ -12,6 +12,7 @@ from scipy.optimize import minimize_scalar
 
 from markovlib import theory
 from markovlib.chains import binary
+from markovlib.companion.figures import initialisation as initialisation_figures
 from markovlib.dynamics import (
     FULL_MODEL_METRIC,
     attention_off_loss,
@@ -417,10 +418,10 @@ def test_phase_portrait_draws_the_paper_objects():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from markovlib import plots
-
     fig, ax = plt.subplots()
-    plots.phase_portrait(0.5, 0.8, ax, points={"init": np.array([[0.1, 0.02]])})
+    initialisation_figures.phase_portrait(
+        0.5, 0.8, ax, points={"init": np.array([[0.1, 0.02]])}
+    )
     labels = [line.get_label() for line in ax.lines]
     assert {"global minima", "local minima", "saddle", "init"} <= set(labels)
     star = next(line for line in ax.lines if line.get_label() == "saddle")

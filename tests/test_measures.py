@@ -1,4 +1,5 @@
-"""markovlib.measures on small made-up runs: records of runs, a grid of shares, Fig 4's
+"""markovlib.companion.measures on small made-up runs: records of runs, a grid of
+shares, Fig 4's
 cells and runs by the rule, a seed's runs across cells, and the plateau count of a
 group of runs. (A chapter's own numbers and sentences: tests/test_chapters.py.)"""
 
@@ -9,9 +10,9 @@ import pandas as pd
 import pytest
 from made_up_runs import at_chain, at_marginal, record
 
-from markovlib import measures
 from markovlib.analysis import EscapeStats
 from markovlib.chains import binary
+from markovlib.companion import measures
 
 
 def test_grid_shares_averages_the_runs_of_each_cell_rows_q_columns_p():

@@ -83,7 +83,7 @@ def test_structure(path):
     # the edition a page was built at: glued (scale_name, seq_len, steps, n_runs) and,
     # where it trains, shown on top
     assert any("glue_scale(S, " in c.source for c in code), (
-        "glue the edition with markovlib.book.glue_scale"
+        "glue the edition with markovlib.companion.notebook.glue_scale"
     )
     if any("sweep_results(" in c.source for c in code):
         assert any(

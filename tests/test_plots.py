@@ -1,5 +1,5 @@
-"""markovlib.plots: labelled axes, reference lines at H_rate and H(pi), colours, opaque
-white figures (Agg)."""
+"""markovlib.companion.figures: labelled axes, reference lines at H_rate and H(pi),
+colours, opaque white figures (Agg)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,19 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_rgba
 
-from markovlib import plots
 from markovlib.chains import binary, lag_switching, symmetric
+from markovlib.companion.figures import (
+    bad_local_minima as bad_local_minima_figures,
+    ccmc as ccmc_figures,
+    depth as depth_figures,
+    framework as framework_figures,
+    global_minimum as global_minimum_figures,
+    initialisation as initialisation_figures,
+    multi_state as multi_state_figures,
+    saddles as saddles_figures,
+    style,
+    trapped as trapped_figures,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +66,7 @@ def _horizontal_lines(ax) -> dict[float, object]:
 def test_set_style_makes_figures_opaque_white():
     plt.rcParams["figure.facecolor"] = "none"
     plt.rcParams["axes.facecolor"] = (0, 0, 0, 0)
-    plots.set_style()
+    style.set_style()
     fig, ax = plt.subplots()
     assert to_rgba(fig.get_facecolor()) == (1.0, 1.0, 1.0, 1.0)
     assert to_rgba(ax.get_facecolor()) == (1.0, 1.0, 1.0, 1.0)
@@ -68,7 +79,7 @@ def test_set_style_makes_figures_opaque_white():
 )
 def test_reference_lines(chain):
     _, ax = plt.subplots()
-    plots.reference_lines(ax, chain)
+    style.reference_lines(ax, chain)
     lines = _horizontal_lines(ax)
     assert len(ax.lines) == 2
     rate = lines[round(chain.entropy_rate(), 12)]
@@ -76,17 +87,17 @@ def test_reference_lines(chain):
     assert f"{chain.entropy_rate():.4f}" in rate.get_label()
     assert f"{chain.unigram_entropy():.4f}" in unigram.get_label()
     assert rate.get_linestyle() == "--" and unigram.get_linestyle() == ":"
-    assert to_rgba(rate.get_color()) == to_rgba(plots.COLORS["H_rate"])
-    assert to_rgba(unigram.get_color()) == to_rgba(plots.COLORS["H_pi"])
+    assert to_rgba(rate.get_color()) == to_rgba(style.COLORS["H_rate"])
+    assert to_rgba(unigram.get_color()) == to_rgba(style.COLORS["H_pi"])
 
 
 def test_reference_lines_switches():
     chain = binary(0.2, 0.3)
     _, ax = plt.subplots()
-    plots.reference_lines(ax, chain, unigram=False)
+    style.reference_lines(ax, chain, unigram=False)
     assert list(_horizontal_lines(ax)) == [round(chain.entropy_rate(), 12)]
     _, ax = plt.subplots()
-    plots.reference_lines(ax, chain, rate=False)
+    style.reference_lines(ax, chain, rate=False)
     assert list(_horizontal_lines(ax)) == [round(chain.unigram_entropy(), 12)]
 
 
@@ -95,7 +106,7 @@ def test_reference_lines_bigram_for_higher_order_chains():
 
     chain = lag_switching(2, 0.5, 0.8)
     _, ax = plt.subplots()
-    plots.reference_lines(ax, chain, bigram=True, unigram=False)
+    style.reference_lines(ax, chain, bigram=True, unigram=False)
     lines = _horizontal_lines(ax)
     assert set(lines) == {
         round(chain.entropy_rate(), 12),
@@ -114,7 +125,7 @@ def test_loss_curves():
     run = SimpleNamespace(
         history=_history(4)
     )  # anything with a .history (a TrainResult) works
-    ax = plots.loss_curves(
+    ax = style.loss_curves(
         {"tied": single, "untied": group, "theory run": run}, chain, ylim=(0.5, 0.8)
     )
     assert ax.get_xlabel() == "iteration"
@@ -140,8 +151,8 @@ def test_loss_curves():
         round(chain.entropy_rate(), 12) in lines
         and round(chain.unigram_entropy(), 12) in lines
     )
-    assert to_rgba(curve_tied.get_color()) == to_rgba(plots.COLORS["tied"])
-    assert to_rgba(curve_run.get_color()) == to_rgba(plots.COLORS["theory"])
+    assert to_rgba(curve_tied.get_color()) == to_rgba(style.COLORS["tied"])
+    assert to_rgba(curve_run.get_color()) == to_rgba(style.COLORS["theory"])
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "tied" in legend and any("H_{" in t for t in legend)
 
@@ -149,7 +160,7 @@ def test_loss_curves():
 def test_loss_curves_other_column_and_given_axes():
     chain = binary(0.2, 0.3)
     fig, ax = plt.subplots()
-    out = plots.loss_curves(
+    out = style.loss_curves(
         {"tied": _history(0)}, chain, ax=ax, column="train_loss", title="custom"
     )
     assert out is ax
@@ -159,18 +170,18 @@ def test_loss_curves_other_column_and_given_axes():
 
 
 def test_untied_curve_is_orange():
-    _, ax = plots.plt.subplots()
-    plots.loss_curves(
+    _, ax = plt.subplots()
+    style.loss_curves(
         {"tied": _history(0), "untied": _history(1)}, binary(0.5, 0.8), ax=ax
     )
-    assert to_rgba(ax.lines[1].get_color()) == to_rgba(plots.COLORS["untied"])
+    assert to_rgba(ax.lines[1].get_color()) == to_rgba(style.COLORS["untied"])
     assert to_rgba(ax.lines[0].get_color()) != to_rgba(ax.lines[1].get_color())
 
 
 def test_probability_along_plot():
     positions = np.array([0, 3, 4, 9])
     probs = np.array([0.5, 0.52, 0.48, 0.51])
-    ax = plots.probability_along(
+    ax = style.probability_along(
         positions, probs, {"p": 0.5, "pi_1": 0.385}, label="tied"
     )
     assert ax.get_xlabel().startswith("position")
@@ -188,7 +199,7 @@ def test_heatmap_layout():
     ps = [0.2, 0.4, 0.6]
     qs = [0.1, 0.3]
     values = np.arange(6, dtype=float).reshape(2, 3)  # values[i, j] at (qs[i], ps[j])
-    ax = plots.heatmap(values, ps, qs, title="grid", fmt=".1f")
+    ax = style.heatmap(values, ps, qs, title="grid", fmt=".1f")
     assert "p" in ax.get_xlabel() and "q" in ax.get_ylabel()
     assert ax.get_title() == "grid"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.2", "0.4", "0.6"]
@@ -204,7 +215,7 @@ def test_heatmap_layout():
 
 def test_heatmap_switching_line_passes_through_the_cells_with_p_plus_q_one():
     grid = [0.2, 0.4, 0.5, 0.6, 0.8]
-    ax = plots.heatmap(np.zeros((5, 5)), grid, grid, switching_line=True)
+    ax = style.heatmap(np.zeros((5, 5)), grid, grid, switching_line=True)
     line = next(ln for ln in ax.get_lines() if ln.get_label() == "p + q = 1")
     x, y = line.get_xdata(), line.get_ydata()
     # cell (p_j, q_i) has its centre at (j + 0.5, 4 - i + 0.5); p + q = 1 holds at
@@ -214,14 +225,14 @@ def test_heatmap_switching_line_passes_through_the_cells_with_p_plus_q_one():
     plt.figure()
     assert not [
         ln
-        for ln in plots.heatmap(np.zeros((5, 5)), grid, grid).get_lines()
+        for ln in style.heatmap(np.zeros((5, 5)), grid, grid).get_lines()
         if ln.get_label() == "p + q = 1"
     ]
 
 
 def test_heatmap_frames_the_marked_cells():
     ps, qs = [0.2, 0.4, 0.6], [0.1, 0.3]
-    ax = plots.heatmap(np.zeros((2, 3)), ps, qs, marked=[(0.6, 0.3), (0.2, 0.1)])
+    ax = style.heatmap(np.zeros((2, 3)), ps, qs, marked=[(0.6, 0.3), (0.2, 0.1)])
     frames = [p for p in ax.patches if isinstance(p, plt.Rectangle) and not p.fill]
     # cell (p_j, q_i) spans x in [j, j + 1], y in [n - 1 - i, n - i] (q upwards)
     centres = sorted(
@@ -247,13 +258,13 @@ def test_palette_is_okabe_ito_and_distinct():
         (240, 228, 66),
         (0, 0, 0),
     ]
-    got = [tuple(round(255 * c) for c in to_rgba(h)[:3]) for h in plots.OKABE_ITO]
+    got = [tuple(round(255 * c) for c in to_rgba(h)[:3]) for h in style.OKABE_ITO]
     assert got == published
     roles = ["tied", "untied", "theory", "H_rate", "H_pi"]
-    assert len({to_rgba(plots.COLORS[r]) for r in roles}) == len(roles)
-    plots.set_style()
+    assert len({to_rgba(style.COLORS[r]) for r in roles}) == len(roles)
+    style.set_style()
     cycle = [to_rgba(c) for c in plt.rcParams["axes.prop_cycle"].by_key()["color"]]
-    assert cycle[:3] == [to_rgba(plots.COLORS[r]) for r in ("tied", "untied", "theory")]
+    assert cycle[:3] == [to_rgba(style.COLORS[r]) for r in ("tied", "untied", "theory")]
 
 
 def _texts(fig):
@@ -261,25 +272,25 @@ def _texts(fig):
 
 
 def test_every_text_of_the_helpers_is_at_least_min_font():
-    plots.set_style()
+    style.set_style()
     chain = binary(0.5, 0.8)
     fig, axes = plt.subplots(1, 2)
-    plots.loss_curves(
+    style.loss_curves(
         {"tied": [_history(0), _history(1)], "untied": _history(2)}, chain, axes[0]
     )
-    plots.probability_along(
+    style.probability_along(
         np.arange(10), np.full(10, 0.4), {"p": 0.5, "π_1": 0.38}, axes[1]
     )
     fig2, ax2 = plt.subplots()
     grid = [0.2, 0.5, 0.8]
-    plots.heatmap(np.arange(9.0).reshape(3, 3), grid, grid, ax2, fmt=".1f")
+    style.heatmap(np.arange(9.0).reshape(3, 3), grid, grid, ax2, fmt=".1f")
     for f in (fig, fig2):
         f.canvas.draw()
         sizes = [t.get_fontsize() for t in _texts(f)]
-        assert sizes and min(sizes) >= plots.MIN_FONT_PT, sorted(set(sizes))
+        assert sizes and min(sizes) >= style.MIN_FONT_PT, sorted(set(sizes))
     # and the rule has teeth: an x-small legend breaks it
     axes[0].legend(fontsize="x-small")
-    assert min(t.get_fontsize() for t in _texts(fig)) < plots.MIN_FONT_PT
+    assert min(t.get_fontsize() for t in _texts(fig)) < style.MIN_FONT_PT
 
 
 def test_text_column_figures_read_at_nine_points():
@@ -287,15 +298,17 @@ def test_text_column_figures_read_at_nine_points():
     a 1280 px window) keeps MIN_FONT_PT text at >= 9 pt (pt * column
     px / (96 * width in))."""
     column_px = 590
-    assert plots.MIN_FONT_PT * column_px / (96 * plots.TEXT_WIDTH_IN) >= 9
-    assert plots.MIN_FONT_PT * column_px / (96 * 12) < 9  # a 12-inch figure would not
+    assert style.MIN_FONT_PT * column_px / (96 * style.TEXT_WIDTH_IN) >= 9
+    assert style.MIN_FONT_PT * column_px / (96 * 12) < 9  # a 12-inch figure would not
 
 
 # --- the saddles chapter (helper H7) ---
 def test_saddle_slice_draws_both_directions_and_the_quadratic():
     chain = binary(0.5, 0.8)
     ts = np.linspace(-2, 2, 9)
-    ax = plots.saddle_slice(ts, 0.6 - 0.01 * ts**2, 0.6 + 0.01 * ts**2, chain, -0.02)
+    ax = saddles_figures.saddle_slice(
+        ts, 0.6 - 0.01 * ts**2, 0.6 + 0.01 * ts**2, chain, -0.02
+    )
     labels = [ln.get_label() for ln in ax.lines]
     assert labels[:3] == [
         "untied, most negative",
@@ -314,7 +327,7 @@ def test_perturbed_descent_one_line_per_noise_seed_and_a_label_per_model():
         m: SimpleNamespace(losses=np.full((3, 5), 0.6 - i / 10))
         for i, m in enumerate(("theory", "gpt2"))
     }
-    ax = plots.perturbed_descent(runs, chain)
+    ax = saddles_figures.perturbed_descent(runs, chain)
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
     assert (
         "theory, untied (3 noise seeds)" in texts
@@ -323,8 +336,8 @@ def test_perturbed_descent_one_line_per_noise_seed_and_a_label_per_model():
     drawn = [ln for ln in ax.lines if len(ln.get_xdata()) == 5]
     assert len(drawn) == 6  # 3 seeds x 2 models
     assert {to_rgba(ln.get_color()) for ln in drawn} == {
-        to_rgba(plots.COLORS["theory"]),
-        to_rgba(plots.COLORS["untied"]),
+        to_rgba(style.COLORS["theory"]),
+        to_rgba(style.COLORS["untied"]),
     }
 
 
@@ -335,7 +348,7 @@ def test_tied_untied_runs_one_panel_per_model():
         for m in ("gpt2", "theory")
         for tie in ("tied", "untied")
     }
-    fig = plots.tied_untied_runs(side, chain)
+    fig = saddles_figures.tied_untied_runs(side, chain)
     axes = fig.axes
     assert [ax.get_title() for ax in axes] == ["gpt2 model", "theory model"]
     runs = [ln for ln in axes[0].lines if len(ln.get_xdata()) == 5]  # 5 evaluations
@@ -351,7 +364,7 @@ def test_fig4_maps_draws_two_rows_of_heatmaps_per_tying():
     grid = [0.2, 0.5, 0.8]
     q = np.meshgrid(grid, grid)[1]
     maps = {"tied": q + 0.05, "untied": q - 1e-5}
-    fig = plots.fig4_maps(maps, {t: np.full((3, 3), 0.5) for t in maps}, grid)
+    fig = saddles_figures.fig4_maps(maps, {t: np.full((3, 3), 0.5) for t in maps}, grid)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == [  # row 1: learnt - true, row 2: share; a column per tying
         "tied: learnt P(0|1) - q",
@@ -376,16 +389,16 @@ def _overlapping(labels) -> bool:
 def test_hessian_spectrum_and_threshold_show_thm2s_numbers():
     from markovlib.analysis import CurvatureGrid, hessian_blocks
 
-    plots.set_style()
+    style.set_style()
     H = np.diag([0.5, 0.0, 0.2, 0.0])
     blocks = hessian_blocks(H, ["wte.a", "x", "head.bias", "y"], ("wte", "head"))
-    fig = plots.hessian_spectrum(blocks, H)
+    fig = bad_local_minima_figures.hessian_spectrum(blocks, H)
     left, right = fig.axes[:2]
     assert left.get_title() == "all 4 parameters" and left.get_yscale() == "symlog"
     assert right.images[0].get_array().shape == (2, 2)  # the (E, b) block only
     g = np.array([0.2, 0.5, 0.8])
     grid = CurvatureGrid(g, np.add.outer(g, g) - 1, np.add.outer(g, g) - 1)
-    fig = plots.curvature_threshold(grid, (1.3, 0.14))
+    fig = bad_local_minima_figures.curvature_threshold(grid, (1.3, 0.14))
     star = [line for line in fig.axes[0].lines if line.get_marker() == "*"]
     assert [tuple(s.get_xydata()[0]) for s in star] == [(1.3, 0.14)]
     assert fig.axes[0].get_legend() is not None
@@ -401,7 +414,7 @@ def test_perturbation_curves_scale_losses_between_the_two_entropies():
         ("theory", "this chain"): Perturbation(chain, "theory", True, 0.1, at_pi),
         ("theory", "mirror"): Perturbation(mirror, "theory", True, 0.1, down),
     }
-    fig = plots.perturbation_curves(perturb)
+    fig = bad_local_minima_figures.perturbation_curves(perturb)
     ax = fig.axes[0]
     ys = [line.get_ydata() for line in ax.lines if len(line.get_ydata()) == 5]
     assert np.allclose(ys[0], 1) and np.allclose(ys[-1], [1, 0.75, 0.5, 0.25, 0])
@@ -423,7 +436,7 @@ def test_trap_training_counts_runs_as_k_of_n():
 
     names = ("gpt2", "theory", "theory + LN", "gpt2, init 0.2")
     trained = {n: [run] * 4 for n in names}
-    fig = plots.trap_training(
+    fig = bad_local_minima_figures.trap_training(
         trained, {n: stats(i) for i, n in enumerate(names)}, chain, at_step=10, steps=20
     )
     first, plateau, hist = fig.axes
@@ -440,25 +453,27 @@ def test_trap_training_counts_runs_as_k_of_n():
 
 
 def test_probability_panels_and_loss_slices():
-    plots.set_style()
+    style.set_style()
     pos, probs = np.arange(5), np.full(5, 0.4)
-    fig = plots.probability_panels(
+    fig = style.probability_panels(
         {"at θ_π": (pos, probs, "gpt2, seed 3"), "escaped": (pos, probs, "gpt2")},
         {"p": 0.5},
     )
     assert [ax.get_title() for ax in fig.axes] == ["at θ_π", "escaped"]
     assert fig.axes[1].get_ylabel() == "" and fig.axes[0].get_ylabel()
     ts = np.linspace(-1, 1, 5)
-    fig = plots.loss_slices(ts, {"tied, direct": 0.5 + ts**2}, rate=0.5)
+    fig = global_minimum_figures.loss_slices(
+        ts, {"tied, direct": 0.5 + ts**2}, rate=0.5
+    )
     assert np.allclose(fig.axes[0].lines[0].get_ydata(), ts**2)
 
 
 def test_appendix_d_panels_label_every_matrix_without_overlap():
-    plots.set_style()
+    style.set_style()
     names = ["wte.weight", "blocks.0.attn.W_Q.weight", "blocks.0.ff.W_1.weight"]
     tied = {"ratio": np.full(16, 0.4), "rank_ratio": dict(zip(names, (0.2, 0.1, 0.3)))}
     untied = {**tied, "rank_ratio": {**tied["rank_ratio"], "head.weight": 0.5}}
-    fig = plots.appendix_d_panels(
+    fig = global_minimum_figures.appendix_d_panels(
         {"tied": tied, "untied": untied},
         np.zeros((16, 8)),
         near_zero=0.1,
@@ -472,7 +487,9 @@ def test_appendix_d_panels_label_every_matrix_without_overlap():
     assert [t.get_text() for t in bars.texts] == ["tied: wte"]  # no head of its own
     assert not _overlapping(bars.get_yticklabels())
     assert all(t.get_rotation() == 0 for t in bars.get_xticklabels())
-    assert plots.short_weight_name("blocks.0.ff.W_2.weight") == "ff.W_2"
+    assert (
+        global_minimum_figures.short_weight_name("blocks.0.ff.W_2.weight") == "ff.W_2"
+    )
 
 
 # ------------------------------------------------ the framework and CCMC chapters (H5)
@@ -489,16 +506,19 @@ def _legend_clear_of_axes(fig) -> bool:
 
 def test_framework_figures_place_the_chain_and_keep_legends_off_the_data():
     from markovlib import chains
+    from markovlib.companion.figures import style
 
-    plots.set_style()
+    style.set_style()
     chain = binary(0.5, 0.8)
     paths, iid = chain.sample(3, 20, seed=0).numpy(), chains.binary(0.4, 0.6)
-    fig = plots.sample_paths(paths, iid.sample(3, 20, seed=1).numpy(), chain)
+    fig = framework_figures.sample_paths(
+        paths, iid.sample(3, 20, seed=1).numpy(), chain
+    )
     assert [ax.images[0].get_array().shape for ax in fig.axes] == [(3, 20)] * 2
     assert "p + q = 1.30" in fig.axes[0].get_title()
     grid = np.round(np.linspace(0.02, 0.98, 49), 10)
     rate, unigram = chains.entropy_grid(grid)
-    fig = plots.entropy_maps(grid, rate, unigram, 0.5, 0.8)
+    fig = framework_figures.entropy_maps(grid, rate, unigram, 0.5, 0.8)
     star = fig.axes[0].lines[-1]  # p = 0.5: column 24; q = 0.8: row 48 - 39 from top
     assert star.get_xdata()[0] == pytest.approx(24.5)
     assert star.get_ydata()[0] == pytest.approx(48 - 39 + 0.5)
@@ -506,7 +526,7 @@ def test_framework_figures_place_the_chain_and_keep_legends_off_the_data():
     texts = [t.get_text() for t in fig.legends[0].get_texts()]
     assert texts == ["$p + q = 1$ (gap = 0)", "chosen (p, q) = (0.5, 0.8)"]
     freq = np.full(60, 0.4)
-    ax = plots.marginal_law(freq, freq, np.linspace(0.5, 0.4, 60), 0.4, 100)
+    ax = framework_figures.marginal_law(freq, freq, np.linspace(0.5, 0.4, 60), 0.4, 100)
     assert ax.get_ylim() == (0, 1) and len(ax.lines[-1].get_xdata()) == 50
     assert "100 paths, first 50 positions" in ax.get_title()
 
@@ -515,12 +535,13 @@ def test_ccmc_figures_draw_the_theorem_and_the_generation():
     import torch
 
     from markovlib import ccmc
+    from markovlib.companion.figures import style
 
-    plots.set_style()
+    style.set_style()
     W = ccmc.random_W(4, sigma=1.0, seed=0)
     x = ccmc.sample_prompts(1, 8, 4, seed=1)
     pos = torch.linspace(0, 1, 8, dtype=torch.float64)
-    fig = plots.ccmc_reweighting(W, x, pos)
+    fig = ccmc_figures.ccmc_reweighting(W, x, pos)
     right = fig.axes[1]
     heights = [b.get_height() for b in right.patches]
     assert len(heights) == 12 and sum(heights[4:8]) == pytest.approx(1.0)
@@ -532,7 +553,7 @@ def test_ccmc_figures_draw_the_theorem_and_the_generation():
         400: np.array([0.5, 0.6]),
         1600: np.array([0.3]),
     }
-    ax = plots.ccmc_estimation(errors, W)
+    ax = ccmc_figures.ccmc_estimation(errors, W)
     reference = next(ln for ln in ax.lines if ln.get_linestyle() == "--").get_ydata()
     assert reference[-1] == pytest.approx(0.3) and reference[0] == pytest.approx(1.2)
     w_norm = float(ccmc.row_centred(W).norm())
@@ -543,12 +564,12 @@ def test_ccmc_figures_draw_the_theorem_and_the_generation():
         name: ccmc.generation_run(V, prompt, 40, seed=3, **kw)
         for name, V in (("W+", W + 2 * torch.eye(4)), ("W-", W - 2 * torch.eye(4)))
     }
-    fig = plots.ccmc_collapse(runs, 10, 2.0)
+    fig = ccmc_figures.ccmc_collapse(runs, 10, 2.0)
     assert len(fig.axes) == 4 and _legend_clear_of_axes(fig)
     assert fig.axes[0].get_title().startswith("$W_+ = W + 2 I$")
     ends = ccmc.final_window(runs["W+"], 10)
     shares = np.full((3, 4), 0.25)
-    fig = plots.ccmc_mean_field(
+    fig = ccmc_figures.ccmc_mean_field(
         np.array([9, 18, 48]), shares, shares, ends["winners"], 10
     )
     left, right = fig.axes
@@ -564,13 +585,15 @@ def _records_on(chain_seed: int, history_seed: int):
 
 
 def test_layers_counts_in_words():
-    assert plots.layers(1) == "1 layer" and plots.layers(4) == "4 layers"
+    assert (
+        depth_figures.layers(1) == "1 layer" and depth_figures.layers(4) == "4 layers"
+    )
 
 
 def test_depth_curves_keeps_the_legend_off_the_axes():
     chain = binary(0.5, 0.8)
     runs = {1: [_history(0), _history(1)], 2: [_history(2), _history(3)], 4: []}
-    fig = plots.depth_curves(runs, chain, title="Fig 1")
+    fig = depth_figures.depth_curves(runs, chain, title="Fig 1")
     ax = fig.axes[0]
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
     assert texts[:2] == [
@@ -585,7 +608,7 @@ def test_depth_curves_keeps_the_legend_off_the_axes():
 def test_higher_order_curves_one_panel_per_chain_and_a_note_when_missing():
     chains = {0: lag_switching(2, 0.3, 0.6), 1: lag_switching(2, 0.6, 0.7)}
     by_depth = {1: [_records_on(0, 1)], 2: [_records_on(0, 2)]}
-    fig = plots.higher_order_curves(by_depth, chains, steps=40)
+    fig = depth_figures.higher_order_curves(by_depth, chains, steps=40)
     axes = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title() for ax in axes] == [
         "order-2 chain, seed 0",
@@ -599,12 +622,12 @@ def test_higher_order_curves_one_panel_per_chain_and_a_note_when_missing():
 def test_lag_curves_and_window_shares_put_their_legends_below():
     chain = lag_switching(2, 0.5, 0.8)
     fig, axes = plt.subplots(1, 2)
-    plots.lag_curves(
+    depth_figures.lag_curves(
         {1: [_history(0)], 2: [_history(1)]}, [_history(2)], chain, 1, axes[0]
     )
     rec = lambda s: SimpleNamespace(share=s)  # noqa: E731
     by_window = {0: [rec(0.0), rec(0.1)], 1: [rec(0.9), rec(1.0)], 2: [rec(0.5)]}
-    plots.window_shares(by_window, [rec(0.2)], 1, axes[1])
+    depth_figures.window_shares(by_window, [rec(0.2)], 1, axes[1])
     mean = next(ln for ln in axes[1].lines if ln.get_label() == "window w")
     assert list(mean.get_ydata()) == pytest.approx([0.05, 0.95, 0.5])
     fig.canvas.draw()
@@ -616,7 +639,7 @@ def test_lag_curves_and_window_shares_put_their_legends_below():
 
 def test_attention_maps_title_each_model_with_its_loss():
     w = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]
-    fig = plots.attention_maps(
+    fig = depth_figures.attention_maps(
         {"full": w, "window": np.eye(4)}, {"full": 0.6, "window": 0.62}
     )
     titles = [ax.get_title() for ax in fig.axes[:2]]
@@ -631,7 +654,9 @@ def test_fig4_share_panels_frames_and_hides_unused_axes():
         ("fp16, 400", "tied"): np.full((3, 3), 0.5),
         ("fp16, 400", "untied"): np.ones((3, 3)),
     }
-    fig = plots.fig4_share_panels(maps, {("fp16, 400", "tied"): [(0.8, 0.8)]}, grid)
+    fig = trapped_figures.fig4_share_panels(
+        maps, {("fp16, 400", "tied"): [(0.8, 0.8)]}, grid
+    )
     shown = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
     assert [ax.get_title() for ax in shown] == [
         "tied, fp16, 400 iterations",
@@ -648,7 +673,7 @@ def test_plateau_lengths_marks_runs_that_never_escaped():
         ),
         "empty": pd.DataFrame(columns=["above_line", "escape", "steps"]),
     }
-    ax = plots.plateau_lengths(ends)
+    ax = trapped_figures.plateau_lengths(ends)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["fp16, 400", "fp16, 400: never"]
     never = ax.collections[1].get_offsets()
@@ -661,7 +686,7 @@ def test_fig5_curves_puts_each_run_on_its_chain():
     run = lambda p, seed: SimpleNamespace(chain=symmetric(k, p), history=_history(seed))  # noqa: E731
     runs = {"tied": [run(p, i) for i, p in enumerate((0.1, 0.3, 0.6, 0.9))]}
     runs["untied"] = [run(p, 9) for p in (0.1, 0.3, 0.6, 0.9)]
-    fig = plots.fig5_curves(runs, k, (0.1, 0.3, 0.6, 0.9), "Fig. 5")
+    fig = multi_state_figures.fig5_curves(runs, k, (0.1, 0.3, 0.6, 0.9), "Fig. 5")
     titles = [ax.get_title().split(":")[0] for ax in fig.axes]
     assert titles == [
         "k = 5, p = 0.1",
@@ -681,7 +706,7 @@ def test_fig5_curves_puts_each_run_on_its_chain():
 
 
 def test_k_threshold_changes_sign_at_the_threshold():
-    fig = plots.k_threshold({2: 0.5, 3: 2 / 3, 5: 0.8}, n_dots=4)
+    fig = multi_state_figures.k_threshold({2: 0.5, 3: 2 / 3, 5: 0.8}, n_dots=4)
     left, right = fig.axes
     k2 = next(ln for ln in left.lines if ln.get_label() == "k = 2")
     x, y = k2.get_xdata(), k2.get_ydata()
@@ -693,7 +718,7 @@ def test_k_threshold_changes_sign_at_the_threshold():
 def test_threshold_shares_one_colour_per_model_legend_below():
     rec = lambda p, s: SimpleNamespace(spec=SimpleNamespace(chain={"p": p}), share=s)  # noqa: E731
     records = {"theory": [rec(0.7, 1.0), rec(0.9, 0.0)], "gpt2": [rec(0.7, 0.95)]}
-    fig = plots.threshold_shares(records, 0.8, 5, 1000)
+    fig = multi_state_figures.threshold_shares(records, 0.8, 5, 1000)
     ax = fig.axes[0]
     assert ax.get_title() == "k = 5: tied runs after 1000 steps"
     theory = next(ln for ln in ax.lines if ln.get_label() == "theory, tied")
@@ -715,7 +740,7 @@ def test_portrait_pair_marks_starts_as_predicted_or_not():
         "mirror": np.array(["local", "global"]),
     }
     chains = {"this chain": (0.5, 0.8), "mirror": (0.5, 0.2)}
-    fig = plots.portrait_pair(
+    fig = initialisation_figures.portrait_pair(
         chains, descent=descent, starts=starts, predicted=predicted
     )
     first, second = fig.axes[:2]

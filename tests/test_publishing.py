@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from markovlib import book
+from markovlib.companion import notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -162,10 +162,10 @@ def _sphinx_fixes():
 
 
 def test_the_repository_url_is_named_in_one_place():
-    url = f"https://github.com/{book.REPOSITORY}"
+    url = f"https://github.com/{notebook.REPOSITORY}"
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'Repository = "{url}"' in pyproject
-    assert book.install_requirement() == f"markovlib @ git+{url}@{book.BRANCH}"
+    assert notebook.install_requirement() == f"markovlib @ git+{url}@{notebook.BRANCH}"
     tracked = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True
     ).stdout.split()
@@ -174,7 +174,7 @@ def test_the_repository_url_is_named_in_one_place():
         for name in tracked
         if not name.endswith(".ipynb")  # their install cell: tools/notebooks.py furnish
         and (ROOT / name).is_file()
-        and book.REPOSITORY in (ROOT / name).read_text(errors="replace")
+        and notebook.REPOSITORY in (ROOT / name).read_text(errors="replace")
     ]
     assert naming == ["pyproject.toml"], naming
     # the book's buttons and footer read it from there
@@ -232,7 +232,8 @@ def test_install_cell_installs_only_in_colab(path, monkeypatch):
     assert len(calls) == 1
     cmd = calls[0]
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
-    assert f"markovlib @ git+https://github.com/{book.REPOSITORY}@{book.BRANCH}" in cmd
+    url = f"git+https://github.com/{notebook.REPOSITORY}@{notebook.BRANCH}"
+    assert f"markovlib @ {url}" in cmd
 
 
 def _imports(source: str) -> set[str]:
@@ -279,7 +280,7 @@ def test_markovlib_module_level_imports_are_in_colab():
 def test_glue_without_myst_nb_still_runs():
     code = (
         "import sys; sys.modules['myst_nb'] = None\n"
-        "from markovlib.book import glue\n"
+        "from markovlib.companion.notebook import glue\n"
         "glue('hidden', 1.5, display=False)\n"
         "glue('shown', 'value-42')\n"
     )
@@ -296,13 +297,13 @@ def test_glue_uses_myst_nb_when_present(monkeypatch):
         (name, value, display)
     )
     monkeypatch.setitem(sys.modules, "myst_nb", fake)
-    book.glue("x", 3, display=False)
+    notebook.glue("x", 3, display=False)
     assert recorded == [("x", 3, False)]
 
 
 def test_rerun_box_round_trips_the_parameters():
     params = dict(p=0.3, q=0.4, seed=2, scale="cpu", noise=0.01)
-    box = book.rerun_box("saddles", **params)
+    box = notebook.rerun_box("saddles", **params)
     argv = shlex.split(box.papermill_command())
     assert argv[:3] == ["papermill", "book/saddles.ipynb", "saddles-mine.ipynb"]
     flags = argv[3:]
@@ -314,24 +315,24 @@ def test_rerun_box_round_trips_the_parameters():
     md = box._repr_markdown_()
     assert md.startswith(":::{admonition} Re-run this page\n:class: tip rerun-box")
     assert (
-        book.binder_url("saddles") in md
-        and book.colab_url("saddles") in md
+        notebook.binder_url("saddles") in md
+        and notebook.colab_url("saddles") in md
         and "scale used: `cpu`" in md
     )
     assert (
-        f"https://mybinder.org/v2/gh/{book.REPOSITORY}/main"
-        "?urlpath=tree/book/saddles.ipynb" == book.binder_url("saddles")
+        f"https://mybinder.org/v2/gh/{notebook.REPOSITORY}/main"
+        "?urlpath=tree/book/saddles.ipynb" == notebook.binder_url("saddles")
     )
     html = box._repr_html_()
     assert (
         "rerun-box" in html
         and "&#x27;cpu&#x27;" in html
-        and book.colab_url("saddles").replace("&", "&amp;") in html
+        and notebook.colab_url("saddles").replace("&", "&amp;") in html
     )
     with pytest.raises(ValueError, match="^chapter must be one of"):
-        book.rerun_box("no_such_chapter", p=0.1)
-    with pytest.raises(book.ChapterParameterError, match="^scale must be one of"):
-        book.rerun_box("saddles", **{**params, "scale": "bogus"})
+        notebook.rerun_box("no_such_chapter", p=0.1)
+    with pytest.raises(notebook.ChapterParameterError, match="^scale must be one of"):
+        notebook.rerun_box("saddles", **{**params, "scale": "bogus"})
 
 
 @pytest.mark.parametrize(
@@ -342,7 +343,7 @@ def test_rerun_cell_passes_every_parameter(path):
     cell = next(c for c in nb.cells if "rerun-box" in c.metadata.get("tags", []))
     call = ast.parse(cell.source).body[-1].value
     assert ast.literal_eval(call.args[0]) == path.stem
-    assert {kw.arg for kw in call.keywords} == set(book.chapter_parameters(path))
+    assert {kw.arg for kw in call.keywords} == set(notebook.chapter_parameters(path))
     assert (
         cell.metadata["mystnb"]["markdown_format"] == "myst"
         and "remove-input" in cell.metadata["tags"]
@@ -360,7 +361,7 @@ def test_chapter_parameters_reads_the_parameters_cell(tmp_path):
         ]
     )
     nbformat.write(nb, tmp_path / "x.ipynb")
-    assert book.chapter_parameters(tmp_path / "x.ipynb") == {
+    assert notebook.chapter_parameters(tmp_path / "x.ipynb") == {
         "p": 0.25,
         "seed": 3,
         "scale": "auto",
@@ -370,12 +371,12 @@ def test_chapter_parameters_reads_the_parameters_cell(tmp_path):
         tmp_path / "y.ipynb",
     )
     with pytest.raises(ValueError, match="parameters"):
-        book.chapter_parameters(tmp_path / "y.ipynb")
+        notebook.chapter_parameters(tmp_path / "y.ipynb")
 
 
 def test_build_info_reads_the_machine(monkeypatch):
     monkeypatch.setenv("MARKOVLIB_SCALE", "smoke")
-    info = book.build_info()
+    info = notebook.build_info()
     import torch
 
     assert info["versions"]["torch"] == torch.__version__
@@ -385,7 +386,7 @@ def test_build_info_reads_the_machine(monkeypatch):
         torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
     )
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", info["built"])
-    assert book.build_info(packages=("no-such-package-xyz",))["versions"] == {
+    assert notebook.build_info(packages=("no-such-package-xyz",))["versions"] == {
         "no-such-package-xyz": "not installed"
     }
 
@@ -528,11 +529,11 @@ def test_the_wording_check_has_teeth():
 def test_reproducibility_page_helpers():
     from markovlib.presets import PRESETS
 
-    table = book.scales_table()
+    table = notebook.scales_table()
     assert list(table["scale"]) == list(PRESETS)
     for _, row in table.iterrows():
         scale = PRESETS[row["scale"]]
-        assert all(row[f] == getattr(scale, f) for f in book.SCALE_FIELDS)
+        assert all(row[f] == getattr(scale, f) for f in notebook.SCALE_FIELDS)
     info = {
         "built": "2026-01-01 00:00 UTC",
         "commit": "abc1234",
@@ -544,9 +545,9 @@ def test_reproducibility_page_helpers():
         "platform": "Linux",
         "forced_scale": "smoke",
     }
-    text = book.build_summary(info, "smoke")
+    text = notebook.build_summary(info, "smoke")
     assert text.startswith("Built **2026-01-01 00:00 UTC** from commit `abc1234`")
-    assert f"https://github.com/{book.REPOSITORY}" in text
+    assert f"https://github.com/{notebook.REPOSITORY}" in text
     assert text.endswith('so `scale = "auto"` ran as **`smoke`**.')
 
 
@@ -556,7 +557,7 @@ def test_build_checks_fail_on_a_broken_build():
     info = {"versions": {"markovlib": "1.0", "torch": "2.0"}}
     defaults = {f"ch{i}": {"seed": 0, "scale": "auto"} for i in range(6)}
     progress = pd.DataFrame({"runs": [3] * 21, "shipped": [3] * 21})
-    assert all(book.build_checks(info, defaults, progress).values())
+    assert all(notebook.build_checks(info, defaults, progress).values())
     broken = {
         "markovlib and torch installed": (
             {"versions": {"markovlib": "not installed", "torch": "2.0"}},
@@ -571,7 +572,7 @@ def test_build_checks_fail_on_a_broken_build():
         "edition progress": (info, defaults, progress.assign(shipped=4)),
     }
     for name, args in broken.items():
-        checks = book.build_checks(*args)
+        checks = notebook.build_checks(*args)
         assert [k for k, ok in checks.items() if not ok] == [name]
 
 
@@ -642,7 +643,7 @@ def test_citation_file_cites_the_book_and_the_paper():
 def test_page_table_prints_what_a_reader_should_see():
     """Issue 41: tables printed 5 significant digits (1.0725 at a reader's chain),
     "-0.00", a 0-n index and the index's name as a header row."""
-    from markovlib.book import page_table, shown_number
+    from markovlib.companion.notebook import page_table, shown_number
 
     assert [shown_number(v) for v in (1.0725, 0.38512, -1e-9 * 0, 644000, True)] == [
         "1.073", "0.3851", "0", "644,000", "yes",

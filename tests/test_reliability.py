@@ -562,7 +562,7 @@ def test_shipped_data_errors_are_one_line(tmp_path):
     ],
 )
 def test_every_chapter_checks_its_parameters_through_one_helper(chapter, good):
-    from markovlib.book import check_chapter_parameters
+    from markovlib.companion.notebook import check_chapter_parameters
 
     check_chapter_parameters(chapter, seed=0, scale="auto", **good)
     for seed in (-1, 1.5, True, "0"):

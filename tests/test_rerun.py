@@ -12,8 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from markovlib.book import glued_values, render_roles
 from markovlib.chains import binary
+from markovlib.companion.notebook import glued_values, render_roles
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW_ROLE = re.compile(r"\{[a-z:]+\}`")

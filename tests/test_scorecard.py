@@ -1,4 +1,5 @@
-"""markovlib.scorecard: the verdict rule, the registry against the chapters, the page in
+"""markovlib.companion.scorecard: the verdict rule, the registry against the chapters,
+the page in
 sync."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from markovlib import scorecard
+from markovlib.companion import claims, scorecard
 from markovlib.presets import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,14 +74,14 @@ def test_numpy_booleans_are_verdicts_too():
 
 def test_unknown_claim_and_untyped_value_are_refused():
     with pytest.raises(ValueError, match="claim must be one of"):
-        scorecard.claim("thm9")
+        claims.claim("thm9")
     with pytest.raises(TypeError, match="as the chapter prints it"):
         scorecard.record("thm1", 0.001, True, CPU)
 
 
 def test_claims_cover_the_issue_list():
-    ids = {c.id for c in scorecard.CLAIMS}
-    assert len(ids) == len(scorecard.CLAIMS)  # unique glue keys
+    ids = {c.id for c in claims.CLAIMS}
+    assert len(ids) == len(claims.CLAIMS)  # unique glue keys
     wanted = {"thm1", "thm2", "thm3", "fig1", "fig3a", "fig3b", "fig3c", "fig4", "fig5"}
     wanted |= {"appd_attention", "appd_positions", "appd_rank", "appd_formula"}
     wanted |= {"higher_order", "poster_masking", "trap_models", "k_threshold"}
@@ -112,7 +113,8 @@ def test_the_page_is_in_sync_and_right_after_the_introduction(rows):
 def test_the_readme_table_is_the_computed_scorecard(rows):
     text = (ROOT / "README.md").read_text()
     assert scorecard.readme_block(rows) in text, (
-        "README's scorecard table is stale: python -m markovlib.scorecard --pin"
+        "README's scorecard table is stale: "
+        "python -m markovlib.companion.scorecard --pin"
     )
 
 
@@ -122,7 +124,7 @@ PINNED = ROOT / "tests" / "scorecard_paper.json"
 def test_the_paper_editions_verdicts_are_pinned(rows):
     """Every computed row's verdict and counts, against the table checked in: a change
     that flips a verdict (code or data) must update tests/scorecard_paper.json on
-    purpose (python -m markovlib.scorecard --pin)."""
+    purpose (python -m markovlib.companion.scorecard --pin)."""
     got = [
         {k: r.as_dict().get(k) for k in ("id", "verdict", "runs", "trapped")}
         for r in rows
@@ -172,7 +174,7 @@ def test_trapped_counts_equal_an_independent_count_from_the_kernels(rows):
         assert row.trapped == sum(t for _, t in counts), cid
 
 
-@pytest.mark.parametrize("c", scorecard.CLAIMS, ids=lambda c: c.id)
+@pytest.mark.parametrize("c", claims.CLAIMS, ids=lambda c: c.id)
 def test_every_claim_is_recorded_by_its_chapter_and_links_to_a_target(c):
     path = ROOT / "book" / f"{c.chapter}.ipynb"
     assert f"book/{c.chapter}" in _toc_files()
@@ -188,7 +190,7 @@ def test_every_claim_is_recorded_by_its_chapter_and_links_to_a_target(c):
 
 
 def test_record_measures_marks_missing_runs_not_tested():
-    from markovlib.measures import Measure
+    from markovlib.companion.measures import Measure
 
     S = resolve("paper")
     verdicts = scorecard.record_measures(
@@ -213,7 +215,7 @@ def test_claims_report_is_one_format_for_every_chapter():
     claims of this chapter hold" above "fig1: differs"."""
     from types import SimpleNamespace
 
-    from markovlib.scorecard import claims_report
+    from markovlib.companion.scorecard import claims_report
 
     S = SimpleNamespace(name="smoke")
     text = claims_report(
@@ -233,7 +235,7 @@ def test_claims_report_is_one_format_for_every_chapter():
 def test_a_rows_measurement_is_said_once():
     """Issue 41: "share of the gap learnt: share of the gap: window 1 0.999" and
     "runs with each property: untied: attention 8 of 8" said the measure twice."""
-    from markovlib.scorecard import _measured
+    from markovlib.companion.scorecard import _measured
 
     assert _measured("smallest eigenvalue", "0.1420") == "smallest eigenvalue: 0.1420"
     assert _measured("x", "-0.0710") == "x: -0.0710"

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +29,7 @@ def chapters() -> list[Path]:
     )
 
 
-def execute(notebook: Path, store: Path, out: Path) -> tuple[Path, float, int]:
+def execute(notebook: Path, store: Path, out: Path) -> tuple[float, str]:
     env = {
         **os.environ,
         "MARKOVLIB_SCALE": "paper",
@@ -53,9 +52,7 @@ def execute(notebook: Path, store: Path, out: Path) -> tuple[Path, float, int]:
         capture_output=True,
         text=True,
     )
-    if done.returncode:
-        print(done.stderr[-3000:], file=sys.stderr)
-    return notebook, time.perf_counter() - t0, done.returncode
+    return time.perf_counter() - t0, done.stderr[-3000:] if done.returncode else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,18 +60,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    from markovlib.companion.notebook import run_chapters
     from markovlib.runs.derived import ship
 
     with tempfile.TemporaryDirectory(prefix="markovlib-derive-") as work:
         store, out = Path(work) / "results", Path(work) / "out"
         out.mkdir()
-        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            jobs = [pool.submit(execute, nb, store, out) for nb in chapters()]
-            for job in jobs:
-                notebook, seconds, code = job.result()
-                print(f"derive: {notebook.name} in {seconds:.0f} s (exit {code})")
-                if code:
-                    return 1
+        tasks = {nb.name: (execute, (nb, store, out)) for nb in chapters()}
+        failed = run_chapters(tasks, args.jobs, tag="derive")
+        if failed:
+            print(f"derive: {failed[0]} failed:\n{failed[1]}", file=sys.stderr)
+            return 1
         n = ship(store, ROOT / "data" / "paper")
     print(f"derive: {n} derived values shipped in data/paper/derived")
     return 0

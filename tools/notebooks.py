@@ -48,7 +48,7 @@ def ruff_formatted(source: str) -> str:
 
 
 def install_cell_source() -> str:
-    from markovlib.book import install_requirement
+    from markovlib.companion.notebook import install_requirement
 
     return ruff_formatted(
         "# In Google Colab, install markovlib (this book's library) first;\n"
@@ -62,12 +62,13 @@ def install_cell_source() -> str:
 
 
 def rerun_cell_source(path: Path) -> str:
-    from markovlib.book import chapter_parameters
+    from markovlib.companion.notebook import chapter_parameters
 
     names = list(chapter_parameters(path))
     args = ", ".join(f"{n}={n}" for n in names)
     return ruff_formatted(
-        f'from markovlib.book import rerun_box\n\nrerun_box("{path.stem}", {args})'
+        "from markovlib.companion.notebook import rerun_box\n\n"
+        f'rerun_box("{path.stem}", {args})'
     )
 
 
@@ -177,7 +178,7 @@ def main(argv: list[str]) -> int:
             if any("myst_nb" in c.source for c in nb.cells if c.cell_type == "code"):
                 print(
                     f"{path}: imports myst_nb, which Colab lacks; use "
-                    "markovlib.book.glue"
+                    "markovlib.companion.notebook.glue"
                 )
                 bad.append(path)
             # under papermill, glue() in a golden cell adds a record output that nbval

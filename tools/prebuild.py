@@ -16,12 +16,13 @@ import argparse
 import os
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import suppress
 from pathlib import Path
 
 import nbformat
 import yaml
+
+from markovlib.companion.notebook import run_chapters
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,21 +98,11 @@ def prebuild(notebooks: list[Path], cache_path: Path, jobs: int, timeout: int) -
     seconds = last_seconds(cache_path)
     todo.sort(key=lambda nb: -seconds.get(nb.name, nb.stat().st_size / 1e3))
     start = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        running = {pool.submit(execute_one, cache_path, nb, timeout): nb for nb in todo}
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for job in done:
-                nb = running.pop(job)
-                took, error = job.result()
-                if error:
-                    pool.shutdown(cancel_futures=True)
-                    print(
-                        f"prebuild: {nb.name} failed after {took:.0f} s:\n{error}",
-                        file=sys.stderr,
-                    )
-                    return 1
-                print(f"prebuild: {nb.name} in {took:.0f} s", flush=True)
+    tasks = {nb.name: (execute_one, (cache_path, nb, timeout)) for nb in todo}
+    failed = run_chapters(tasks, jobs, tag="prebuild")
+    if failed:
+        print(f"prebuild: {failed[0]} failed:\n{failed[1]}", file=sys.stderr)
+        return 1
     print(f"prebuild: done in {time.perf_counter() - start:.0f} s", flush=True)
     return 0
 

@@ -269,7 +269,7 @@ def ship(store: str | Path, data: str | Path) -> int:
     ``data``: copied to ``data/derived/``, listed in its manifest with their SHA-256
     (replacing the previous list; files no longer listed are removed). Returns how many
     are shipped."""
-    from .export import _write_manifest
+    from .export import write_manifest
     from .shipped import MANIFEST, file_sha256
 
     source, data = Path(store) / FOLDER, Path(data)
@@ -293,5 +293,5 @@ def ship(store: str | Path, data: str | Path) -> int:
             old.unlink()
     manifest = json.loads((data / MANIFEST).read_text())
     manifest["derived"] = entries
-    _write_manifest(data, manifest)
+    write_manifest(data, manifest)
     return len(entries)

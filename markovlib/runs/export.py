@@ -29,7 +29,7 @@ from .shipped import (
 from .spec import RunSpec
 from .store import ResultStore
 
-__all__ = ["export"]
+__all__ = ["export", "write_manifest"]
 
 
 def _pack(state: dict) -> tuple[bytes, str]:
@@ -92,7 +92,7 @@ def _fsync_replace(temporary: Path, path: Path) -> None:
         os.close(fd)
 
 
-def _write_manifest(directory: Path, manifest: dict) -> None:
+def write_manifest(directory: Path, manifest: dict) -> None:
     """Write ``manifest.json`` through a temporary file and a rename: never half
     written."""
     manifest["runs"] = sum(f["runs"] for f in manifest["files"])
@@ -212,7 +212,7 @@ def export(
                 "bytes": path.stat().st_size,
             }
         )
-        _write_manifest(directory, manifest)
+        write_manifest(directory, manifest)
         shipped.update(dict.fromkeys(frame["key"], path.name))
         written.append(path.name)
         log(
@@ -220,5 +220,5 @@ def export(
             f"{path.stat().st_size / 1e6:.2f} MB)"
         )
     if not manifest_path.exists():
-        _write_manifest(directory, manifest)
+        write_manifest(directory, manifest)
     return written

@@ -243,13 +243,13 @@ def displayed_pt(scale: float) -> float:
     """Size as displayed of the smallest figure text: MIN_FONT_PT points at DPI pixels
     per inch is MIN_FONT_PT * DPI / 72 image pixels, shown at ``scale`` CSS pixels each
     (96 per inch)."""
-    from markovlib.plots import DPI, MIN_FONT_PT
+    from markovlib.companion.figures.style import DPI, MIN_FONT_PT
 
     return MIN_FONT_PT * DPI / 96 * scale
 
 
 def _check_scorecard(rows) -> None:
-    from markovlib.scorecard import CLAIMS, VERDICTS
+    from markovlib.companion.scorecard import CLAIMS, VERDICTS
 
     assert rows is not None, "scorecard: no table"
     assert len(rows) == len(CLAIMS), f"scorecard: {len(rows)} rows for {len(CLAIMS)}"
@@ -468,7 +468,7 @@ PHONE = {"width": 390, "height": 844}  # CSS pixels of a common phone, portrait
 # exponent, not part of a word, a version ("3.11.7"), an address ("127.0.0.1") or an
 # arXiv identifier ("arXiv:2402.13512").
 DECIMAL = re.compile(r"(?<![\w.:])(\d*\.\d+|\d+\.)(?:[eE][-+−]?\d+)?(?![\w.])")
-# The scorecard's first line (markovlib.scorecard.summary)
+# The scorecard's first line (markovlib.companion.scorecard.summary)
 SUMMARY = re.compile(
     r"\d+ rows: \d+ reproduced, \d+ partly, \d+ differs?, \d+ not tested"
 )

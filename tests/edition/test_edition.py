@@ -72,7 +72,7 @@ def test_chapter_ran_with_the_readers_parameters(path):
     """The binary chapters get the reader's (p, q), the k-state and CCMC chapters keep
     theirs, every chapter with a parameters cell gets seed and scale, and the page
     without one gets none (papermill's record of what it injected)."""
-    from markovlib.book import chapter_parameters
+    from markovlib.companion.notebook import chapter_parameters
 
     given = _marker()
     injected = _executed(path.stem).metadata.papermill.parameters
@@ -98,7 +98,7 @@ def test_chapter_claims_are_glued_by_the_rule(path):
     """No error output anywhere; the scorecard's value and verdict of each of the
     chapter's claims glued; at smoke scale a claim judged from this chain's runs is
     "not tested at this scale" (the rule refuses to judge too few runs)."""
-    from markovlib.scorecard import CLAIMS, VERDICTS
+    from markovlib.companion.scorecard import CLAIMS, VERDICTS
 
     nb = _executed(path.stem)
     errors = [

@@ -1,5 +1,5 @@
 """Each chapter's own numbers, checks and sentences: what a page states beside the
-scorecard's claims (:mod:`markovlib.measures`).
+scorecard's claims (:mod:`markovlib.companion.measures`).
 
 Grouped by chapter in the order of the book (``_toc.yml``): a chapter calls these
 instead of defining functions in a cell.
@@ -14,16 +14,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import ccmc, theory
-from .analysis import cell_shares, curvature_c, survival
-from .book import shown_number
-from .chains import (
+from .. import ccmc, theory
+from ..analysis import cell_shares, curvature_c, survival
+from ..chains import (
     MarkovChain,
     binary,
     binary_entropy,
     lag_one_correlation,
     symmetric,
 )
+from ..train import one_cycle_factor
 from .measures import (
     APPD_MATRICES,
     Measure,
@@ -34,7 +34,7 @@ from .measures import (
     fig4,
     grid_shares,
 )
-from .train import one_cycle_factor
+from .notebook import shown_number
 
 __all__ = [
     "APPD_ROWS",
@@ -135,7 +135,7 @@ def chain_facts(p: float, q: float) -> dict:
 def transition_table(chain: MarkovChain, est: dict) -> pd.DataFrame:
     """The sampler's estimates of p = P(1|0) and q = P(0|1) against the truth, with
     their transitions (counts), standard errors and z-scores; shown through
-    :func:`markovlib.book.page_table`."""
+    :func:`markovlib.companion.notebook.page_table`."""
     at = ([0, 1], [1, 0])
     return pd.DataFrame(
         {
@@ -369,7 +369,7 @@ APPD_ROWS = {"App. D model": "tied", "tied": "gpt2", "untied": "untied"}
 def appendix_d_rows(runs: dict, records: dict, x, length: int) -> tuple[dict, dict]:
     """App. D inside every run (``runs``/``records`` by label: the "App. D model" and
     the GPT-2 "tied" and "untied" runs): :func:`markovlib.theory.appendix_d` of each on
-    the paths ``x``, and the scorecard's rows (:func:`~markovlib.measures.
+    the paths ``x``, and the scorecard's rows (:func:`~markovlib.companion.measures.
     appendix_d_runs`: the four rows from App. D's model, the GPT-2 runs as this
     book's controls; a label without runs gives no row)."""
     inside = {
@@ -432,7 +432,7 @@ def appendix_d_steps(result, x, length: int) -> pd.DataFrame:
     """App. D's numbers of one run at its checkpoint and at the end (one row per step):
     the paper's attention ratio, the positional spread with its two norms, and s_1,
     s_2 and s_2 / s_1 of the matrices App. D names
-    (:data:`~markovlib.measures.APPD_MATRICES`)."""
+    (:data:`~markovlib.companion.measures.APPD_MATRICES`)."""
 
     rows = {}
     for which, step in (("checkpoint", result.checkpoint_step), ("final", None)):
@@ -580,7 +580,7 @@ def saddle_sides_text(
 ) -> str:
     """The saddles chapter's sentence on its tied and untied runs: ``summary`` maps
     (model, tying) to :class:`~markovlib.analysis.EscapeStats`, ``untied`` is the
-    untied runs' :func:`~markovlib.measures.escape_claim`."""
+    untied runs' :func:`~markovlib.companion.measures.escape_claim`."""
     g2u, g2t = summary["gpt2", "untied"], summary["gpt2", "tied"]
     th = summary["theory", "tied"]
     text = (
@@ -596,7 +596,7 @@ def saddle_sides_text(
 
 def saddle_grid_text(fig4: Measure, scale: str, converges: bool) -> str:
     """The saddles chapter's sentence on its (p, q) grid (``fig4``:
-    :func:`~markovlib.measures.fig4`)."""
+    :func:`~markovlib.companion.measures.fig4`)."""
     text = f"Measured at the `{scale}` scale in float32: {fig4.value}."
     return text if converges else text + " (Far too short to converge.)"
 
@@ -621,8 +621,9 @@ def thm3_holds(hessian, chain: MarkovChain, pairing: float, drop: float) -> bool
 
 # ------------------------------------------------------------------ the trapped chapter
 def fig4_by_grid(groups) -> dict[str, Measure]:
-    """:func:`~markovlib.measures.fig4` of each grid of ``groups`` (a
-    :class:`markovlib.book.Groups` keyed (grid name, tying)) whose tied and untied runs
+    """:func:`~markovlib.companion.measures.fig4` of each grid of ``groups`` (a
+    :class:`markovlib.companion.notebook.Groups` keyed (grid name, tying)) whose tied
+    and untied runs
     are all here."""
     names = dict.fromkeys(name for name, _ in groups.wanted)
     return {

@@ -3,12 +3,13 @@ the chapters call these, so a verdict is computed in one place.
 
 A run enters as a :class:`RunRecord` (its chain, learnt kernel, test history and spec):
 :func:`record_of` makes one from a trained :class:`~markovlib.train.TrainResult`,
-:func:`markovlib.scorecard.shipped_records` from the shipped data without loading a
+:func:`markovlib.companion.scorecard.shipped_records` from the shipped data without
+loading a
 model. Every count of runs uses the one rule of :mod:`markovlib.analysis` (the share of
 the gap H(π) − H_rate a run has learnt), never a tolerance in nats.
 
 What a page states beside these claims (a chapter's own numbers, checks and sentences)
-is in :mod:`markovlib.chapters`.
+is in :mod:`markovlib.companion.chapters`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import theory
-from ._checks import one_thread
-from .analysis import (
+from .. import theory
+from .._checks import one_thread
+from ..analysis import (
     AT_UNIGRAM,
     AT_UNIGRAM_BELOW,
     CLAIM_SHARE,
@@ -34,7 +35,7 @@ from .analysis import (
     share_interval,
     survival,
 )
-from .chains import Chain, MarkovChain
+from ..chains import Chain, MarkovChain
 
 __all__ = [
     "RunRecord",

@@ -27,15 +27,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ._checks import one_thread
-from ._version import repository_url
+from .._checks import one_thread
+from .._version import repository_url
+from ..presets import PRESETS, resolve
+from ..runs.shipped import shipped_data
+from ..runs.sweep import sweep_results
+from ..train import cpu_model
 from .measures import record_of
-from .presets import PRESETS, resolve
-from .runs.shipped import shipped_data
-from .runs.sweep import sweep_results
-from .train import cpu_model
 
 __all__ = [
+    "run_chapters",
     "REPOSITORY",
     "BRANCH",
     "glue",
@@ -528,7 +529,8 @@ __all__ += ["build_checks"]
 
 
 def runs_and_records(specs, S, *, ensemble_size: int = 32):
-    """The trained runs of ``specs`` and their :class:`~markovlib.measures.RunRecord`.
+    """The trained runs of ``specs`` and their
+    :class:`~markovlib.companion.measures.RunRecord`.
     At the ``paper`` scale only the shipped runs (a page of the paper edition never
     trains a group that is still being produced); at other scales every run, trained
     where the local store lacks it."""
@@ -849,3 +851,25 @@ def quiet_kernel_manager():
             await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return QuietKernelManager
+
+
+def run_chapters(tasks: dict, jobs: int, *, tag: str) -> tuple[str, str] | None:
+    """Run ``tasks`` (name -> (function, args); each call returns (seconds, error text,
+    '' when it passed)) in ``jobs`` worker processes, in the given order, printing each
+    as it ends; at the first failure cancel the rest and return (name, error), else
+    None. One helper for ``make book`` (tools/prebuild.py), ``markovlib book`` and the
+    derived values (tools/derive.py)."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        running = {pool.submit(f, *args): name for name, (f, args) in tasks.items()}
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for job in done:
+                name = running.pop(job)
+                seconds, error = job.result()
+                if error:
+                    pool.shutdown(cancel_futures=True)
+                    return name, error
+                print(f"{tag}: {name} in {seconds:.0f} s", flush=True)
+    return None

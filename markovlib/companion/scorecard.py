@@ -31,40 +31,38 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import measures
-from ._checks import one_thread
-from .analysis import (
+from .._checks import one_thread
+from ..analysis import (
     AT_UNIGRAM_BELOW,
     CLAIM_SHARE,
     ESCAPED_ABOVE,
     FAILS,
     HOLDS,
+    PARTLY as PARTLY_HOLDS,
     claim_outcome,
     share_interval,
 )
-from .analysis import PARTLY as PARTLY_HOLDS
-from .book import glue
-from .chains import binary
-from .measures import Measure, RunRecord, k_threshold
-from .model import TransformerConfig
-from .presets import AUTHORS, resolve
-from .runs.experiments import paper_edition
-from .runs.shipped import ShippedData, default_data_dir, no_data_message
-from .runs.spec import make_chain
-from .theory import (
+from ..chains import binary
+from ..model import TransformerConfig
+from ..presets import AUTHORS, resolve
+from ..runs.experiments import paper_edition
+from ..runs.shipped import ShippedData, default_data_dir, no_data_message
+from ..runs.spec import make_chain
+from ..theory import (
     appendix_d,
     construction_checks,
     unigram_curvature,
     unigram_hessian,
 )
-from .train import diverged_step
+from ..train import diverged_step
+from . import measures
+from .claims import CLAIMS, Claim, claim
+from .measures import Measure, RunRecord, k_threshold
+from .notebook import glue
 
 __all__ = [
     "verdict_counts",
-    "Claim",
-    "CLAIMS",
     "VERDICTS",
-    "claim",
     "verdict",
     "record",
     "claims_report",
@@ -77,473 +75,6 @@ NOT_TESTED, NOT_APPLICABLE = "not tested at this scale", "not applicable to this
 VERDICTS = (REPRODUCED, PARTLY, DIFFERS, NOT_TESTED, NOT_APPLICABLE)
 # analysis.claim_outcome of a part of a claim -> its verdict; the worst part decides
 _OUTCOME = {HOLDS: REPRODUCED, PARTLY_HOLDS: PARTLY, FAILS: DIFFERS}
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One row of the scorecard."""
-
-    id: str  # glue keys sc_<id>_value / sc_<id>_verdict
-    chapter: str  # the notebook (book/<chapter>.ipynb) that measures it
-    source: str  # whose claim: "paper", "poster", "this book", "Ildiz et al."
-    claim: str  # the claim in one line
-    setting: str  # the paper's setting
-    measure: str  # what the number in the row is
-    target: str  # label of the figure or theorem the row links to
-    exact: bool = False  # no training: tested at every scale
-    # the shipped groups (data/paper/<group>-*.parquet) a trained row reads; empty for
-    # exact rows and for rows that only their chapter computes
-    groups: tuple[str, ...] = ()
-    # the figure of presets.AUTHORS whose settings the row's runs are compared with: a
-    # row is the paper's only when every run it reads is at those settings
-    authors: str | None = None
-    # how a control at the authors' settings differs from their experiment by design
-    design: str = ""
-
-
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "thm1",
-        "global_minimum",
-        "paper",
-        "Thm 1: the construction is a global minimum",
-        "any (p, q), tied or untied",
-        "largest |loss − H_rate| over the constructions",
-        "thm-global-minimum",
-        exact=True,
-    ),
-    Claim(
-        "fig3b",
-        "global_minimum",
-        "paper",
-        "Fig 3(b): tied and untied reach H_rate on (0.2, 0.3)",
-        "(0.2, 0.3), GPT-2, tied and untied",
-        "runs that escaped (learnt > 90 % of the gap)",
-        "fig-gm-curves",
-        groups=("global_minimum-400-fp16-tied", "global_minimum-400-fp16-untied"),
-        authors="fig3",
-    ),
-    Claim(
-        "fig3b_fp32",
-        "global_minimum",
-        "this book",
-        "Fig 3(b) in float32 at 1000 iterations",
-        "(0.2, 0.3), GPT-2, tied and untied",
-        "runs that escaped",
-        "fig-gm-curves",
-        groups=("global_minimum-tied", "global_minimum-untied"),
-        authors="fig3",
-    ),
-    *(
-        Claim(
-            f"appd_{prop}",
-            "global_minimum",
-            "paper",
-            f"App. D: {text}",
-            "(0.2, 0.3), the weight-tied model of App. D (no LayerNorm, ReLU, "
-            "uni-embedding), every run",
-            measure,
-            "fig-gm-appendix-d",
-            groups=("appd-uni-fp16-tied",),
-            authors="appd",
-        )
-        for prop, text, measure in (
-            (
-                "attention",
-                "attention contributes nothing (y ≈ x)",
-                "runs where removing attention moves no prediction by 10 % of "
-                "|p + q − 1|",
-            ),
-            (
-                "positions",
-                "positional embeddings constant in n",
-                "runs whose spread of p_n is below 0.1 of ‖e_1 − e_0‖",
-            ),
-            (
-                "rank",
-                "the feed-forward matrices W_1, W_2 are near rank one",
-                "runs with s_2 / s_1 of W_1 and W_2 below 0.1",
-            ),
-            (
-                "formula",
-                "learnt P(1|0) ≈ p and P(0|1) ≈ q",
-                "runs whose learnt kernel is within 10 % of |p + q − 1| of P",
-            ),
-        )
-    ),
-    Claim(
-        "appd_untied",
-        "global_minimum",
-        "this book",
-        "App. D's four properties, untied GPT-2 model (the paper claims them for the "
-        "tied model only)",
-        "(0.2, 0.3), GPT-2, untied, every run",
-        "runs with each property",
-        "fig-gm-appendix-d",
-        groups=("global_minimum-400-fp16-untied",),
-        authors="appd",
-    ),
-    Claim(
-        "appd_gpt2",
-        "global_minimum",
-        "this book",
-        "App. D's four properties on the tied GPT-2 model of Fig 3(b)",
-        "(0.2, 0.3), GPT-2, tied, every run",
-        "runs with each property",
-        "fig-gm-appendix-d",
-        groups=("global_minimum-400-fp16-tied",),
-        authors="appd",
-    ),
-    Claim(
-        "thm2",
-        "bad_local_minima",
-        "paper",
-        "Thm 2: θ_π is a local minimum (tied, p + q > 1)",
-        "tied, p + q > 1",
-        "smallest Hessian eigenvalue on the (e, b) block",
-        "thm-bad-local-minimum",
-        exact=True,
-    ),
-    Claim(
-        "fig3a",
-        "trapped",
-        "paper",
-        "Fig 3(a): tied runs stay at H(π) on (0.5, 0.8)",
-        "(0.5, 0.8), GPT-2, tied",
-        "runs at H(π) (learnt < 10 % of the gap) at the end",
-        "fig-trapped-survival",
-        groups=("trap400-gpt2-tied-fp16",),
-        authors="fig3",
-    ),
-    Claim(
-        "fig3c",
-        "bad_local_minima",
-        "paper",
-        "Fig 3(c, d): a run at θ_π predicts π_1 after a zero, an escaped one p",
-        "(0.5, 0.8), GPT-2, tied",
-        "learnt P(1|0) of a run at θ_π and of an escaped run",
-        "fig-blm-predictions",
-        groups=("trap400-gpt2-tied-fp16",),
-        authors="fig3",
-    ),
-    Claim(
-        "fig3c_untied",
-        "trapped",
-        "paper",
-        "Fig 3(c): an untied run on (0.5, 0.8) predicts p after a zero",
-        "(0.5, 0.8), GPT-2, untied (the Fig 4 grid's cell)",
-        "learnt P(1|0) of each untied run",
-        "fig-trapped-grid",
-        groups=("fig4-400-untied-fp16",),
-        authors="fig3",
-    ),
-    Claim(
-        "bad_minimum",
-        "trapped",
-        "paper",
-        "Sec. 4.1: at θ_π the output ignores the input, f = σ(b) = π_1",
-        "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
-        "the prediction after a zero and after a one (σ(b) alone printed beside)",
-        "fig-trapped-survival",
-        groups=("trap400-gpt2-tied-fp16",),
-        authors="fig3",
-    ),
-    Claim(
-        "fig3a_fp32",
-        "bad_local_minima",
-        "this book",
-        "In float32 the trap is a plateau that training leaves",
-        "(0.5, 0.8), GPT-2, tied",
-        "runs at H(π) at the end of each budget",
-        "fig-blm-trap",
-        groups=("trap400-gpt2-tied-fp32", "trap-gpt2-tied"),
-        authors="fig3",
-    ),
-    Claim(
-        "trap_models",
-        "bad_local_minima",
-        "this book",
-        "The theory model (no layer norm) is trapped more often than GPT-2",
-        "(0.5, 0.8), tied, theory and GPT-2 models",
-        "runs at H(π) at the end, theory / GPT-2",
-        "fig-blm-trap",
-        groups=("trap400-theory-tied-fp32", "trap400-gpt2-tied-fp32"),
-        authors="fig3",
-    ),
-    Claim(
-        "precision",
-        "trapped",
-        "this book",
-        "fp16 without loss scaling keeps tied runs at H(π) that float32 frees",
-        "(0.5, 0.8), GPT-2, tied, the same seeds and batches",
-        "runs at H(π) at the end, fp16 / float32",
-        "fig-trapped-survival",
-        groups=("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp32"),
-        authors="fig3",
-    ),
-    Claim(
-        "thm3",
-        "saddles",
-        "paper",
-        "Thm 3: θ_π is a saddle when untied (p + q > 1)",
-        "untied, p + q > 1",
-        "smallest Hessian eigenvalue, untied",
-        "thm-saddle",
-        exact=True,
-    ),
-    Claim(
-        "untied_escape",
-        "trapped",
-        "paper",
-        "Untied runs escape θ_π and reach H_rate",
-        "the Fig 4 grid's cells with p + q > 1, GPT-2, untied",
-        "runs that escaped",
-        "fig-trapped-grid",
-        groups=("fig4-400-untied-fp16",),
-        authors="fig4",
-    ),
-    Claim(
-        "untied_escape_fp32",
-        "saddles",
-        "this book",
-        "Untied runs escape θ_π in float32, GPT-2 and theory models",
-        "(0.5, 0.8), untied, GPT-2 and theory models",
-        "runs that escaped",
-        "fig-saddle-tied-untied",
-        groups=("trap-gpt2-untied", "trap-theory-untied"),
-        authors="fig3",
-    ),
-    Claim(
-        "fig4",
-        "trapped",
-        "paper",
-        "Fig 4: tied cells above p + q = 1 collapse to the marginal, untied do not",
-        "the Fig 4 grid, GPT-2; 8 independently initialised runs per tied cell above "
-        "the line, 3 per other cell",
-        "tied cells above the line with at least half of their runs at H(π)",
-        "fig-trapped-cells",
-        groups=(
-            "fig4-cells-400-tied-fp16",
-            "fig4-400-tied-fp16",
-            "fig4-400-untied-fp16",
-        ),
-        authors="fig4",
-    ),
-    Claim(
-        "fig4_3runs",
-        "trapped",
-        "this book",
-        "Fig 4 from 3 runs per cell (seed i starts alike in every cell)",
-        "the Fig 4 grid, GPT-2, 3 runs per cell and tying",
-        "cells above the line at H(π) (at least half of their runs)",
-        "fig-trapped-grid",
-        groups=("fig4-400-tied-fp16", "fig4-400-untied-fp16"),
-        authors="fig4",
-        design="seed i starts from the same weights in every cell, so the cells' runs "
-        "are not independent",
-    ),
-    Claim(
-        "below_line",
-        "trapped",
-        "paper",
-        "Sec. 4.2: p + q < 1 reaches H_rate irrespective of the weight tying",
-        "the Fig 4 grid's cells with p + q < 1, GPT-2, tied and untied",
-        "cells below the line escaped (at least half of their runs)",
-        "fig-trapped-grid",
-        groups=("fig4-400-tied-fp16", "fig4-400-untied-fp16"),
-        authors="fig4",
-    ),
-    Claim(
-        "fig4_fp32",
-        "saddles",
-        "this book",
-        "In float32 after 1000 iterations the tied cells above the line leave H(π)",
-        "the Fig 4 grid, GPT-2, 1 run per cell and tying",
-        "cells above the line at H(π)",
-        "fig-saddle-grid",
-        groups=("fig4-tied", "fig4-untied"),
-        authors="fig4",
-    ),
-    Claim(
-        "fig5",
-        "multi_state",
-        "paper",
-        "Fig 5: k = 5 tied and untied reach H_rate at p ≤ 0.6; above it tied runs "
-        "stay at H(π), untied ones escape",
-        "symmetric k = 5 chains, p ∈ {0.1, 0.3, 0.6, 0.9}, the authors' Fig 5 model "
-        "(no LayerNorm, ReLU), tied and untied",
-        "runs on the claimed side per p and tying",
-        "fig-ms-fig5",
-        groups=("fig5-k5-theory-fp16-tied", "fig5-k5-theory-fp16-untied"),
-        authors="fig5",
-    ),
-    Claim(
-        "fig5_gpt2",
-        "multi_state",
-        "this book",
-        "Fig 5's two halves with the GPT-2 model of Fig 3 and 4",
-        "symmetric k = 5 chains, p ∈ {0.1, 0.3, 0.6, 0.9}, GPT-2, tied and untied",
-        "runs on the claimed side per p and tying",
-        "fig-ms-fig5",
-        groups=("fig5-k5-fp16-tied", "fig5-k5-fp16-untied"),
-        authors="fig5",
-    ),
-    Claim(
-        "fig5_fp32",
-        "multi_state",
-        "this book",
-        "Fig 5's two halves in float32",
-        "symmetric k = 5 chains, GPT-2, tied and untied, 1 run per p",
-        "runs on the claimed side per p and tying",
-        "fig-ms-fig5",
-        groups=("fig5-k5-tied", "fig5-k5-untied"),
-        authors="fig5",
-    ),
-    Claim(
-        "k_threshold",
-        "multi_state",
-        "this book",
-        "The k-state trap threshold is p = (k − 1)/k",
-        "symmetric k-state chains, tied",
-        "largest |numerical threshold − (k − 1)/k|",
-        "fig-ms-threshold",
-        exact=True,
-    ),
-    Claim(
-        "fig1",
-        "depth",
-        "paper",
-        "Fig 1: the single layer stays at H(π); depth ≥ 2 reaches H_rate",
-        "(0.5, 0.8), GPT-2, tied, depths 1, 2, 4, 8",
-        "runs at H(π) (depth 1) and escaped (depth ≥ 2) per depth",
-        "fig-depth-fig1",
-        groups=tuple(f"depth-fig1-fp16-L{L}" for L in (1, 2, 4, 8)),
-        authors="fig1",
-    ),
-    Claim(
-        "fig1_fp32",
-        "depth",
-        "this book",
-        "Fig 1 in float32",
-        "(0.5, 0.8), GPT-2, tied, depths 1, 2, 4, 8",
-        "runs at H(π) (depth 1) and escaped (depth ≥ 2) per depth",
-        "fig-depth-fig1",
-        groups=tuple(f"depth-fig1-L{L}" for L in (1, 2, 4, 8)),
-        authors="fig1",
-    ),
-    Claim(
-        "depth_factors",
-        "depth",
-        "paper",
-        "Sec. 4.4: depth ≥ 2 reaches H_rate regardless of weight tying and switching",
-        "depth 2, GPT-2: untied on (0.5, 0.8), tied on (0.5, 0.2)",
-        "runs that escaped",
-        "fig-depth-fig1",
-        groups=("depth-fig1-fp16-L2-untied", "depth-fig1-fp16-L2-mirror"),
-        authors="fig1",
-    ),
-    Claim(
-        "depth_init",
-        "depth",
-        "paper",
-        "Introduction: deeper models converge regardless of initialization",
-        "depth 2, GPT-2, tied, (0.5, 0.8), from the seeds that trap depth 1",
-        "runs that escaped",
-        "fig-depth-fig1",
-        groups=("depth-fig1-fp16-L2-trapstarts",),
-        authors="fig1",
-    ),
-    Claim(
-        "higher_order",
-        "depth",
-        "this book",
-        "Deeper models learn a second-order chain given enough iterations (ICLR Sec. "
-        "4.4) in float32",
-        "random order-2 chains, GPT-2, tied, depths 1-3, 2 heads",
-        "runs that escaped per depth (share of the gap from the final test loss)",
-        "fig-depth-higher-order",
-        groups=tuple(f"higher-order-L{L}" for L in (1, 2, 3)),
-        authors="higher_order",
-    ),
-    Claim(
-        "poster_masking",
-        "depth",
-        "this book",
-        "Second order: masking helps (the poster's claim; its settings are not "
-        "published)",
-        "lag-2 chain, GPT-2, one layer, window 1 against full attention",
-        "share of the gap learnt",
-        "fig-depth-window",
-        groups=("depth-lag2-window1", "depth-lag2-L1"),
-    ),
-    Claim(
-        "init_energy",
-        "initialisation",
-        "Local to Global",
-        "Gradient flow on (e, w) conserves E = e² − w² − sign(w) log|w|",
-        "the reduced single-layer model",
-        "largest |ΔE| over all integrated trajectories",
-        "fig-init-portrait",
-        exact=True,
-    ),
-    Claim(
-        "init_basins",
-        "initialisation",
-        "Local to Global",
-        "The energy level through the saddle separates the basins",
-        "grid of starts (e, w), both sides of p + q = 1",
-        "fraction of starts whose flow ends in the predicted basin",
-        "fig-init-portrait",
-        exact=True,
-    ),
-    Claim(
-        "init_full_model",
-        "initialisation",
-        "this book",
-        "The full model started on the manifold ends where the reduced flow predicts",
-        "tied theory model, gradient descent on the exact loss",
-        "fraction of full-model runs ending in the predicted basin",
-        "fig-init-full-model",
-        exact=True,
-    ),
-    Claim(
-        "ccmc_equivalence",
-        "ccmc",
-        "Ildiz et al.",
-        "One attention layer is a context-conditioned Markov chain",
-        "random prompts",
-        "largest |attention − CCMC| probability",
-        "thm-ccmc",
-        exact=True,
-    ),
-    Claim(
-        "ccmc_rate",
-        "ccmc",
-        "Ildiz et al.",
-        "W is learnt at the parametric rate n^(−1/2)",
-        "maximum likelihood",
-        "log-log slope of the estimation error",
-        "fig-ccmc-estimation",
-    ),
-    Claim(
-        "ccmc_collapse",
-        "ccmc",
-        "Ildiz et al.",
-        "Generation collapses onto a few tokens",
-        "one trajectory from a balanced prompt",
-        "top-token share of the last window",
-        "fig-ccmc-collapse",
-    ),
-)
-
-_BY_ID = {c.id: c for c in CLAIMS}
-
-
-def claim(claim_id: str) -> Claim:
-    """The :class:`Claim` with this id."""
-    if claim_id not in _BY_ID:
-        raise ValueError(f"claim must be one of {', '.join(_BY_ID)}; got {claim_id!r}")
-    return _BY_ID[claim_id]
 
 
 def verdict(
@@ -634,7 +165,8 @@ def claims_report(S, verdicts: dict[str, str], values: dict | None = None) -> st
 def record_measures(
     measured: dict, scale, *, applicable: bool = True, missing: str = "not shipped yet"
 ) -> dict[str, str]:
-    """:func:`record` each claim id's :class:`~markovlib.measures.Measure` (None: its
+    """:func:`record` each claim id's :class:`~markovlib.companion.measures.Measure`
+    (None: its
     runs are not shipped yet, so ``missing`` and not tested); return the verdicts."""
     verdicts = {}
     for cid, m in measured.items():
@@ -807,13 +339,16 @@ def summary(rows) -> str:
 
 
 def write_page(path="book/scorecard.md", rows=None) -> None:
-    """Write :func:`page` to ``path`` (``python -m markovlib.scorecard`` from the
+    """Write :func:`page` to ``path`` (``python -m markovlib.companion.scorecard`` from
+    the
     repository root)."""
 
     Path(path).write_text(page(rows), encoding="utf-8")
 
 
-README_START = "<!-- scorecard: python -m markovlib.scorecard --pin writes it -->"
+README_START = (
+    "<!-- scorecard: python -m markovlib.companion.scorecard --pin writes it -->"
+)
 README_END = "<!-- /scorecard -->"
 
 
@@ -900,7 +435,8 @@ class Row:
 
 
 def shipped_records(data, specs) -> list:
-    """:class:`~markovlib.measures.RunRecord` of every run of ``specs`` that the
+    """:class:`~markovlib.companion.measures.RunRecord` of every run of ``specs`` that
+    the
     shipped data (a :class:`~markovlib.runs.shipped.ShippedData`) holds, without loading
     a model."""
 
@@ -1070,13 +606,11 @@ def _weighted(data, R) -> dict:
     """The rows that read learnt weights: App. D (all five) and bad_minimum."""
     out = {}
     appd = {"tied": "appd_attention", "untied": "appd_untied", "gpt2": "appd_gpt2"}
-    done = {
-        k: _BY_ID[c].groups for k, c in appd.items() if R.complete(*_BY_ID[c].groups)
-    }
+    done = {k: claim(c).groups for k, c in appd.items() if R.complete(*claim(c).groups)}
     if done:
         measured = _appendix_d(data, {k: R(*g) for k, g in done.items()})
         out.update({c: m for c, m in measured.items() if c in COMPUTED})
-    trap = _BY_ID["bad_minimum"].groups
+    trap = claim("bad_minimum").groups
     if R.complete(*trap):
         out["bad_minimum"] = measures.bad_minimum(R(*trap), lambda r: _model(data, r))
     return out
@@ -1105,7 +639,8 @@ class _Runs:
 
 
 def _trained(data, edition: dict) -> dict:
-    """Every trained row's :class:`~markovlib.measures.Measure` from the shipped data
+    """Every trained row's :class:`~markovlib.companion.measures.Measure` from the
+    shipped data
     (a (shipped, wanted) pair for a row whose groups are not all shipped yet)."""
     R = _Runs(data, edition)
     out = {}
@@ -1168,7 +703,7 @@ def compute(data=None) -> list[Row]:
     return rows
 
 
-if __name__ == "__main__":  # python -m markovlib.scorecard [--pin]
+if __name__ == "__main__":  # python -m markovlib.companion.scorecard [--pin]
     import sys
 
     computed = compute()
