@@ -38,8 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("lint", "unit", "verify", "book-strict", "browser")
 READER = ["--p", "0.3", "--q", "0.9"]  # the binary chapters (markovlib rerun)
-# the chapters without a binary chain, through papermill: k = 4 states, CCMC its own
-OWN = {"multi_state": ["-p", "k", "4"], "ccmc": []}
+# the chapters without a binary chain: k = 4 states; the CCMC chapter its defaults
+OWN = {"multi_state": ["--set", "k=4"], "ccmc": []}
+WHAT = ("test", "book", "rerun")
+SCALES = ("smoke", "cpu", "paper")
 
 
 def _env(**changes) -> dict:
@@ -109,18 +111,16 @@ def rerun_rows(repo: Path, logs: Path, chapters: list[str], scale: str) -> list[
     rows = []
     for chapter in chapters:
         store = Path(tempfile.mkdtemp(prefix=f"rerun-{chapter}-"))
-        if chapter in OWN:
-            command = [str(venv / "papermill"), f"book/{chapter}.ipynb"]
-            command += [str(store / "out.ipynb"), *OWN[chapter], "-p", "scale", scale]
-            command += ["--cwd", "book", "--log-output"]
-        else:
-            command = [str(venv / "markovlib"), "rerun", chapter, *READER]
-            command += ["--scale", scale, "--out", str(store / "out")]
+        given = OWN.get(chapter, READER)
+        command = [str(venv / "markovlib"), "rerun", chapter, *given]
+        command += ["--scale", scale, "--out", str(store / "out")]
         seconds, out = timed(
             command, repo, logs / f"rerun-{chapter}.log", MARKOVLIB_RESULTS=str(store)
         )
         shutil.rmtree(store, ignore_errors=True)
-        estimates = re.findall(r"about ([\d.]+) (s|min|h) on one CPU thread", out)
+        estimates = re.findall(
+            r"about ([\d.]+) (s|min|h) on (?:one CPU thread|\d+ CPU processes)", out
+        )
         scale_of = {"s": 1, "min": 60, "h": 3600}
         estimate = sum(float(v) * scale_of[u] for v, u in estimates) or None
         rows.append(
@@ -170,6 +170,28 @@ def report(rows: list[dict], info: dict) -> str:
     return "\n".join(lines)
 
 
+def _chapters() -> list[str]:
+    """The chapters a reader re-runs (every notebook but the reproducibility page)."""
+    return sorted(
+        p.stem for p in (ROOT / "book").glob("*.ipynb") if p.stem != "reproducibility"
+    )
+
+
+def _refused(what: set, scale: str, chapters: list[str] | None) -> str:
+    """Why these options are refused, in one line ('' when they are fine)."""
+    if not what or not what <= set(WHAT):
+        return f"--what: give a comma-separated subset of {', '.join(WHAT)}"
+    if scale not in SCALES:
+        return f"--scale: must be one of {', '.join(SCALES)}; got {scale!r}"
+    unknown = sorted(set(chapters or ()) - set(_chapters()))
+    if unknown or (chapters is not None and not any(chapters)):
+        return (
+            f"--chapters: no chapter {', '.join(unknown) or repr('')}; chapters: "
+            + (", ".join(_chapters()))
+        )
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--what", default="test,book,rerun")
@@ -179,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the clone")
     args = parser.parse_args(argv)
     what = set(args.what.split(","))
+    chapters = None if args.chapters is None else args.chapters.split(",")
+    refused = _refused(what, args.scale, chapters)
+    if refused:  # before cloning or installing anything
+        parser.error(refused)
     work = Path(tempfile.mkdtemp(prefix="markovlib-project-bench-"))
     logs = work / "logs"
     logs.mkdir()
@@ -197,16 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     if "book" in what:
         rows += book_rows(repo, logs)
     if "rerun" in what:
-        chapters = (
-            args.chapters.split(",")
-            if args.chapters
-            else sorted(
-                p.stem
-                for p in (repo / "book").glob("*.ipynb")
-                if p.stem != "reproducibility"
-            )
-        )
-        rows += rerun_rows(repo, logs, chapters, args.scale)
+        rows += rerun_rows(repo, logs, chapters or _chapters(), args.scale)
     info["load_after"] = os.getloadavg()[0]
     print(report(rows, info))
     print(f"logs: {logs}")

@@ -693,9 +693,11 @@ def count_classes(shares: Sequence[float]) -> dict[str, int]:
 # "every run escapes"); k of its n runs do. The 95 % Clopper-Pearson interval of the
 # share k / n decides: the claim *holds* when the whole interval lies above 1/2 (most
 # runs behave as the paper says, beyond sampling noise), *fails* when it lies below 1/2,
-# and holds *partly* otherwise (the runs split, or too few to tell).
+# and holds *partly* otherwise (the runs split). Changed 2026-11-27 (issue 47): a part
+# whose n could decide neither way, whatever its k (n <= 5: even k = n leaves 1/2 in the
+# interval, and so does k = 0), is *too few* to tell, not "partly".
 CLAIM_LEVEL = 0.95
-HOLDS, FAILS, PARTLY = "holds", "fails", "partly"
+HOLDS, FAILS, PARTLY, TOO_FEW = "holds", "fails", "partly", "too few"
 
 
 def share_interval(k: int, n: int, level: float = CLAIM_LEVEL) -> tuple[float, float]:
@@ -715,7 +717,9 @@ def share_interval(k: int, n: int, level: float = CLAIM_LEVEL) -> tuple[float, f
 def claim_outcome(k: int, n: int, level: float = CLAIM_LEVEL) -> str:
     """The rule above: :data:`HOLDS` when the interval of k of n
     (:func:`share_interval`) lies above 1/2, :data:`FAILS` below it, :data:`PARTLY`
-    when it contains 1/2."""
+    when it contains 1/2, :data:`TOO_FEW` when no k of this n could decide."""
+    if share_interval(n, n, level)[0] <= CLAIM_SHARE <= share_interval(0, n, level)[1]:
+        return TOO_FEW
     low, high = share_interval(k, n, level)
     if low > CLAIM_SHARE:
         return HOLDS
@@ -727,6 +731,7 @@ __all__ += [
     "HOLDS",
     "FAILS",
     "PARTLY",
+    "TOO_FEW",
     "share_interval",
     "claim_outcome",
 ]

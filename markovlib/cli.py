@@ -44,7 +44,7 @@ from .companion.notebook import (
     render_roles,
     run_chapters,
 )
-from .companion.scorecard import compute, verdict_counts
+from .companion.scorecard import by_source, compute, source_counts
 from .model import TransformerConfig
 from .runs.edition import produce, status
 from .runs.executors import ClusterUnreachable, InfeasibleRequest
@@ -64,7 +64,7 @@ from .runs.store import (
     default_results_dir,
     permitted,
 )
-from .runs.sweep import sigterm_as_interrupt, sweep
+from .runs.sweep import WORKERS_VAR, sigterm_as_interrupt, sweep
 from .runs.verify import VerificationError, verify
 from .train import Execution, train
 
@@ -617,7 +617,8 @@ def _chapter_parameters(args, sources: list[Path]) -> dict[Path, dict]:
             defaults = {}
         params = {k: v for k, v in given.items() if k in defaults}
         if {"p", "q"} <= set(defaults):  # binary chapters; k-state and CCMC keep theirs
-            params.update(p=args.p, q=args.q)
+            chain = {k: getattr(args, k, None) for k in ("p", "q")}
+            params.update({k: v for k, v in chain.items() if v is not None})
         if source.stem in CHAPTER_RULES:
             try:
                 check_chapter_parameters(source.stem, **{**defaults, **params})
@@ -824,14 +825,29 @@ def _execute_chapters(out: Path, params: dict[Path, dict], jobs: int) -> int:
 
 
 def add_rerun_parser(subs) -> None:
-    """``markovlib rerun CHAPTER --p P --q Q``: one chapter, as notebook and page."""
+    """``markovlib rerun CHAPTER [--p P --q Q] [--set NAME=VALUE ...]``: one chapter,
+    as notebook and page."""
+    chapters = ", ".join(f"{c} ({' '.join(CHAPTER_RULES[c])})" for c in CHAPTER_RULES)
     rerun = subs.add_parser(
         "rerun",
-        help="execute one chapter with your (p, q) into a notebook and an HTML page "
+        help="execute one chapter with your chain into a notebook and an HTML page "
         "that read like the book's",
+        description="Re-run one chapter with your parameters. Chapters (and the "
+        f"parameters each takes): {chapters}.",
     )
-    rerun.add_argument("chapter", metavar="CHAPTER", help="framework, saddles, ...")
-    _add_chain(rerun, _probability)
+    rerun.add_argument(
+        "chapter", metavar="CHAPTER", help="one of: " + ", ".join(CHAPTER_RULES)
+    )
+    rerun.add_argument("--p", type=_probability, help="P(1|0) (binary chapters)")
+    rerun.add_argument("--q", type=_probability, help="P(0|1) (binary chapters)")
+    rerun.add_argument(
+        "--set",
+        dest="params",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="any other parameter of the chapter, e.g. --set k=4 (multi_state)",
+    )
     rerun.add_argument("--seed", type=_chapter_seed, default=0)
     rerun.add_argument(
         "--scale",
@@ -844,51 +860,88 @@ def add_rerun_parser(subs) -> None:
         "--out",
         type=_folder,
         default=None,
-        help="output directory (default: reruns/<chapter>-p<p>-q<q> in the clone)",
+        help="output directory (default: reruns/<chapter>-<parameters> in the clone)",
     )
     rerun.set_defaults(run=cmd_rerun)
 
 
 def _rerun_source(chapter: str) -> tuple[Path, Path]:
-    """The clone here and its ``book/<chapter>.ipynb``: a chapter taking p and q."""
+    """The clone here and its ``book/<chapter>.ipynb``."""
+    if chapter not in CHAPTER_RULES:
+        raise UsageError(
+            f"argument CHAPTER: must be one of {', '.join(CHAPTER_RULES)}; "
+            f"got {chapter!r}"
+        )
     root = find_repository()
     if root is None:
         raise UsageError(
             f"no clone of the book at or above {Path.cwd()} (a folder with _toc.yml "
             "and book/); run markovlib rerun from a clone"
         )
-    sources = sorted((root / "book").glob("*.ipynb"))
-    if chapter not in [s.stem for s in sources]:
-        raise UsageError(
-            f"argument CHAPTER: must be one of {', '.join(s.stem for s in sources)}; "
-            f"got {chapter!r}"
-        )
-    binary = []
-    for source in sources:
-        try:
-            defaults = chapter_parameters(source)
-        except ValueError:  # no parameters cell (Reproducibility declares none)
-            defaults = {}
-        binary += [source.stem] if {"p", "q"} <= set(defaults) else []
-    if chapter not in binary:
-        raise UsageError(
-            f"argument CHAPTER: {chapter} has no binary chain (p, q) to set; give one "
-            f"of {', '.join(binary)}"
-        )
     return root, root / "book" / f"{chapter}.ipynb"
+
+
+def _rerun_parameters(args, source: Path) -> dict:
+    """The parameters a re-run gives its chapter: --p, --q and each --set NAME=VALUE
+    (typed as the chapter's default), refused in one line before any work."""
+    defaults = chapter_parameters(source)
+    given = {}
+    for name in ("p", "q"):
+        if getattr(args, name) is not None:
+            if name not in defaults:
+                raise UsageError(
+                    f"argument --{name}: {source.stem} has no parameter {name} (it "
+                    f"takes {', '.join(CHAPTER_RULES[source.stem])})"
+                )
+            given[name] = getattr(args, name)
+    for item in args.params:
+        name, eq, text = item.partition("=")
+        name = name.strip()
+        if not eq or name not in CHAPTER_RULES[source.stem]:
+            raise UsageError(
+                f"argument --set: {item!r} is not NAME=VALUE with NAME one of "
+                f"{', '.join(CHAPTER_RULES[source.stem])} (chapter {source.stem})"
+            )
+        if name in ("seed", "scale"):
+            raise UsageError(f"argument --set: give {name} as --{name}")
+        given[name] = _typed(name, text.strip(), defaults.get(name))
+    return given
+
+
+def _typed(name: str, text: str, default):
+    """``text`` as the type of the chapter's default value of ``name``."""
+    kind = type(default) if default is not None else float
+    words = {bool: "true or false", int: "an integer", float: "a number"}
+    try:
+        if kind is bool:
+            return {"true": True, "false": False}[text.lower()]
+        return kind(text)
+    except (ValueError, KeyError):
+        what = words.get(kind, kind.__name__)
+        raise UsageError(
+            f"argument --set: {name} must be {what}; got {text!r}"
+        ) from None
 
 
 def cmd_rerun(args) -> int:
     """Check everything, then re-run one chapter into ``--out``; Ctrl-C: exit 130."""
     root, source = _rerun_source(args.chapter)
-    rerun = f"{args.chapter}-p{args.p:g}-q{args.q:g}"  # by default in the clone
-    args.out = args.out or str(root / "reruns" / rerun)
-    out = _book_out(args, root, default="reruns/<chapter>-p<p>-q<q>")
+    given = _rerun_parameters(args, source)
+    shown = "-".join(
+        f"{k}{v:g}" if isinstance(v, float) else f"{k}{v}" for k, v in given.items()
+    )
+    args.out = args.out or str(
+        root / "reruns" / "-".join(filter(None, (args.chapter, shown)))
+    )
+    out = _book_out(args, root, default="reruns/<chapter>-<parameters>")
     if args.scale is None:
         _environment_scale()  # the chapter reads it: refuse a bad one now
-    params = _chapter_parameters(args, [source])[source]
+    params = {**_chapter_parameters(args, [source])[source], **given}
+    _check_rerun(source.stem, {**chapter_parameters(source), **params})
     fd = _claim_edition(out)
     saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None
+    # the chapter's sweeps share their ensembles among the machine's cores
+    os.environ.setdefault(WORKERS_VAR, str(min(4, os.cpu_count() or 1)))
     try:
         _write_marker(fd, args)
         return _rerun(root, source, out, params)
@@ -901,6 +954,16 @@ def cmd_rerun(args) -> int:
         if saved is not None:
             os.environ[presets.ENV_VAR] = saved
         os.close(fd)
+
+
+def _check_rerun(chapter: str, params: dict) -> None:
+    """The chapter's own check of ``params`` (with its defaults), in one line."""
+    try:
+        check_chapter_parameters(chapter, **params)
+    except ValueError as e:
+        name = str(e).split()[0]
+        where = name if name in ("p", "q", "seed") else "set"
+        raise UsageError(f"argument --{where}: {e} (chapter {chapter})") from None
 
 
 def _rerun(root: Path, source: Path, out: Path, params: dict) -> int:
@@ -1132,11 +1195,11 @@ def cmd_scorecard(args) -> int:
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=1, ensure_ascii=False))
         return 0
-    for r in rows:
-        print(f"{r.id:15s} {r.verdict:26s} {r.value}")
-    print(
-        f"{len(rows)} rows: {verdict_counts(rows)} ({time.perf_counter() - t0:.0f} s)"
-    )
+    for source, group in by_source(rows):
+        print(f"{source}:")
+        for r in group:
+            print(f"  {r.id:15s} {r.verdict:26s} {r.value}")
+    print(f"{source_counts(rows)} ({time.perf_counter() - t0:.0f} s)")
     return 0
 
 

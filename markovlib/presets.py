@@ -146,7 +146,11 @@ PRESETS: dict[str, Scale] = {
     "paper": _PAPER,
 }
 
-# Per chapter at the paper scale: what differs from PRESETS["paper"], and why.
+# Per chapter at the paper scale: what differs from PRESETS["paper"], and why; under
+# "cpu", what differs from PRESETS["cpu"] in a reader's re-run (two cores, a few
+# minutes: each size sized by the runs the chapter's claims at the reader's chain
+# need; counts of 12 runs decide a share under the rule: 10 of 12 has a 95 % lower
+# bound above 1/2).
 CHAPTERS: dict[str, dict] = {
     "global_minimum": dict(
         source="Fig 3(b) as this book's control: length 1024, 1000 float32 "
@@ -154,6 +158,12 @@ CHAPTERS: dict[str, dict] = {
         "8 runs per model) are AUTHORS['fig3']"
     ),
     "bad_local_minima": dict(
+        cpu=dict(
+            trap_seeds=12,
+            variant_seeds=4,
+            source="a reader's re-run: 12 tied runs per model (a trap share decided "
+            "under the rule), 4 per side variant (theory + LN, init 0.2)",
+        ),
         variant_seeds=8,
         source="Fig 3(a) as this book's control: length 1024, 1000 float32 "
         "iterations (the authors': 400 in fp16, the trapped chapter). Trap statistics "
@@ -164,12 +174,22 @@ CHAPTERS: dict[str, dict] = {
         "(theory + LN, init 0.2)",
     ),
     "saddles": dict(
+        cpu=dict(
+            trap_seeds=12,
+            source="a reader's re-run: 12 runs per model and tying (a trap share "
+            "decided under the rule); Fig 4's grid is read from the paper edition",
+        ),
         seeds=1,
         source="Fig 4 as this book's control: length 1024, 1000 float32 iterations, "
         "one run per (p, q) cell and tying; "
         "trap statistics: 32 runs each, GPT-2 and theory model, tied and untied",
     ),
     "multi_state": dict(
+        cpu=dict(
+            seq_len=128,
+            source="a reader's re-run: length 128 (Fig 5's runs at the authors' "
+            "precision, fp16, cost 3.5 times float32 on a CPU)",
+        ),
         steps=5000,
         seeds=1,
         trap_steps=1000,
@@ -179,6 +199,14 @@ CHAPTERS: dict[str, dict] = {
         "book's question) 1000 iterations, one run per p and model",
     ),
     "depth": dict(
+        cpu=dict(
+            seq_len=128,
+            trap_seeds=8,
+            source="a reader's re-run: length 128, 8 single-layer runs (Fig 1 at "
+            "the authors' precision, fp16, costs 3.5 times float32 on a CPU, and "
+            "depth 4 four times depth 1); the higher-order runs are the paper "
+            "edition's (their chains do not depend on (p, q))",
+        ),
         steps=500,
         seq_len=512,
         source="Fig 1 as this book's control: depths 1, 2, 4, 8, length 512, 500 "
@@ -186,6 +214,12 @@ CHAPTERS: dict[str, dict] = {
         "AUTHORS['fig1']); the lag chain (poster) the same",
     ),
     "trapped": dict(
+        cpu=dict(
+            trap_seeds=8,
+            source="a reader's re-run: 8 tied runs per model and precision (two of "
+            "its five groups run in fp16, 3.5 times float32 on a CPU); Fig 4's grids "
+            "are read from the paper edition",
+        ),
         steps=400,
         source="the authors' first-order config (Markov-LLM/src/config/markov.py): "
         "400 iterations, length 1024, forward pass in fp16 autocast without loss "
@@ -361,8 +395,8 @@ def resolve(
     ``$MARKOVLIB_SCALE`` wins unless ``environ=False`` (the paper edition, the CLI's
     explicit ``--scale``).
 
-    With ``chapter``, the ``paper`` scale takes that chapter's settings from
-    :data:`CHAPTERS`.
+    With ``chapter``, the ``paper`` and ``cpu`` scales take that chapter's settings
+    from :data:`CHAPTERS` (``cpu``: its ``"cpu"`` entry, a reader's re-run).
     """
     forced = os.environ.get(ENV_VAR, "").strip() if environ else ""
     if forced:
@@ -381,9 +415,16 @@ def resolve(
             f"chapter must be one of {', '.join(map(repr, CHAPTERS))} or "
             f"None; got {chapter!r}"
         )
-    if scale == "paper" and chapter is not None:
-        return replace(PRESETS[scale], chapter=chapter, **CHAPTERS[chapter])
-    return replace(PRESETS[scale], chapter=chapter) if chapter else PRESETS[scale]
+    if chapter is None:
+        return PRESETS[scale]
+    sizes = {k: v for k, v in CHAPTERS[chapter].items() if k != "cpu"}
+    if scale == "paper":
+        return replace(PRESETS[scale], chapter=chapter, **sizes)
+    if scale == "cpu":
+        return replace(
+            PRESETS[scale], chapter=chapter, **CHAPTERS[chapter].get("cpu", {})
+        )
+    return replace(PRESETS[scale], chapter=chapter)
 
 
 # The authors' own settings, per figure, each field from their config, script or
@@ -521,9 +562,10 @@ AUTHORS: dict[str, AuthorsSetting] = {
         activation="relu",
         source="Markov-Simple (plotted by figures/loss-states.py: k = 5, p = 0.1, 0.3, "
         f"0.6, 0.9, tied and --no_tying): {_SIMPLE}, n_embd 8, nn.Embedding(5, d) tied "
-        "to the biased head; 5000 iterations as the paper says (their stored "
-        "src/schedule4.sh runs 4000 and the plot's axis ends at 4000: this book "
-        f"follows the paper); the rest from Markov-Simple/{_COMMON}; 3 runs per curve",
+        "to the biased head; 5000 iterations: their src/schedule4.sh at the "
+        "repository's head (commit a76f965, 2024-08-06: p = 0.1, 0.3, 0.6, 0.9, "
+        "--iterations 5000, --no_tying; its earlier commit f3a2ec1 ran 4000 at "
+        f"p = 0.9 only); the rest from Markov-Simple/{_COMMON}; 3 runs per curve",
     ),
     "higher_order": AuthorsSetting(
         "ICLR Sec. 4.4",

@@ -15,7 +15,7 @@ import dataclasses
 import math
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -395,7 +395,8 @@ class Execution:
     sampled on the device), ``compile`` (train through ``torch.compile``),
     ``progress`` (a text bar) and its ``desc``, ``checkpoint=s`` (also keep a copy of
     the weights after step s), ``stop_after=s`` (end the run after step s: its first s
-    steps, exactly as in the full run; verification)."""
+    steps, exactly as in the full run; verification), ``on_step`` (called with each
+    step's number as it ends: a sweep's progress bar)."""
 
     device: str | torch.device = "auto"
     compile: bool = False
@@ -403,6 +404,7 @@ class Execution:
     desc: str | None = None
     checkpoint: int | None = None
     stop_after: int | None = None
+    on_step: Callable[[int], None] | None = None
 
     def replace(self, **changes) -> Execution:
         """A copy with some fields changed."""
@@ -692,6 +694,8 @@ def _run_loop(loop: _Loop, run: Execution, checkpoint: int | None, last: int) ->
             )
         if step == checkpoint:
             trace.saved = loop.weights()
+        if run.on_step is not None:
+            run.on_step(step)
         if step == last:
             break
     bar.close()

@@ -82,3 +82,25 @@ def test_project_benchmark_times_a_command_and_reads_the_build_and_estimates(
         [{"what": "rerun saddles", "seconds": 61.4, "estimate": 50}], info
     )
     assert "| rerun saddles | 61 | 50 |" in text and "X, 2 cores" in text
+
+
+def test_project_benchmark_refuses_bad_options_before_cloning(capsys):
+    """--what bogus or empty, --scale bogus, --chapters nosuch or empty: one line and
+    exit 2 before any clone or install (they once cloned and printed an empty
+    table)."""
+    import pytest
+
+    project = _project()
+    for argv, says in (
+        (["--what", "bogus"], "--what: give a comma-separated subset"),
+        (["--what", ""], "--what: give a comma-separated subset"),
+        (["--scale", "bogus"], "--scale: must be one of smoke, cpu, paper"),
+        (["--chapters", "nosuch"], "--chapters: no chapter nosuch"),
+        (["--chapters", ""], "--chapters: no chapter ''"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            project.main(argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert says in err.splitlines()[-1], err
+    assert project._refused({"rerun"}, "cpu", ["saddles", "ccmc"]) == ""

@@ -137,18 +137,52 @@ def test_rerun_writes_a_notebook_and_a_page_that_read_like_the_book(tmp_path):
     "args, says",
     [
         (["nope", "--p", "0.3", "--q", "0.9"], "argument CHAPTER: must be one of"),
-        (["multi_state", "--p", "0.3", "--q", "0.9"], "has no binary chain"),
+        (["multi_state", "--p", "0.3", "--q", "0.9"], "has no parameter q (it takes k"),
+        (["multi_state", "--set", "kk=4"], "'kk=4' is not NAME=VALUE with NAME one"),
+        (["multi_state", "--set", "k=4x"], "argument --set: k must be an integer"),
+        (["multi_state", "--set", "k=40"], "k must be an integer in [2, 12]; got 40"),
+        (["ccmc", "--set", "seed=2"], "is not NAME=VALUE"),
         (["framework", "--p", "1.5", "--q", "0.9"], "argument --p"),
         (["global_minimum", "--p", "1", "--q", "0.9"], "argument --p"),
         (["framework", "--p", "0.3", "--q", "0.9", "--out", "data/x"], "inside"),
     ],
 )
-def test_rerun_refuses_bad_input_in_one_line(args, says):
-    done = _markovlib("rerun", *args, timeout=120)
-    assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
+def test_rerun_refuses_bad_input_in_one_line(args, says, capsys, monkeypatch):
+    from markovlib.cli import main
+
+    monkeypatch.chdir(ROOT)
+    try:
+        code = main(["rerun", *args])
+    except SystemExit as e:  # argparse's own refusals
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and says in err, err
     assert not (ROOT / "data" / "x").exists()
 
 
-def test_help_lists_rerun():
-    assert "rerun" in _markovlib("--help", timeout=120).stdout
+def test_rerun_takes_each_chapters_own_parameters(monkeypatch):
+    """--set NAME=VALUE typed as the chapter's default; --p/--q only where the chapter
+    has them (each chapter's parameters, before any work)."""
+    from types import SimpleNamespace
+
+    from markovlib.cli import _rerun_parameters
+
+    source = ROOT / "book" / "multi_state.ipynb"
+    args = SimpleNamespace(p=0.7, q=None, params=["k=4"])
+    assert _rerun_parameters(args, source) == {"p": 0.7, "k": 4}
+    ccmc = SimpleNamespace(p=None, q=None, params=["sigma=0.5", "gen_len=200"])
+    assert _rerun_parameters(ccmc, ROOT / "book" / "ccmc.ipynb") == {
+        "sigma": 0.5,
+        "gen_len": 200,
+    }
+
+
+def test_help_lists_rerun_and_its_chapters(capsys):
+    from markovlib.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["rerun", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "multi_state (k p)" in text and "ccmc (k prompt_len sigma" in text
+    assert "--set NAME=VALUE" in text

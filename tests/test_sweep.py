@@ -106,9 +106,11 @@ def test_sweep_stores_what_train_computes_and_skips_it_next_time(tmp_path, monke
 
 
 @pytest.mark.parametrize(
-    "sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"]
+    "sig, workers",
+    [(signal.SIGTERM, "1"), (signal.SIGINT, "1"), (signal.SIGINT, "2")],
+    ids=["SIGTERM", "SIGINT", "SIGINT-two-workers"],
 )
-def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig):
+def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig, workers):
     results = tmp_path / "results"
     cmd = [
         sys.executable,
@@ -138,7 +140,7 @@ def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig):
         "--results",
         str(results),
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MARKOVLIB_WORKERS": workers}
     # a terminal's Ctrl-C: SIGINT at its default disposition in the child, even when
     # this test itself runs as a background job of a non-interactive shell (which starts
     # with SIGINT ignored, and Python keeps it ignored)
@@ -325,3 +327,36 @@ def test_training_note_estimates_the_measured_cost_of_an_fp16_ensemble():
     note = training_note(specs, 1, "cpu", "results")
     assert note.startswith("markovlib: training 8 runs (8 of 400 steps, batch 16")
     assert "on cpu, about 9 min on one CPU thread: neither shipped nor" in note
+
+
+def test_two_worker_processes_train_the_runs_one_process_trains(tmp_path, capsys):
+    """workers=2 (a reader's re-run on both cores): the same ensembles trained in two
+    spawned processes of one torch thread give the runs of one process bit for bit,
+    and the bar counts every run with the time left."""
+    specs = grid([0.2, 0.6], [0.3], tied=[True], seeds=range(8), **TINY)
+    one = sweep(specs, tmp_path / "one", ensemble_size=8, device="cpu", progress=False)
+    two = sweep(
+        specs, tmp_path / "two", ensemble_size=8, device="cpu", workers=2, progress=True
+    )
+    err = capsys.readouterr().err
+    assert "in 2 ensembles on cpu, under a second on 2 CPU processes" in err
+    assert "16.0/16 runs" in err
+    a, b = ResultStore(tmp_path / "one"), ResultStore(tmp_path / "two")
+    assert sorted(one["key"]) == sorted(two["key"]) == sorted(s.key for s in specs)
+    for s in specs:
+        ra, rb = a.load(s), b.load(s)
+        assert ra.history["test_loss"].equals(rb.history["test_loss"])
+        for (n, x), (_, y) in zip(
+            ra.model.state_dict().items(), rb.model.state_dict().items()
+        ):
+            assert torch.equal(x, y), n
+
+
+def test_workers_share_the_runs_in_ensembles_of_at_least_eight():
+    from markovlib.runs.sweep import _shared
+
+    specs = grid([0.2], [0.3], tied=[True], seeds=range(32), **TINY)
+    assert _shared(specs, 32, 2, "local") == 16
+    assert _shared(specs[:12], 32, 2, "local") == 8  # not 6: ensembles stay efficient
+    assert _shared(specs, 32, 1, "local") == 32
+    assert _shared(specs, 32, 2, "ray") == 32

@@ -569,9 +569,21 @@ class Groups(NamedTuple):
         return measure.value if measure else f"{self.have(*names)} shipped so far"
 
 
+def train_groups(groups: dict, *, ensemble_size: int = 32) -> dict:
+    """Every run of the named groups of specs (name -> its TrainResults, in order),
+    trained in one sweep where neither the shipped data nor the store has it: the
+    groups' ensembles share the machine's worker processes
+    (``$MARKOVLIB_WORKERS``; :func:`~markovlib.runs.sweep.sweep`)."""
+    every = [s for specs in groups.values() for s in specs]
+    results = iter(sweep_results(every, ensemble_size=ensemble_size) if every else ())
+    return {name: [next(results) for _ in specs] for name, specs in groups.items()}
+
+
 def load_groups(groups: dict, S) -> Groups:
     """:func:`runs_and_records` of each named group of specs (at ``paper`` the shipped
-    runs only)."""
+    runs only), trained below ``paper`` in one sweep (:func:`train_groups`)."""
+    if S.name != "paper":
+        train_groups(groups)
     loaded = {name: runs_and_records(specs, S) for name, specs in groups.items()}
     return Groups(
         {n: v[0] for n, v in loaded.items()},
@@ -580,7 +592,7 @@ def load_groups(groups: dict, S) -> Groups:
     )
 
 
-__all__ += ["Groups", "load_groups"]
+__all__ += ["Groups", "load_groups", "train_groups"]
 
 
 # A reader's re-run notebook (`markovlib rerun`): the chapter's MyST as plain Markdown,

@@ -39,6 +39,7 @@ from ..analysis import (
     FAILS,
     HOLDS,
     PARTLY as PARTLY_HOLDS,
+    TOO_FEW as TOO_FEW_RUNS,
     claim_outcome,
     share_interval,
 )
@@ -61,7 +62,8 @@ from .measures import Measure, RunRecord, k_threshold
 from .notebook import glue
 
 __all__ = [
-    "verdict_counts",
+    "by_source",
+    "source_counts",
     "VERDICTS",
     "verdict",
     "record",
@@ -71,10 +73,16 @@ __all__ = [
 ]
 
 REPRODUCED, DIFFERS, PARTLY = "reproduced", "differs", "partly"
+TOO_FEW = "too few runs"  # no k of the part's n could decide (n <= 5)
 NOT_TESTED, NOT_APPLICABLE = "not tested at this scale", "not applicable to this chain"
-VERDICTS = (REPRODUCED, PARTLY, DIFFERS, NOT_TESTED, NOT_APPLICABLE)
+VERDICTS = (REPRODUCED, TOO_FEW, PARTLY, DIFFERS, NOT_TESTED, NOT_APPLICABLE)
 # analysis.claim_outcome of a part of a claim -> its verdict; the worst part decides
-_OUTCOME = {HOLDS: REPRODUCED, PARTLY_HOLDS: PARTLY, FAILS: DIFFERS}
+_OUTCOME = {
+    HOLDS: REPRODUCED,
+    TOO_FEW_RUNS: TOO_FEW,
+    PARTLY_HOLDS: PARTLY,
+    FAILS: DIFFERS,
+}
 
 
 def verdict(
@@ -97,7 +105,8 @@ def verdict(
         return NOT_TESTED
     if counts and not exact:
         outcomes = [_OUTCOME[claim_outcome(k, n)] for _, k, n in counts]
-        return max(outcomes, key=(REPRODUCED, PARTLY, DIFFERS).index)  # the worst
+        worst = (REPRODUCED, TOO_FEW, PARTLY, DIFFERS)
+        return max(outcomes, key=worst.index)
     return REPRODUCED if ok else DIFFERS
 
 
@@ -225,9 +234,12 @@ Fig 5 and App. D at the authors' model were trained, says what the runs here sho
 - *reproduced*: the claim's check holds; for a claim about how runs behave, the whole \
 interval lies
   above 1/2 (most runs behave as the paper says, beyond sampling noise);
-- *partly*: the interval contains 1/2: the runs split, or they are too few to tell (a \
-claim of several
-  parts takes the verdict of its worst part);
+- *too few runs*: no count of this many runs could decide either way (at most 5: \
+even 5 of 5
+  leaves 1/2 in the interval); the rule's change of 2026-11-27, before it such a part \
+read *partly*;
+- *partly*: the interval contains 1/2: the runs split (a claim of several
+  parts takes the verdict of its worst part: too few runs, then partly, then differs);
 - *differs*: it fails (for a claim about how runs behave, the whole interval lies \
 below 1/2), for an exact claim (a construction, a Hessian, an identity: no \
 training) at any
@@ -312,29 +324,53 @@ def page(rows=None) -> str:
     return f"{title}\n\n{summary(rows)}\n\n{rest}" + "\n".join(table) + "\n"
 
 
-def verdict_counts(rows) -> str:
-    """How many rows have each verdict, e.g. "20 reproduced, 7 differ"."""
-    counts = Counter(r.verdict for r in rows).most_common()
-    return ", ".join(
-        f"{n} {'differ' if v == DIFFERS and n != 1 else v}" for v, n in counts
-    )
+# Whose claim a row tests, as the summaries name them: the paper's rows first, then
+# this book's controls and the related papers' rows
+SOURCES = {
+    "paper": "the paper",
+    "poster": "the poster",
+    "this book": "this book's controls",
+}
 
 
-def summary(rows) -> str:
-    """The page's first line: "n rows: r reproduced, k partly, d differ, t not tested"
-    over the computed rows, and how many more rows the chapters compute."""
+def _counted(rows) -> str:
+    """ "r reproduced, k partly, d differ, t not tested" over ``rows``."""
     n = Counter(r.verdict for r in rows)
     parts = [
         f"{n[REPRODUCED]} reproduced",
         f"{n[PARTLY]} partly",
+        *([f"{n[TOO_FEW]} with too few runs"] if n[TOO_FEW] else []),
         f"{n[DIFFERS]} differ{'s' if n[DIFFERS] == 1 else ''}",
         f"{n[NOT_TESTED]} not tested",
         *([f"{n[NOT_APPLICABLE]} not applicable"] if n[NOT_APPLICABLE] else []),
     ]
+    return ", ".join(parts)
+
+
+def by_source(rows) -> list[tuple[str, list]]:
+    """The rows grouped by whose claim they test (:data:`SOURCES`; a related
+    paper by its name), the paper's first."""
+    names = [SOURCES.get(r.source, r.source) for r in rows]
+    order = [*SOURCES.values(), *sorted(set(names) - set(SOURCES.values()))]
+    groups = [(o, [r for r, n in zip(rows, names) if n == o]) for o in order]
+    return [(o, g) for o, g in groups if g]
+
+
+def source_counts(rows) -> str:
+    """One clause per source: "the paper: 18 rows: 14 reproduced, …; this book's
+    controls: 15 rows: …" (a control's verdict says whether this book's check held,
+    not whether the paper did)."""
+    return "; ".join(f"{o}: {len(g)} rows: {_counted(g)}" for o, g in by_source(rows))
+
+
+def summary(rows) -> str:
+    """The page's first line: per source, "n rows: r reproduced, k partly, d differ, t
+    not tested" over the computed rows, and how many more rows the chapters
+    compute."""
     return (
-        f"**In short:** {len(rows)} rows: {', '.join(parts)} (from the shipped runs "
-        f"and the exact theory); {len(CLAIMS) - len(rows)} more rows at the end are "
-        "computed by their chapters when the book is built."
+        f"**In short:** {source_counts(rows)} (from the shipped runs and the exact "
+        f"theory); {len(CLAIMS) - len(rows)} more rows at the end are computed by "
+        "their chapters when the book is built."
     )
 
 
@@ -368,7 +404,7 @@ def readme_table(rows) -> str:
             f"| `{r.id}` | {cell(r.claim)} | {cell(r.value)} | {r.verdict} "
             f"| {cell(r.runs)} | {cell(r.trapped)} |"
         )
-    return "\n".join([*lines, "", f"{len(rows)} rows: {verdict_counts(rows)}."])
+    return "\n".join([*lines, "", f"{source_counts(rows)}."])
 
 
 def readme_block(rows) -> str:

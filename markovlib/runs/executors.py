@@ -1,7 +1,10 @@
 """Executors of a sweep: where its ensembles are trained; the driver (the process that
 calls :func:`~markovlib.runs.sweep.sweep`) alone writes the result store.
 
-- ``"local"``: one ensemble after the other, in this process, with its torch threads.
+- ``"local"``: one ensemble after the other, in this process, with its torch threads;
+  with ``workers`` > 1, on the CPU, the ensembles are shared among that many worker
+  processes of one torch thread each (spawned once and kept), which send back plain
+  data as Ray's tasks do (a reader's re-run on both cores of a laptop).
 - ``"ray"``: one Ray task per ensemble on a Ray cluster (``address``; None:
   ``$RAY_ADDRESS``, else a new single-machine cluster), ``cpus_per_task`` CPUs and
   ``gpus_per_task`` GPUs each (0.125: 8 ensembles share a GPU; ``device='auto'``: CUDA
@@ -19,16 +22,20 @@ only when the Ray executor runs: ``import markovlib`` never loads it.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
 import os
 import signal
 import socket
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 import torch
 
 from .._checks import check_choice, check_int, check_number
+from ..device import resolve_device
 from ..train import TrainResult
 from .spec import RunSpec, train_specs
 from .store import result_from_record
@@ -107,23 +114,36 @@ def train_chunks(
     cpus_per_task: int = 1,
     gpus_per_task: float = 0.0,
     stop_after: int | None = None,
+    workers: int = 1,
+    on_steps=None,
 ) -> Iterator[tuple[Chunk, list[TrainResult]]]:
     """Train each chunk (specs of one group) as one ensemble; yields (chunk, results) as
-    each one finishes. ``stop_after=s``: end each run after step s (verification)."""
+    each one finishes. ``stop_after=s``: end each run after step s (verification);
+    ``workers``: local worker processes on the CPU; ``on_steps(x)``: x more runs'
+    worth of steps done (called as training goes, from this process)."""
     check_choice("executor", executor, EXECUTORS)
     cpus = check_int("cpus_per_task", cpus_per_task, 1)
     gpus = check_number("gpus_per_task", gpus_per_task, low=0.0)
+    workers = check_int("workers", workers, 1)
     if executor == "local":
         if address is not None:
             raise ValueError(
                 f"address is for executor='ray'; got address={address!r} with "
                 "executor='local'"
             )
+        chunks = list(chunks)
+        on_cpu = resolve_device(device).type == "cpu"
+        if workers > 1 and len(chunks) > 1 and on_cpu and not compile:
+            return _pool_chunks(chunks, workers, stop_after, on_steps)
         return (
             (
                 chunk,
                 train_specs(
-                    chunk, device=device, compile=compile, stop_after=stop_after
+                    chunk,
+                    device=device,
+                    compile=compile,
+                    stop_after=stop_after,
+                    on_step=_counter(chunk, on_steps),
                 ),
             )
             for chunk in chunks
@@ -200,6 +220,86 @@ def connect(address: str | None = None):
     return ray, True
 
 
+def _counter(chunk: Chunk, on_steps):
+    """An ``on_step`` reporting each step as a share of the ensemble's runs."""
+    if on_steps is None:
+        return None
+    per_step = len(chunk) / chunk[0].train.steps
+    return lambda step: on_steps(per_step)
+
+
+@functools.cache
+def _pool(workers: int):
+    """``workers`` spawned processes of one torch thread each, kept for the session
+    (a chapter sweeps group after group); shut down at exit."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread)
+    atexit.register(pool.shutdown, cancel_futures=True)
+    return pool, ctx.Manager().Queue()
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver stops; workers follow
+
+
+def _pool_task(chunk: Chunk, stop_after: int | None, queue) -> list[dict]:
+    """A worker's ensemble on the CPU, its progress sent every 10 steps."""
+
+    def report(step: int) -> None:
+        if step % 10 == 0:
+            queue.put(10 * len(chunk) / chunk[0].train.steps)
+
+    results = train_specs(chunk, device="cpu", stop_after=stop_after, on_step=report)
+    return [_plain(r) for r in results]
+
+
+def _pool_chunks(chunks, workers, stop_after, on_steps):
+    """(chunk, results) as the worker processes finish their ensembles."""
+    pool, queue = _pool(workers)
+    pending = {pool.submit(_pool_task, c, stop_after, queue): c for c in chunks}
+    try:
+        while pending:
+            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            while not queue.empty():
+                n = queue.get()
+                if on_steps is not None:
+                    on_steps(n)
+            for job in done:
+                chunk = pending.pop(job)
+                yield (
+                    chunk,
+                    [result_from_record(s, p) for s, p in zip(chunk, job.result())],
+                )
+    finally:
+        if pending:  # stopped early (Ctrl-C, SIGTERM, an error): end the workers now
+            _stop_pool(workers)
+
+
+def _stop_pool(workers: int) -> None:
+    """Terminate the kept pool of ``workers`` processes (their ensembles in flight are
+    lost; every finished one is stored) so that nothing trains after a stop."""
+    pool, _ = _pool(workers)
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    _pool.cache_clear()
+
+
+def _plain(r: TrainResult) -> dict:
+    """A result as plain data (CPU tensors, the history, the provenance)."""
+    return {
+        "weights": _cpu(r.model.state_dict()),
+        "history": r.history,
+        "metrics": {},
+        "provenance": {**r.provenance, "seconds": r.seconds},
+        "checkpoint_step": r.checkpoint_step,
+        "checkpoint": None if r.checkpoint is None else _cpu(r.checkpoint),
+    }
+
+
 def _cpu(state: dict) -> dict:
     return {k: v.detach().cpu().clone() for k, v in state.items()}
 
@@ -211,14 +311,7 @@ def _train_chunk(
     plain data."""
     torch.set_num_threads(threads)
     return [
-        {
-            "weights": _cpu(r.model.state_dict()),
-            "history": r.history,
-            "metrics": {},
-            "provenance": {**r.provenance, "seconds": r.seconds},
-            "checkpoint_step": r.checkpoint_step,
-            "checkpoint": None if r.checkpoint is None else _cpu(r.checkpoint),
-        }
+        _plain(r)
         for r in train_specs(
             chunk, device=device, compile=compile, stop_after=stop_after
         )

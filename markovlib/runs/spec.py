@@ -206,10 +206,12 @@ def train_specs(
     compile: bool = False,
     progress: bool = False,
     stop_after: int | None = None,
+    on_step=None,
 ) -> list[TrainResult]:
     """Train specs of one group: a single spec with :func:`~markovlib.train.train`,
     several as one ensemble, each from its starting point (:func:`start_weights`);
-    ``stop_after=s`` ends them after step s (verification).
+    ``stop_after=s`` ends them after step s (verification); ``on_step`` is called with
+    each step's number (a sweep's progress).
 
     Both keep the weights after :data:`CHECKPOINT_STEP`; an ensemble's members record
     each other's keys, since a member is reproduced bit for bit only by re-training the
@@ -227,6 +229,7 @@ def train_specs(
         progress=progress,
         checkpoint=CHECKPOINT_STEP,
         stop_after=stop_after,
+        on_step=on_step,
     )
     if len(specs) == 1:
         chain, init = make_chain(first.chain), start_weights(first)

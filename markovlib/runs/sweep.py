@@ -7,6 +7,7 @@ The top of the run layer: it uses spec, store, shipped and executors.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections import Counter
@@ -60,6 +61,7 @@ def sigterm_as_interrupt():
 # ensemble of 8 runs of 400 steps at length 1024: 573 s, 1.1e-5 per token).
 CPU_SECONDS_PER_TOKEN = {"ensemble": 3e-6, "alone": 1.5e-5}
 HALF_PRECISION_COST = 3.5
+WORKERS_VAR = "MARKOVLIB_WORKERS"  # local worker processes of a sweep (default 1)
 
 
 def estimate_seconds(todo: Sequence[RunSpec], ensembles: int) -> float:
@@ -85,7 +87,30 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def training_note(todo: Sequence[RunSpec], ensembles: int, device: str, store) -> str:
+def default_workers() -> int:
+    """Local worker processes of a sweep on the CPU: ``$MARKOVLIB_WORKERS``, else 1
+    (``markovlib rerun`` sets it to the machine's cores, at most 4)."""
+    value = os.environ.get(WORKERS_VAR, "").strip()
+    if not value:
+        return 1
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"${WORKERS_VAR} must be a positive integer; got {value!r}")
+    return int(value)
+
+
+def _shared(todo: Sequence[RunSpec], size: int, workers: int, executor: str) -> int:
+    """The ensemble size that gives ``workers`` local processes an ensemble each
+    (never under 8 runs, never over ``size``)."""
+    if workers <= 1 or executor != "local" or not todo:
+        return size
+    groups = Counter(s.group for s in todo)
+    largest = max(groups.values())
+    return max(1, min(size, max(8, -(-largest // workers))))
+
+
+def training_note(
+    todo: Sequence[RunSpec], ensembles: int, device: str, store, workers: int = 1
+) -> str:
     """The line a sweep prints before it trains: how many runs, of which sizes, on
     which device, and where they go ("neither shipped nor stored": the paper edition's
     runs are shipped with the clone, see :mod:`markovlib.runs.shipped`)."""
@@ -99,19 +124,23 @@ def training_note(todo: Sequence[RunSpec], ensembles: int, device: str, store) -
     return (
         f"markovlib: training {len(todo)} run{'s' if len(todo) != 1 else ''} "
         f"({shown}{more}) in {ensembles} ensemble{'s' if ensembles != 1 else ''} on "
-        f"{device}{_cpu_estimate(todo, ensembles, device)}: neither shipped nor "
-        f"stored in {store}"
+        f"{device}{_cpu_estimate(todo, ensembles, device, workers)}: neither shipped "
+        f"nor stored in {store}"
     )
 
 
-def _cpu_estimate(todo: Sequence[RunSpec], ensembles: int, device: str) -> str:
-    """ ", about N min on one CPU thread" where the runs train on a CPU."""
+def _cpu_estimate(
+    todo: Sequence[RunSpec], ensembles: int, device: str, workers: int = 1
+) -> str:
+    """ ", about N min on one CPU thread" (or on N processes) where the runs train on a
+    CPU."""
     if resolve_device(device).type != "cpu":
         return ""
-    seconds = estimate_seconds(todo, ensembles)
+    where = "one CPU thread" if workers == 1 else f"{workers} CPU processes"
+    seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
     if seconds < 1:
-        return ", under a second on one CPU thread"
-    return f", about {_duration(seconds)} on one CPU thread"
+        return f", under a second on {where}"
+    return f", about {_duration(seconds)} on {where}"
 
 
 def sweep(
@@ -126,6 +155,7 @@ def sweep(
     address: str | None = None,
     cpus_per_task: int = 1,
     gpus_per_task: float = 0.0,
+    workers: int | None = None,
 ) -> pd.DataFrame:
     """Train every spec the store does not hold yet, ``ensemble_size`` models per
     batched step.
@@ -133,8 +163,11 @@ def sweep(
     Each finished ensemble is written at once, by this process alone. ``executor``:
     'local' (here, one ensemble after the other) or 'ray' (one Ray task per ensemble on
     the cluster at ``address``, ``cpus_per_task`` CPUs and torch threads,
-    ``gpus_per_task`` GPUs each; see :mod:`markovlib.runs.executors`). Returns the
-    store's frame restricted to ``specs``.
+    ``gpus_per_task`` GPUs each; see :mod:`markovlib.runs.executors`); ``workers``:
+    local worker processes on the CPU (default ``$MARKOVLIB_WORKERS``, else 1), the
+    runs then cut into at least that many ensembles of at least 8. The bar counts
+    runs, step by step, with the time left. Returns the store's frame restricted to
+    ``specs``.
     """
     check_int("ensemble_size", ensemble_size, 1)
     check_seeds(specs)
@@ -142,11 +175,22 @@ def sweep(
     unique = {spec.key: spec for spec in specs}
     done = store.keys()
     todo = [spec for key, spec in unique.items() if key not in done]
-    chunks = ensembles(todo, ensemble_size)
+    workers = default_workers() if workers is None else workers
+    chunks = ensembles(todo, _shared(todo, ensemble_size, workers, executor))
     if todo:  # a store that cannot take the results is refused before any training
         store.check_writable()
     if todo and progress:  # before the first step: how much work this is
-        print(training_note(todo, len(chunks), device, store.path), file=sys.stderr)
+        note = training_note(todo, len(chunks), device, store.path, workers)
+        print(note, file=sys.stderr)
+    bar = tqdm(
+        total=len(todo),
+        desc="training",
+        unit="run",
+        disable=not progress or not todo,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} runs "
+        "[{elapsed}<{remaining}]",
+        mininterval=1.0,
+    )
     finished = train_chunks(
         chunks,
         executor=executor,
@@ -155,18 +199,16 @@ def sweep(
         address=address,
         cpus_per_task=cpus_per_task,
         gpus_per_task=gpus_per_task,
+        workers=workers,
+        on_steps=bar.update,
     )
-    bar = tqdm(
-        total=len(unique),
-        initial=len(unique) - len(todo),
-        desc="sweep",
-        unit="run",
-        disable=not progress,
-    )
+    ended = 0
     with sigterm_as_interrupt(), closing(finished):
         for chunk, results in finished:
             store.put(list(zip(chunk, results)))
-            bar.update(len(chunk))
+            ended += len(chunk)  # the bar never shows fewer runs than have ended
+            bar.n = max(bar.n, ended)
+            bar.refresh()
     bar.close()
     frame = store.frame()
     return frame[frame["key"].isin(unique)].reset_index(drop=True)

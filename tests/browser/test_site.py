@@ -249,7 +249,8 @@ def displayed_pt(scale: float) -> float:
 
 
 def _check_scorecard(rows) -> None:
-    from markovlib.companion.scorecard import CLAIMS, VERDICTS
+    from markovlib.companion.claims import CLAIMS
+    from markovlib.companion.scorecard import VERDICTS
 
     assert rows is not None, "scorecard: no table"
     assert len(rows) == len(CLAIMS), f"scorecard: {len(rows)} rows for {len(CLAIMS)}"
@@ -470,7 +471,8 @@ PHONE = {"width": 390, "height": 844}  # CSS pixels of a common phone, portrait
 DECIMAL = re.compile(r"(?<![\w.:])(\d*\.\d+|\d+\.)(?:[eE][-+−]?\d+)?(?![\w.])")
 # The scorecard's first line (markovlib.companion.scorecard.summary)
 SUMMARY = re.compile(
-    r"\d+ rows: \d+ reproduced, \d+ partly, \d+ differs?, \d+ not tested"
+    r"the paper: \d+ rows: \d+ reproduced, \d+ partly, \d+ differs?, \d+ not tested; "
+    r"this book's controls: \d+ rows: \d+ reproduced"
 )
 # What a reader sees: visible text (innerText skips what CSS hides) and the prose,
 # tables and glued values without code, printed output or typeset maths.
@@ -525,7 +527,8 @@ def test_long_numbers_finds_what_a_reader_should_not_see():
     assert long_numbers(text) == ["0.004726386070925269", "0.230000"]
     assert significant_digits("1.0e-15") == 2 and significant_digits("0.0197") == 3
     assert SUMMARY.search(
-        "33 rows: 23 reproduced, 7 partly, 2 differ, 1 not tested (from"
+        "the paper: 19 rows: 14 reproduced, 3 partly, 0 differ, 2 not tested; this "
+        "book's controls: 15 rows: 9 reproduced, 4 partly, 2 differ"
     )
     assert not SUMMARY.search("31 rows: 20 reproduced, 7 differ, 4 not tested")
 

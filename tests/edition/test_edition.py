@@ -98,7 +98,8 @@ def test_chapter_claims_are_glued_by_the_rule(path):
     """No error output anywhere; the scorecard's value and verdict of each of the
     chapter's claims glued; at smoke scale a claim judged from this chain's runs is
     "not tested at this scale" (the rule refuses to judge too few runs)."""
-    from markovlib.companion.scorecard import CLAIMS, VERDICTS
+    from markovlib.companion.claims import CLAIMS
+    from markovlib.companion.scorecard import VERDICTS
 
     nb = _executed(path.stem)
     errors = [
