@@ -743,7 +743,7 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
         "off"  # executed below, with the reader's parameters
     )
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    if _execute_chapters(out, params, args.jobs) != 0:
+    if _execute_chapters(out, params, _capped_jobs(args.jobs, "book")) != 0:
         return 1
     jupyter_book = Path(sys.executable).with_name("jupyter-book")  # beside Python
     strict = ["-W", "-n", "--keep-going"] if args.strict else []
@@ -1116,25 +1116,38 @@ def add_verify_parser(subs) -> None:
     verify.set_defaults(run=cmd_verify)
 
 
+def _verify_refusal(args, directory) -> str:
+    """Why ``markovlib verify`` refuses these options, in one line ('' if it does
+    not)."""
+    if directory is None or not directory.is_dir():
+        return "argument --data: " + (
+            f"{no_data_message()}; or give --data DIR"
+            if directory is None
+            else f"no shipped data folder {directory}"
+        )
+    if args.address is not None and args.executor != "ray":
+        return "argument --address: needs --executor ray"
+    if args.retrain_only and args.sample == 0:
+        return (
+            "argument --retrain-only: with --sample 0 it checks no run and re-trains "
+            "none; drop one of them"
+        )
+    return ""
+
+
 def cmd_verify(args) -> int:
     directory = _data_dir(args)
-    if directory is None or not directory.is_dir():
-        print(
-            "markovlib verify: error: argument --data: "
-            + (
-                f"{no_data_message()}; or give --data DIR"
-                if directory is None
-                else f"no shipped data folder {directory}"
-            ),
-            file=sys.stderr,
-        )
+    refusal = _verify_refusal(args, directory)
+    if refusal:
+        print(f"markovlib verify: error: {refusal}", file=sys.stderr)
         return 2
-    if args.address is not None and args.executor != "ray":
-        print(
-            "markovlib verify: error: argument --address: needs --executor ray",
-            file=sys.stderr,
-        )
-        return 2
+    args.jobs = _capped_jobs(args.jobs, "verify")
+    recomputed = []
+
+    def log(line: str) -> None:  # counts the derived values it recomputes
+        recomputed.extend(["x"] if line.startswith("derived value ") else [])
+        print(line, flush=True)
+
     try:
         with sigterm_as_interrupt():  # SIGTERM ends it as Ctrl-C does: one line
             n = verify(
@@ -1149,6 +1162,7 @@ def cmd_verify(args) -> int:
                 address=args.address,
                 jobs=args.jobs,
                 checks=not args.retrain_only,
+                log=log,
             )
     except (ShippedDataError, VerificationError) as e:
         print(f"markovlib verify: FAILED: {_one_line(e)}", file=sys.stderr)
@@ -1165,12 +1179,39 @@ def cmd_verify(args) -> int:
             file=sys.stderr,
         )
         return 2
-    print(
-        f"verified: {n} of {n} runs reproduced"
-        if n
-        else "verified: every shipped run consistent; none re-trained (--sample 0)"
-    )
+    print(f"verified: {_verified(args, n, len(recomputed))}")
     return 0
+
+
+def _verified(args, n: int, derived: int = 0) -> str:
+    """What a verify that passed checked, and how (its last line)."""
+    done = [
+        "the manifest, every file's SHA-256 and spec key, every derived value's key"
+    ]
+    if not args.retrain_only:
+        done.append(
+            "every run's stored fields checked against each other without training"
+        )
+    if n:
+        how = "to step 50" if args.quick else "to the end"
+        done.append(f"{n} of {n} re-trained runs reproduced ({how})")
+    if derived:
+        done.append(f"{derived} derived value{'s' if derived > 1 else ''} recomputed")
+    if not n:
+        done.append("no run re-trained (--sample 0)")
+    return "; ".join(done)
+
+
+def _capped_jobs(jobs: int, command: str) -> int:
+    """``jobs`` at most the CPUs here, saying so in one line when capped."""
+    cpus = os.cpu_count() or 1
+    if jobs > cpus:
+        print(
+            f"markovlib {command}: --jobs {jobs} capped at the {cpus} CPUs here",
+            file=sys.stderr,
+        )
+        return cpus
+    return jobs
 
 
 def add_scorecard_parser(subs) -> None:

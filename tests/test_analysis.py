@@ -11,7 +11,14 @@ import pytest
 import torch
 
 from markovlib import TransformerConfig, analysis, binary, symmetric, theory
-from markovlib.analysis import FAILS, HOLDS, PARTLY, claim_outcome, share_interval
+from markovlib.analysis import (
+    FAILS,
+    HOLDS,
+    PARTLY,
+    TOO_FEW,
+    claim_outcome,
+    share_interval,
+)
 from markovlib.model import Transformer
 from markovlib.train import TrainResult
 
@@ -355,14 +362,17 @@ def test_share_interval_edges_put_k_at_the_binomial_tails(k, n):
     [
         (32, 32, HOLDS),  # interval (0.89, 1]
         (8, 8, HOLDS),  # (0.63, 1]
-        (3, 3, PARTLY),  # (0.29, 1]: three runs cannot show a majority
+        (3, 3, TOO_FEW),  # (0.29, 1]: no count of three runs can decide
+        (0, 5, TOO_FEW),  # [0, 0.52): nor of five (5 of 5: (0.48, 1])
+        (6, 6, HOLDS),  # (0.54, 1]: six can
+        (3, 6, PARTLY),
         (11, 32, PARTLY),  # Fig 1's 34 %: (0.19, 0.53)
         (36, 80, PARTLY),  # Fig 4's 45 %: (0.34, 0.57)
         (2, 32, FAILS),  # (0.008, 0.21)
         (0, 8, FAILS),  # [0, 0.37)
     ],
 )
-def test_claim_outcome_has_three_values_from_the_interval(k, n, outcome):
+def test_claim_outcome_has_four_values_from_the_interval(k, n, outcome):
     assert claim_outcome(k, n) == outcome
 
 

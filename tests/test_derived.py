@@ -177,3 +177,52 @@ def test_shipped_values_are_current_and_what_this_library_computes():
             atol=1e-12,
         )
     assert np.array_equal(again.found, grids[0]["value"].found)
+
+
+def _rehash(data: Path) -> None:
+    """The manifest's derived entries re-hashed, as a forger would."""
+    from markovlib.runs import shipped as S
+    from markovlib.runs.export import write_manifest
+
+    manifest = json.loads((data / "manifest.json").read_text())
+    for entry in manifest["derived"]:
+        entry["sha256"] = S.file_sha256(data / entry["name"])
+        entry["bytes"] = (data / entry["name"]).stat().st_size
+    write_manifest(data, manifest)
+    S._SHIPPED.clear()
+
+
+def test_a_tampered_derived_value_rehashed_is_caught_by_recomputing_it(shipped):
+    """Issue 48: a shipped value halved and its manifest entry re-hashed passed
+    `verify --sample 0` and was printed; verify now recomputes derived values and
+    compares them."""
+    (path,) = (shipped / "derived").glob("*.json.gz")
+    record = json.loads(gzip.decompress(path.read_bytes()))
+    value = D.decode(record["value"])
+    value.ends[...] = value.ends / 2
+    record["value"] = D.encode(value)
+    path.write_bytes(gzip.compress(json.dumps(record).encode(), mtime=0))
+    _rehash(shipped)
+    verify(shipped, sample=0, log=lambda *a: None)  # its key still is its call's
+    with pytest.raises(VerificationError, match="not what the library computes"):
+        verify(shipped, sample="all", quick=True, max_seconds=60, log=lambda *a: None)
+
+
+def test_a_derived_record_under_another_name_is_refused(shipped, monkeypatch):
+    """Two derived files swapped (re-hashed) passed: a record's key is now compared
+    with its file name and with its own call's key, by verify and by derived()."""
+    (path,) = (shipped / "derived").glob("*.json.gz")
+    other = path.with_name("0" * 32 + ".json.gz")
+    path.rename(other)
+    manifest = json.loads((shipped / "manifest.json").read_text())
+    manifest["derived"][0]["name"] = f"derived/{other.name}"
+    (shipped / "manifest.json").write_text(json.dumps(manifest))
+    _rehash(shipped)
+    with pytest.raises(VerificationError, match="its record says key"):
+        verify(shipped, sample=0, log=lambda *a: None)
+    record = json.loads(gzip.decompress(other.read_bytes()))
+    record["key"] = other.name.removesuffix(".json.gz")
+    other.write_bytes(gzip.compress(json.dumps(record).encode(), mtime=0))
+    _rehash(shipped)
+    with pytest.raises(VerificationError, match="its call .* has the key"):
+        verify(shipped, sample=0, log=lambda *a: None)

@@ -4,6 +4,7 @@ the scales."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -133,10 +134,17 @@ def test_chapter_settings_at_the_paper_scale():
             chapter
         )
     assert resolve("paper", chapter="bad_local_minima").n_variant_seeds == 8
-    assert (
-        resolve("cpu", chapter="depth").train == resolve("cpu").train
-    )  # only the paper scale differs
-    assert resolve("cpu", chapter="multi_state").trap_train == resolve("cpu").train
+    # a reader's re-run (cpu): each chapter's own "cpu" entry, with its reason
+    depth = resolve("cpu", chapter="depth")
+    assert (depth.seq_len, depth.steps, depth.trap_seeds) == (128, 400, 8)
+    assert "a reader's re-run" in depth.source
+    blm = resolve("cpu", chapter="bad_local_minima")
+    assert (blm.trap_seeds, blm.n_variant_seeds, blm.seq_len) == (12, 4, 256)
+    assert resolve("cpu", chapter="global_minimum") == replace(
+        resolve("cpu"), chapter="global_minimum"
+    )  # no "cpu" entry: the cpu scale itself
+    assert resolve("smoke", chapter="depth").seq_len == resolve("smoke").seq_len
+    assert "cpu" not in repr(resolve("paper", chapter="depth"))  # paper never sees it
     with pytest.raises(ValueError, match="chapter"):
         resolve("paper", chapter="nope")
 

@@ -1488,3 +1488,40 @@ def test_a_chapter_reading_a_run_with_empty_arrays_gets_one_line(tmp_path):
         ShippedData(path.parent).record(key)
     assert str(err.value).startswith(f"run {key} in {path} is damaged (its weights ")
     assert err.value._render_traceback_() == [f"ShippedDataError: {err.value}"]
+
+
+# --- issue 48: nothing claimed that was not checked ---------------------------------
+def test_verify_refuses_a_combination_that_checks_nothing(capsys):
+    """`verify --retrain-only --sample 0` printed "verified: every shipped run
+    consistent" having checked no run: refused in one line, exit 2."""
+    from markovlib.cli import main
+
+    assert main(["verify", "--retrain-only", "--sample", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "checks no run and re-trains none" in err[0]
+
+
+def test_jobs_are_capped_at_the_cpus_with_one_line(capsys):
+    """`verify --jobs 99` on 2 cores started 99 workers (13.8 GB, load 73)."""
+    from markovlib.cli import _capped_jobs
+
+    cpus = os.cpu_count() or 1
+    assert _capped_jobs(99, "verify") == cpus
+    assert f"--jobs 99 capped at the {cpus} CPUs here" in capsys.readouterr().err
+    assert _capped_jobs(1, "verify") == 1 and capsys.readouterr().err == ""
+
+
+def test_verify_says_what_it_checked_and_how():
+    from types import SimpleNamespace
+
+    from markovlib.cli import _verified
+
+    quick = SimpleNamespace(retrain_only=False, quick=True, sample=2)
+    text = _verified(quick, 2, 1)
+    assert "every run's stored fields checked" in text
+    assert "2 of 2 re-trained runs reproduced (to step 50)" in text
+    assert "1 derived value recomputed" in text
+    only = _verified(SimpleNamespace(retrain_only=True, quick=False, sample=1), 1)
+    assert "stored fields" not in only and "(to the end)" in only
+    none = _verified(SimpleNamespace(retrain_only=False, quick=False, sample=0), 0)
+    assert "no run re-trained" in none and "recomputed" not in none

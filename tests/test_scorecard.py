@@ -42,15 +42,18 @@ def test_the_verdict_rule(ok, scale, exact, applicable, expected):
     ("counts", "expected"),
     [
         ((("escaped", 16, 16),), "reproduced"),  # interval 79-100 %
-        ((("escaped", 3, 3),), "partly"),  # 29-100 %: three runs show no majority
+        ((("escaped", 3, 3),), "too few runs"),  # 29-100 %: no count of 3 decides
+        ((("escaped", 5, 6),), "partly"),  # 36-100 %: six runs could have decided
         ((("at H(π)", 11, 32),), "partly"),  # 19-53 %: Fig 1's depth 1
         ((("at H(π)", 2, 32),), "differs"),  # 1-21 %
         ((("escaped", 18, 18), ("at H(π)", 3, 6)), "partly"),  # the worst part
         ((("escaped", 18, 18), ("at H(π)", 0, 8)), "differs"),
+        ((("escaped", 18, 18), ("at H(π)", 2, 2)), "too few runs"),
+        ((("escaped", 2, 2), ("at H(π)", 3, 6)), "partly"),  # partly is worse
     ],
 )
 def test_a_claim_about_runs_is_judged_by_the_interval_of_its_share(counts, expected):
-    """The three outcomes of analysis.claim_outcome, worst part first; ``ok`` (the
+    """The four outcomes of analysis.claim_outcome, worst part first; ``ok`` (the
     old half-of-the-runs check) no longer decides where counts are given."""
     for ok in (True, False):
         assert scorecard.verdict(ok, PAPER, counts=counts) == expected

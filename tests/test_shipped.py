@@ -239,14 +239,14 @@ def test_verify_cli_exit_codes(edition, tmp_path):
     root, _ = edition
     ok = _verify_cli("--data", str(root / "data"), "--sample", "1", "--quick")
     assert ok.returncode == 0, ok.stderr
-    assert "verified: 2 of 2 runs reproduced" in ok.stdout  # the drawn run's ensemble
+    assert "2 of 2 re-trained runs reproduced" in ok.stdout  # the drawn run's ensemble
     assert "sample seed" in ok.stdout
     every = _verify_cli("--data", str(root / "data"), "--sample", "all", "--quick")
     assert every.returncode == 0, every.stderr
     assert (
         "re-training 4 of 4 runs to their checkpoint in 2 training(s)" in every.stdout
     )
-    assert "verified: 4 of 4 runs reproduced" in every.stdout
+    assert "4 of 4 re-trained runs reproduced" in every.stdout
     assert _verify_cli("--sample", "some").returncode == 2
     bad = _verify_cli("--data", str(tmp_path / "nowhere"))
     assert bad.returncode == 2 and "--data" in bad.stderr

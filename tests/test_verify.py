@@ -301,7 +301,7 @@ def test_a_filter_that_leaves_nothing_to_retrain_fails_in_one_line(data):
     )
     out = cli("--data", str(data), "--sample", "0")  # explicitly: no re-training
     assert out.returncode == 0, out.stderr
-    assert "none re-trained (--sample 0)" in out.stdout
+    assert "no run re-trained (--sample 0)" in out.stdout
     out = cli("--data", str(data), "--sample", "0", "--complete")
     assert out.returncode == 1 and "the edition is incomplete" in out.stderr
 

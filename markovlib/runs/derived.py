@@ -43,6 +43,9 @@ __all__ = [
     "maths_version",
     "read_value",
     "read_record",
+    "check_record",
+    "same_value",
+    "DerivedValueError",
     "recompute",
     "ship",
     "FOLDER",
@@ -63,6 +66,10 @@ MATHS = (
     "theory",
     "train",
 )
+# a recomputed value matches its record within these: the same code on another CPU or
+# thread count sums in another order (a flow grid's energy drift, about 1e-8, moved by
+# 4e-9 when recomputed on another machine; its end points agreed to 1e-12)
+RTOL, ATOL = 1e-6, 1e-7
 SHIPPED_VAR = "MARKOVLIB_DERIVED_SHIPPED"  # "0": never read shipped values (derive.py)
 
 
@@ -211,9 +218,71 @@ def read_record(path: Path) -> dict:
     return record
 
 
-def read_value(path: Path):
-    """The value stored at ``path``."""
-    return read_record(path)["value"]
+def read_value(path: Path, key: str):
+    """The value stored at ``path`` for the call whose key is ``key``: refused
+    (:class:`DerivedValueError`) unless both the file's name and its record's key are
+    ``key``."""
+    record = read_record(path)
+    stem = Path(path).name.removesuffix(".json.gz")
+    if not stem == record.get("key") == key:
+        raise DerivedValueError(
+            f"derived value {stem}: its record says key {record.get('key')}, the call "
+            f"has {key}"
+        )
+    return record["value"]
+
+
+class DerivedValueError(ValueError):
+    """A derived value's record does not match its file name or its call."""
+
+
+def check_record(record: dict, path: Path) -> None:
+    """Raise :class:`DerivedValueError` unless the record's key is its file's name and
+    the key of its own call (function, arguments, this maths version): a record moved
+    to another name, or edited with its key kept, is refused."""
+    stem = Path(path).name.removesuffix(".json.gz")
+    if record.get("key") != stem:
+        raise DerivedValueError(
+            f"derived value {stem}: its record says key {record.get('key')}"
+        )
+    function = _markovlib_attribute(record["function"], "function")
+    key = derived_key(function, tuple(record["args"]), dict(record["kwargs"]))
+    if key != stem:
+        raise DerivedValueError(
+            f"derived value {stem}: its call ({record['function']}) has the key {key}"
+        )
+
+
+def same_value(a, b, rtol: float = RTOL, atol: float = ATOL) -> bool:
+    """Whether two decoded values agree: numbers and arrays within ``rtol`` and
+    ``atol``, everything else equal, recursively."""
+    if isinstance(a, torch.Tensor | np.ndarray) or isinstance(
+        b, torch.Tensor | np.ndarray
+    ):
+        a, b = (
+            np.asarray(x.numpy() if isinstance(x, torch.Tensor) else x) for x in (a, b)
+        )
+        if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
+            return False
+        if a.dtype.kind in "OUSb":
+            return bool((a == b).all())
+        return bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+    if isinstance(a, float | int | np.floating | np.integer) and not isinstance(
+        a, bool
+    ):
+        return bool(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, MarkovChain):
+        return isinstance(b, MarkovChain) and same_value(a.P, b.P)
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(
+            same_value(getattr(a, f.name), getattr(b, f.name))
+            for f in dataclasses.fields(a)
+        )
+    return a == b
 
 
 def recompute(record: dict):
@@ -252,13 +321,13 @@ def derived(function, /, *args, **kwargs):
     name = f"{FOLDER}/{key}.json.gz"
     shipped = shipped_data("auto") if os.environ.get(SHIPPED_VAR) != "0" else None
     if shipped is not None and name in shipped.derived:
-        return read_value(shipped.check(name))
+        return read_value(shipped.check(name), key)
     local = default_results_dir() / name
     if local.is_file():
         try:
-            return read_value(local)
+            return read_value(local, key)
         except (OSError, ValueError, KeyError, TypeError):
-            pass  # damaged: computed again and rewritten
+            pass  # damaged or not its call's: computed again and rewritten
     value = function(*args, **kwargs)
     _write(local, (function, args, kwargs), key, value)
     return value

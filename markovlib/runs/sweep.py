@@ -143,6 +143,19 @@ def _cpu_estimate(
     return f", about {_duration(seconds)} on {where}"
 
 
+def _bar(runs: int, progress: bool) -> tqdm:
+    """The training bar: runs done, counted step by step, and the time left."""
+    return tqdm(
+        total=runs,
+        desc="training",
+        unit="run",
+        disable=not progress or not runs,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} runs "
+        "[{elapsed}<{remaining}]",
+        mininterval=1.0,
+    )
+
+
 def sweep(
     specs: Sequence[RunSpec],
     store: ResultStore | str | Path,
@@ -182,15 +195,7 @@ def sweep(
     if todo and progress:  # before the first step: how much work this is
         note = training_note(todo, len(chunks), device, store.path, workers)
         print(note, file=sys.stderr)
-    bar = tqdm(
-        total=len(todo),
-        desc="training",
-        unit="run",
-        disable=not progress or not todo,
-        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total} runs "
-        "[{elapsed}<{remaining}]",
-        mininterval=1.0,
-    )
+    bar = _bar(len(todo), progress)
     finished = train_chunks(
         chunks,
         executor=executor,
@@ -202,13 +207,11 @@ def sweep(
         workers=workers,
         on_steps=bar.update,
     )
-    ended = 0
     with sigterm_as_interrupt(), closing(finished):
         for chunk, results in finished:
             store.put(list(zip(chunk, results)))
-            ended += len(chunk)  # the bar never shows fewer runs than have ended
-            bar.n = max(bar.n, ended)
-            bar.refresh()
+            bar.n = max(bar.n, len(store.keys() & {s.key for s in todo}))
+            bar.refresh()  # never fewer runs than have ended (Ray reports no steps)
     bar.close()
     frame = store.frame()
     return frame[frame["key"].isin(unique)].reset_index(drop=True)

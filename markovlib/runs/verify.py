@@ -34,6 +34,7 @@ from ..train import (
     provenance,
 )
 from . import experiments
+from .derived import ATOL, RTOL, check_record, read_record, recompute, same_value
 from .executors import train_chunks
 from .shipped import (
     FILE_NAME,
@@ -549,12 +550,54 @@ def _check_runs(data: ShippedData, log, jobs: int = 1) -> None:
     )
 
 
+def derived_sample(sample: int | str) -> int | str:
+    """How many shipped derived values a verify that re-trains ``sample`` runs
+    recomputes: every one with ``"all"``, else one at random (none with 0)."""
+    return "all" if sample == "all" else min(1, int(sample))
+
+
+def _check_derived(data: ShippedData, name: str) -> dict:
+    """A shipped derived value's record: its hash, and its key both its file's name and
+    its call's (:func:`~markovlib.runs.derived.check_record`)."""
+    path = data.check(name)
+    try:
+        record = read_record(path)
+        check_record(record, path)
+    except (ValueError, KeyError, TypeError) as e:
+        raise VerificationError(f"{name}: {e}") from None
+    return record
+
+
+def _recompute_derived(data: ShippedData, sample, seed, log) -> int:
+    """Recompute ``sample`` random shipped derived values (``"all"``: every one) and
+    compare each with its record (:func:`~markovlib.runs.derived.same_value`)."""
+    names = sorted(data.derived)
+    if sample != "all":
+        rng = np.random.default_rng(seed)
+        names = list(
+            rng.choice(names, size=min(int(sample), len(names)), replace=False)
+        )
+    for name in names:
+        record = _check_derived(data, name)
+        t0 = time.perf_counter()
+        if not same_value(recompute(record), record["value"]):
+            raise VerificationError(
+                f"{name}: the shipped value of {record['function']} is not what "
+                f"the library computes (rtol {RTOL:g}, atol {ATOL:g})"
+            )
+        log(
+            f"derived value {name} ({record['function']}) recomputed in "
+            f"{time.perf_counter() - t0:.0f} s: the same"
+        )
+    return len(names)
+
+
 def _check_files(data: ShippedData) -> dict[str, str]:
     """Every file hashed, keys unique, specs hashing to their keys, nothing unlisted;
     returns the index."""
     index = data.index()  # checks every file's hash and run count, keys unique
-    for name in data.derived:  # the derived values' hashes (runs.derived)
-        data.check(name)
+    for name in data.derived:  # hashes; each record's key is its name and its call's
+        _check_derived(data, name)
     for f in data.files:
         frame = data.rows(f.name)
         for key, text, seed, steps in zip(
@@ -928,8 +971,8 @@ def verify(
     'ray' at ``address``: :func:`~markovlib.runs.executors.train_chunks`), and every
     member is compared. ``sample=0`` re-trains nothing; a filter that leaves no run is
     an error. ``jobs``: processes of the run-by-run checks without training.
-    ``checks=False`` skips those run-by-run checks (the manifest, hashes and edition
-    are still checked): for a second re-training right after a full verify. Returns
+    ``checks=False`` skips those checks and the recomputing of
+    :func:`derived_sample` derived values (every record's key is checked). Returns
     the number of runs re-trained; raises :class:`ShippedDataError` or
     :class:`VerificationError`.
     """
@@ -950,6 +993,8 @@ def verify(
     if sample == 0:
         log("no run re-trained (--sample 0)")
         return 0
+    if checks:  # a second, re-training-only verify does not recompute them again
+        _recompute_derived(data, derived_sample(sample), seed, log)
     units = _draw(data, sample, seed, max_seconds, exact_only, quick, log)
     return _retrain(data, units, quick, executor, address, log)
 
