@@ -471,8 +471,8 @@ PHONE = {"width": 390, "height": 844}  # CSS pixels of a common phone, portrait
 DECIMAL = re.compile(r"(?<![\w.:])(\d*\.\d+|\d+\.)(?:[eE][-+−]?\d+)?(?![\w.])")
 # The scorecard's first line (markovlib.companion.scorecard.summary)
 SUMMARY = re.compile(
-    r"the paper: \d+ rows: \d+ reproduced, \d+ partly, \d+ differs?, \d+ not tested; "
-    r"this book's controls: \d+ rows: \d+ reproduced"
+    r"the paper: \d+ rows: \d+ reproduced, \d+ partly,(?: \d+ with too few runs,)? "
+    r"\d+ differs?, \d+ not tested; this book's controls: \d+ rows: \d+ reproduced"
 )
 # What a reader sees: visible text (innerText skips what CSS hides) and the prose,
 # tables and glued values without code, printed output or typeset maths.
@@ -529,6 +529,10 @@ def test_long_numbers_finds_what_a_reader_should_not_see():
     assert SUMMARY.search(
         "the paper: 19 rows: 14 reproduced, 3 partly, 0 differ, 2 not tested; this "
         "book's controls: 15 rows: 9 reproduced, 4 partly, 2 differ"
+    )
+    assert SUMMARY.search(
+        "the paper: 19 rows: 14 reproduced, 3 partly, 1 with too few runs, 0 differ, 1 "
+        "not tested; this book's controls: 15 rows: 9 reproduced"
     )
     assert not SUMMARY.search("31 rows: 20 reproduced, 7 differ, 4 not tested")
 
