@@ -21,10 +21,12 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 import warnings
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pandas as pd
@@ -46,7 +48,7 @@ from .companion.notebook import (
 )
 from .companion.scorecard import by_source, compute, source_counts
 from .model import TransformerConfig
-from .runs.edition import produce, status
+from .runs.edition import produce, produce_parallel, status
 from .runs.executors import ClusterUnreachable, InfeasibleRequest
 from .runs.experiments import paper_edition
 from .runs.export import export
@@ -1303,7 +1305,13 @@ def add_edition_parser(subs) -> None:
     edition = subs.add_parser(
         "edition", help="produce the paper edition: train its runs, export them as data"
     )
-    edition.add_argument("action", choices=["status", "produce", "export"])
+    edition.add_argument(
+        "action",
+        choices=["status", "produce", "export", "retrain", "judge"],
+        help="retrain: every run into a new --results store (fresh, shipped or not), "
+        "then judged against the shipped runs; judge: write the classes and verdicts "
+        "of --data to --report",
+    )
     _add_results(edition, "results/paper-edition beside the data/ folder")
     edition.add_argument(
         "--data",
@@ -1328,6 +1336,32 @@ def add_edition_parser(subs) -> None:
         type=_positive_int,
         default=8,
         help="runs trained together in one batched step (default 8)",
+    )
+    edition.add_argument(
+        "--device",
+        choices=["cpu", "cuda", "auto"],
+        default="cpu",
+        help="where produce and retrain train (default cpu; auto: cuda if any)",
+    )
+    edition.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="processes that train at once, each claiming its ensembles (default 1)",
+    )
+    edition.add_argument(
+        "--against",
+        type=_folder,
+        default=None,
+        help="retrain: a judgement (JSON of `edition judge`) to compare with, "
+        "instead of judging the shipped data",
+    )
+    edition.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        help="judge, retrain: the JSON to write (retrain: a Markdown page beside it; "
+        "default <results>/retrain.json)",
     )
     edition.set_defaults(run=cmd_edition)
 
@@ -1367,6 +1401,8 @@ def _only_groups(groups: list, only: list[str] | None) -> list:
 def cmd_edition(args) -> int:
     groups = _only_groups(paper_edition(), args.only)
     directory, results = _edition_paths(args)
+    if args.action in ("retrain", "judge"):
+        return _edition_retrain(args, groups, directory)
     if args.action == "export" and directory is None:
         raise UsageError(
             "argument --data: no data/paper folder with a manifest.json here or "
@@ -1380,13 +1416,7 @@ def cmd_edition(args) -> int:
     )
     if args.action == "produce":
         try:
-            produce(
-                groups,
-                store,
-                threads=args.threads,
-                shipped=shipped,
-                ensemble_size=args.ensemble,
-            )
+            _produce(args, groups, store, directory if shipped is not None else None)
         except KeyboardInterrupt:
             print(
                 f"interrupted: {len(store)} runs stored in "
@@ -1409,6 +1439,93 @@ def cmd_edition(args) -> int:
         f"{done} of {total} group entries done (stored or shipped); "
         f"{sum(r['seconds'] for r in rows) / 3600:.2f} h of training in the local store"
     )
+    return 0
+
+
+def _device(name: str) -> str:
+    """``--device``'s value (cuda asked for without a GPU is refused when parsing)."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def _produce(args, groups, store, shipped_dir, *, longest_first=False) -> int:
+    """``edition produce`` (and retrain's training): one process, or ``--workers``."""
+    kwargs = dict(
+        threads=args.threads,
+        device=_device(args.device),
+        ensemble_size=args.ensemble,
+        longest_first=longest_first,
+    )
+    if args.workers == 1:
+        shipped = ShippedData(shipped_dir) if shipped_dir is not None else None
+        return produce(groups, store, shipped=shipped, **kwargs)
+    return produce_parallel(
+        groups, store.directory, workers=args.workers, shipped_dir=shipped_dir, **kwargs
+    )
+
+
+def _edition_retrain(args, groups, directory) -> int:
+    """``edition judge`` (the classes and verdicts of --data) and ``edition retrain``
+    (every run into a new store, exported beside it, judged, compared)."""
+    from .companion import replication
+
+    if args.action == "judge":
+        if directory is None or args.report is None:
+            raise UsageError(
+                "edition judge needs --data (or data/paper here) and --report"
+            )
+        judged = replication.judge(ShippedData(directory), groups)
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(json.dumps(judged, indent=1, ensure_ascii=False))
+        n, rows = len(judged["runs"]), len(judged["verdicts"])
+        print(f"{n} runs and {rows} verdicts in {args.report}")
+        return 0
+    if args.results is None:
+        raise UsageError(
+            "edition retrain needs --results DIR: a new folder for its store"
+        )
+    if args.against is None and directory is None:
+        raise UsageError(
+            "edition retrain: no shipped data here to compare with; give --against FILE"
+        )
+    device = _device(args.device)
+    reference = (
+        json.loads(Path(args.against).read_text())
+        if args.against is not None
+        else replication.judge(ShippedData(directory), groups)
+    )
+    results = Path(args.results)
+    store = ResultStore(results)
+    runs = sum(len(specs) for _, specs in groups)
+    print(
+        f"re-training {runs} runs of {len(groups)} groups on {device}, "
+        f"{args.workers} process(es), ensembles of up to {args.ensemble}",
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    try:
+        _produce(args, groups, store, None, longest_first=True)
+    except (KeyboardInterrupt, BrokenProcessPool):
+        print(f"interrupted: judging the {len(store)} runs stored", file=sys.stderr)
+    seconds = time.perf_counter() - t0
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the report is written whole
+    export(groups, store, results / "data", log=lambda *a, **k: None)
+    fresh = replication.judge(ShippedData(results / "data"), groups)
+    result = replication.compare(fresh, reference)
+    name = torch.cuda.get_device_name() if device == "cuda" else device
+    path = replication.write_report(
+        args.report or results / "retrain.json",
+        result,
+        device=name,
+        seconds=round(seconds, 1),
+        trained=f"{len(store)} of {runs} runs",
+        workers=args.workers,
+        ensemble=args.ensemble,
+        fresh=fresh,
+    )
+    print(replication.report_markdown(result, device=name, seconds=seconds), end="")
+    print(f"report: {path} and {path.with_suffix('.md')}")
     return 0
 
 

@@ -83,11 +83,14 @@ def produce(
     device: str = "cpu",
     shipped=None,
     ensemble_size: int = 8,
+    longest_first: bool = False,
     log=print,
 ) -> int:
     """Train every run of ``groups`` that neither ``store`` nor the ``shipped`` data
     (a ShippedData) holds, as ensembles of at most ``ensemble_size`` runs that no other
-    process has claimed; returns the number of runs trained.
+    process has claimed; returns the number of runs trained. ``longest_first``: the
+    ensembles of most steps first (several processes on one GPU end together), else in
+    the edition's order (a group finished early can be committed early).
 
     An ensemble's members record each other's keys (``ensemble_members`` in their
     provenance): ``markovlib verify`` re-trains the same ensemble to reproduce one.
@@ -98,32 +101,64 @@ def produce(
     torch.set_num_threads(threads)
     locks = store.directory / "claims"
     trained = 0
-    for name, specs in groups:
-        for chunk in ensembles(specs, ensemble_size):
-            done = skip | store.keys()
-            todo = [s for s in chunk if s.key not in done]
-            if not todo:
-                continue
-            claim = spec_key({"ensemble": [s.key for s in chunk]})
-            with _claim(locks, claim) as mine:
-                if not mine:
-                    continue
-                done = store.keys()
-                todo = [s for s in todo if s.key not in done]
-                if not todo:
-                    continue
-                t0 = time.perf_counter()
-                results = train_specs(todo, device=device)
-                store.put(list(zip(todo, results)))
-                trained += len(todo)
-                losses = " ".join(f"{r.final_test_loss:.3f}" for r in results)
-                log(
-                    f"{time.strftime('%H:%M:%S')} {name}: {len(todo)} run(s), seeds "
-                    f"{todo[0].seed}..{todo[-1].seed}, final test losses {losses} in "
-                    f"{time.perf_counter() - t0:.0f} s",
-                    flush=True,
-                )
+    for name, chunk in _ordered(groups, ensemble_size, longest_first):
+        if any(s.key not in skip | store.keys() for s in chunk):
+            trained += _train_claimed(name, chunk, store, skip, locks, device, log)
     return trained
+
+
+def _train_claimed(name, chunk, store, skip, locks, device, log) -> int:
+    """Train the members of ``chunk`` not done yet if no other process claimed it; the
+    runs trained."""
+    with _claim(locks, spec_key({"ensemble": [s.key for s in chunk]})) as mine:
+        done = skip | store.keys()
+        todo = [s for s in chunk if s.key not in done]
+        if not mine or not todo:
+            return 0
+        t0 = time.perf_counter()
+        results = train_specs(todo, device=device)
+        store.put(list(zip(todo, results)))
+        losses = " ".join(f"{r.final_test_loss:.3f}" for r in results)
+        log(
+            f"{time.strftime('%H:%M:%S')} {name}: {len(todo)} run(s), seeds "
+            f"{todo[0].seed}..{todo[-1].seed}, final test losses {losses} in "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
+        return len(todo)
+
+
+def _ordered(groups, size: int, longest_first: bool) -> list:
+    """(group name, ensemble) pairs in the edition's order, or most steps first."""
+    pairs = [
+        (name, chunk) for name, specs in groups for chunk in ensembles(specs, size)
+    ]
+    if longest_first:  # a stable sort: the edition's order among equals
+        pairs.sort(key=lambda pair: -pair[1][0].train.steps)
+    return pairs
+
+
+def _produce_one(kwargs: dict) -> int:
+    """One worker of :func:`produce_parallel` (a spawned process)."""
+    torch.set_num_threads(kwargs.get("threads", 1))
+    shipped = kwargs.pop("shipped_dir")
+    shipped = ShippedData(shipped) if shipped is not None else None
+    return produce(shipped=shipped, **kwargs)
+
+
+def produce_parallel(
+    groups, store: str | Path, *, workers: int, shipped_dir=None, **kwargs
+) -> int:
+    """:func:`produce` in ``workers`` spawned processes of one store (each claims the
+    ensembles it trains, so none is trained twice); the runs trained by all."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ResultStore(store).check_writable()  # refused before any process starts
+    job = dict(groups=list(groups), store=str(store), shipped_dir=shipped_dir, **kwargs)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return sum(pool.map(_produce_one, [dict(job) for _ in range(workers)]))
 
 
 def settings_table():
