@@ -1524,7 +1524,10 @@ def _edition_retrain(args, groups, directory) -> int:
         ensemble=args.ensemble,
         fresh=fresh,
     )
-    print(replication.report_markdown(result, device=name, seconds=seconds), end="")
+    page = replication.report_markdown(
+        result, device=name, seconds=seconds, trained=f"{len(store)} of {runs} runs"
+    )
+    print(page, end="")
     print(f"report: {path} and {path.with_suffix('.md')}")
     return 0
 

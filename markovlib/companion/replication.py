@@ -77,11 +77,14 @@ def compare(fresh: dict, reference: dict) -> dict:
     }
 
 
-def report_markdown(result: dict, *, device: str, seconds: float) -> str:
+def report_markdown(
+    result: dict, *, device: str, seconds: float, trained: str = ""
+) -> str:
     """The comparison as a Markdown page: totals, one row per group (seconds: the
     group's share of its ensembles' wall-clock time), changed verdicts."""
     lines = [
-        f"Re-trained on {device} in {seconds:.0f} s: {result['same']} of "
+        f"Re-trained {trained + ' ' if trained else ''}on {device} in {seconds:.0f} s: "
+        f"{result['same']} of "
         f"{result['runs']} runs in the same class as the shipped run of the same spec.",
         "",
         "| group | runs | same class | moves (shipped → re-trained) | seconds |",
@@ -113,6 +116,11 @@ def write_report(path: str | Path, result: dict, **meta) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**meta, **result}, indent=1, ensure_ascii=False))
-    page = report_markdown(result, device=meta["device"], seconds=meta["seconds"])
+    page = report_markdown(
+        result,
+        device=meta["device"],
+        seconds=meta["seconds"],
+        trained=meta.get("trained", ""),
+    )
     path.with_suffix(".md").write_text(page)
     return path
