@@ -946,16 +946,34 @@ def cmd_rerun(args) -> int:
     os.environ.setdefault(WORKERS_VAR, str(min(4, os.cpu_count() or 1)))
     try:
         _write_marker(fd, args)
-        return _rerun(root, source, out, params)
-    except KeyboardInterrupt:
+        with sigterm_as_interrupt():
+            return _rerun(root, source, out, params)
+    except KeyboardInterrupt as e:
         # nbclient leaves a kernel poll unawaited: no warning about it at exit
         warnings.filterwarnings("ignore", "coroutine", RuntimeWarning)
-        print("markovlib rerun: interrupted", file=sys.stderr)
-        return 130
+        terminated = str(e) == f"signal {signal.SIGTERM}"
+        kept = _cut_off(out / source.name)
+        print(
+            f"markovlib rerun: {'terminated' if terminated else 'interrupted'}; the "
+            f"runs that finished are kept in the result store{kept}",
+            file=sys.stderr,
+        )
+        return 143 if terminated else 130
     finally:
         if saved is not None:
             os.environ[presets.ENV_VAR] = saved
         os.close(fd)
+
+
+def _cut_off(target: Path) -> str:
+    """Rename the notebook a cut-off re-run left half executed to
+    ``<chapter>.interrupted.ipynb`` (a re-run's page is never a partial one); the
+    words that say where it is."""
+    if not target.exists():
+        return ""
+    partial = target.with_suffix(".interrupted.ipynb")
+    target.replace(partial)
+    return f", the half-executed notebook in {partial}"
 
 
 def _check_rerun(chapter: str, params: dict) -> None:

@@ -72,6 +72,9 @@ class Scale:
     chapter: str | None = None  # the chapter whose settings were applied, if any
     source: str = ""  # where these sizes come from
     precision: str = "fp32"  # TrainConfig.precision of this scale's runs
+    # bad_local_minima: Fig 3(c)'s runs are the authors' fp16 runs (False: its own
+    # float32 runs; the fp16 runs are the trapped chapter's)
+    fig3c_fp16: bool = True
 
     @property
     def train(self):
@@ -141,7 +144,9 @@ PRESETS: dict[str, Scale] = {
         name="cpu",
         steps=400,
         seq_len=256,
-        source="the paper's model and optimiser at a quarter of its length",
+        eval_every=20,
+        source="the paper's model and optimiser at a quarter of its length, "
+        "evaluated every 20 steps",
     ),
     "paper": _PAPER,
 }
@@ -161,8 +166,10 @@ CHAPTERS: dict[str, dict] = {
         cpu=dict(
             trap_seeds=12,
             variant_seeds=4,
+            fig3c_fp16=False,
             source="a reader's re-run: 12 tied runs per model (a trap share decided "
-            "under the rule), 4 per side variant (theory + LN, init 0.2)",
+            "under the rule), 4 per side variant (theory + LN, init 0.2); Fig 3(c) "
+            "from its float32 runs (the fp16 runs are the trapped chapter's)",
         ),
         variant_seeds=8,
         source="Fig 3(a) as this book's control: length 1024, 1000 float32 "
@@ -215,10 +222,10 @@ CHAPTERS: dict[str, dict] = {
     ),
     "trapped": dict(
         cpu=dict(
-            trap_seeds=8,
-            source="a reader's re-run: 8 tied runs per model and precision (two of "
-            "its five groups run in fp16, 3.5 times float32 on a CPU); Fig 4's grids "
-            "are read from the paper edition",
+            trap_seeds=6,
+            source="a reader's re-run: 6 tied runs per model and precision (two of "
+            "its four distinct groups run in fp16, twice float32 on a CPU); Fig 4's "
+            "grids are read from the paper edition",
         ),
         steps=400,
         source="the authors' first-order config (Markov-LLM/src/config/markov.py): "

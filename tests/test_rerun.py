@@ -3,6 +3,7 @@ and an HTML page whose Markdown reads like the book's page (no raw MyST roles)."
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -186,3 +187,25 @@ def test_help_lists_rerun_and_its_chapters(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "multi_state (k p)" in text and "ccmc (k prompt_len sigma" in text
     assert "--set NAME=VALUE" in text
+
+
+def test_rerun_terminated_says_so_and_sets_the_partial_notebook_aside(tmp_path):
+    env = {**os.environ, "MARKOVLIB_RESULTS": str(tmp_path / "store")}
+    args = "global_minimum --scale smoke --out".split()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "markovlib", "rerun", *args, str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stderr:  # a few cells in: the kernel is running the chapter
+        if "Executing Cell 4" in line:
+            break
+    proc.terminate()
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 143
+    assert "markovlib rerun: terminated" in rest
+    assert not (tmp_path / "out" / "global_minimum.ipynb").exists()
+    assert (tmp_path / "out" / "global_minimum.interrupted.ipynb").exists()

@@ -302,9 +302,9 @@ def test_a_sweep_says_how_many_runs_it_will_train_before_it_trains(tmp_path, cap
     sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=True)
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "markovlib:" in ln]
     assert lines == [
-        "markovlib: training 5 runs (4 of 6 steps, batch 2 × length 16, 1 of 4 "
-        "steps, batch 2 × length 8) in 3 ensembles on cpu, under a second on "
-        "one CPU thread: neither shipped nor "
+        "markovlib: training 5 runs (4 runs of 6 steps, batch 2 × length 16, "
+        "1 run of 4 steps, batch 2 × length 8) in 3 ensembles on cpu, under a "
+        "second on one CPU thread: neither shipped nor "
         f"stored in {tmp_path / 'runs.sqlite'}"
     ]
     sweep(specs, tmp_path, ensemble_size=3, device="cpu", progress=True)
@@ -326,7 +326,7 @@ def test_training_note_estimates_the_measured_cost_of_an_fp16_ensemble():
     assert alone == pytest.approx(8 * 400 * 16 * 1024 * 1.5e-5 * 3.5)  # alone rate
     assert 4 * estimate_seconds(specs, 1) < alone
     note = training_note(specs, 1, "cpu", "results")
-    assert note.startswith("markovlib: training 8 runs (8 of 400 steps, batch 16")
+    assert note.startswith("markovlib: training 8 runs (400 steps, batch 16")
     assert "on cpu, about 11 min on one CPU thread: neither shipped nor" in note
 
 
@@ -353,6 +353,17 @@ def test_two_worker_processes_train_the_runs_one_process_trains(tmp_path, capsys
             assert torch.equal(x, y), n
 
 
+def test_makespan_gives_each_ensemble_to_the_least_loaded_worker():
+    from markovlib.runs.sweep import estimate_seconds, makespan
+
+    specs = grid([0.2], [0.3], tied=[True], seeds=range(12), **TINY)
+    chunks = [specs[:6], specs[6:9], specs[9:]]  # costs 6 : 3 : 3 (about)
+    big, small = estimate_seconds(specs[:6], 1), estimate_seconds(specs[6:9], 1)
+    assert makespan(chunks, 2) == pytest.approx(max(big, 2 * small))
+    assert makespan(chunks, 1) == pytest.approx(big + 2 * small)
+    assert makespan(chunks, 3) == pytest.approx(big)
+
+
 def test_workers_share_the_runs_in_ensembles_of_at_least_four():
     from markovlib.runs.sweep import _shared
 
@@ -362,3 +373,6 @@ def test_workers_share_the_runs_in_ensembles_of_at_least_four():
     assert _shared(specs[:6], 32, 2, "local") == 4  # not 3: ensembles stay efficient
     assert _shared(specs, 32, 1, "local") == 32
     assert _shared(specs, 32, 2, "ray") == 32
+    two = grid([0.2], [0.3], tied=[True, False], seeds=range(6), **TINY)
+    assert _shared(two, 32, 2, "local") == 6  # a group per worker: none is cut
+    assert _shared(two, 32, 4, "local") == 4  # two ensembles per group

@@ -627,6 +627,7 @@ RULES = {
     "below_line": lambda R, g: measures.below_line(R(g[0]), R(g[1])),
     "fig4_fp32": lambda R, g: measures.fig4_float32(R(g[0]), R(g[1])),
     "fig5": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
+    "fig5_figure": lambda R, g: measures.fig5_figure(R(*g)),
     "fig5_fp32": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
     "fig5_gpt2": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
     "fig1": lambda R, g: measures.fig1_depths(_depths(R, g)),

@@ -163,10 +163,11 @@ AUTHORS_TRAPS = (("gpt2", "fp32"), ("gpt2", "fp16"), ("theory", "fp32"))
 
 
 def authors_traps(
-    p: float, q: float, S: Scale, seed: int = 0
+    p: float, q: float, S: Scale, seed: int = 0, *, fp16: bool = True
 ) -> dict[tuple[str, str], list[RunSpec]]:
     """Tied runs at the authors' budget (``S.steps``) in float32 and in fp16 without
-    loss scaling, ``S.trap_seeds`` each (:data:`AUTHORS_TRAPS`)."""
+    loss scaling, ``S.trap_seeds`` each (:data:`AUTHORS_TRAPS`; ``fp16=False``: the
+    float32 ones only)."""
     return {
         (preset, precision): grid(
             [p],
@@ -180,6 +181,7 @@ def authors_traps(
             ),
         )
         for preset, precision in AUTHORS_TRAPS
+        if fp16 or precision != "fp16"
     }
 
 
@@ -483,6 +485,8 @@ def trapped_groups(
     float32 at the longer budget of ``S_long`` (the bad_local_minima runs)."""
     traps = authors_traps(p, q, S, seed)
     long = trap_variants(p, q, S_long, seed)["gpt2"]
+    if S_long.trap_train == traps["gpt2", "fp32"][0].train:  # one budget (a cpu re-run)
+        long = long[: S.trap_seeds]  # the float32 group's runs: nothing more to train
     return {
         "GPT-2, fp16": traps["gpt2", "fp16"],
         "GPT-2, float32": traps["gpt2", "fp32"],

@@ -31,6 +31,7 @@ __all__ = [
     "sweep_results",
     "training_note",
     "estimate_seconds",
+    "makespan",
     "sigterm_as_interrupt",
 ]
 
@@ -106,16 +107,35 @@ def default_workers() -> int:
 def _shared(todo: Sequence[RunSpec], size: int, workers: int, executor: str) -> int:
     """The ensemble size that gives ``workers`` local processes an ensemble each
     (never under 4 runs, never over ``size``): two ensembles of 4 on two cores end
-    sooner than one of 8 on one."""
+    sooner than one of 8 on one; with as many groups as workers, no group is cut."""
     if workers <= 1 or executor != "local" or not todo:
         return size
     groups = Counter(s.group for s in todo)
     largest = max(groups.values())
-    return max(1, min(size, max(4, -(-largest // workers))))
+    parts = -(-workers // len(groups))  # ensembles per group for a worker each
+    return max(1, min(size, max(4, -(-largest // parts))))
+
+
+def _runs_of(n: int) -> str:
+    return f"{n} run{'s' if n != 1 else ''} of "
+
+
+def makespan(chunks: Sequence[Sequence[RunSpec]], workers: int) -> float:
+    """About how many seconds ``chunks`` (ensembles) take on ``workers`` CPU processes
+    that each take the next ensemble: the largest first, each to the least loaded."""
+    loads = [0.0] * max(1, workers)
+    for cost in sorted((estimate_seconds(c, 1) for c in chunks), reverse=True):
+        loads[loads.index(min(loads))] += cost
+    return max(loads)
 
 
 def training_note(
-    todo: Sequence[RunSpec], ensembles: int, device: str, store, workers: int = 1
+    todo: Sequence[RunSpec],
+    ensembles: int,
+    device: str,
+    store,
+    workers: int = 1,
+    chunks: Sequence[Sequence[RunSpec]] | None = None,
 ) -> str:
     """The line a sweep prints before it trains: how many runs, of which sizes, on
     which device, and where they go ("neither shipped nor stored": the paper edition's
@@ -124,26 +144,31 @@ def training_note(
         (s.train.steps, s.train.batch_size, s.train.seq_len) for s in todo
     ).most_common()
     shown = ", ".join(
-        f"{n} of {st} steps, batch {b} × length {L}" for (st, b, L), n in sizes[:3]
+        f"{_runs_of(n) if len(sizes) > 1 else ''}{st} steps, batch {b} × length {L}"
+        for (st, b, L), n in sizes[:3]
     )
     more = f", {len(sizes) - 3} more sizes" if len(sizes) > 3 else ""
     return (
         f"markovlib: training {len(todo)} run{'s' if len(todo) != 1 else ''} "
         f"({shown}{more}) in {ensembles} ensemble{'s' if ensembles != 1 else ''} on "
-        f"{device}{_cpu_estimate(todo, ensembles, device, workers)}: neither shipped "
+        f"{device}{_cpu_estimate(todo, ensembles, device, workers, chunks)}: neither "
+        "shipped "
         f"nor stored in {store}"
     )
 
 
 def _cpu_estimate(
-    todo: Sequence[RunSpec], ensembles: int, device: str, workers: int = 1
+    todo: Sequence[RunSpec], ensembles: int, device: str, workers: int = 1, chunks=None
 ) -> str:
-    """ ", about N min on one CPU thread" (or on N processes) where the runs train on a
-    CPU."""
+    """ ", about N min on one CPU thread" (or on N processes: :func:`makespan` of the
+    ``chunks`` where given) where the runs train on a CPU."""
     if resolve_device(device).type != "cpu":
         return ""
     where = "one CPU thread" if workers == 1 else f"{workers} CPU processes"
-    seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
+    if chunks is not None:
+        seconds = makespan(chunks, workers)
+    else:
+        seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
     if seconds < 1:
         return f", under a second on {where}"
     return f", about {_duration(seconds)} on {where}"
@@ -199,7 +224,7 @@ def sweep(
     if todo:  # a store that cannot take the results is refused before any training
         store.check_writable()
     if todo and progress:  # before the first step: how much work this is
-        note = training_note(todo, len(chunks), device, store.path, workers)
+        note = training_note(todo, len(chunks), device, store.path, workers, chunks)
         print(note, file=sys.stderr)
     bar = _bar(len(todo), progress)
     finished = train_chunks(
@@ -211,7 +236,7 @@ def sweep(
         cpus_per_task=cpus_per_task,
         gpus_per_task=gpus_per_task,
         workers=workers,
-        on_steps=bar.update,
+        on_steps=lambda runs: bar.update(min(runs, bar.total - bar.n)),  # never past
     )
     with sigterm_as_interrupt(), closing(finished):
         for chunk, results in finished:

@@ -1,0 +1,123 @@
+"""A reader's re-run checked against the paper edition: each chapter re-run at scale
+``cpu`` with its default parameters (the paper's own chain), and every scorecard
+verdict the re-run glues set beside the paper edition's (``tests/scorecard_paper.json``,
+pinned from the shipped runs).
+
+Usage: ``python benchmarks/paper_chain.py [--chapters a,b] [--out DIR]`` (default out:
+a temporary folder; the result store is ``DIR/store``, shared by the chapters as a
+reader's would be). Prints a Markdown table and writes it to
+``benchmarks/results/paper-chain.md``; a cpu verdict "differs" where the paper edition
+reads otherwise is what this check exists to catch (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = (
+    "global_minimum",
+    "bad_local_minima",
+    "saddles",
+    "trapped",
+    "multi_state",
+    "depth",
+    "initialisation",
+)
+
+
+def glued_verdicts(notebook: Path) -> dict[str, str]:
+    """{row id: verdict} of the ``sc_<id>_verdict`` values an executed chapter glued."""
+    out = {}
+    for cell in json.loads(notebook.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name", "")
+            if name.startswith("sc_") and name.endswith("_verdict"):
+                value = next(iter(output["data"].values()))
+                out[name[3 : -len("_verdict")]] = value.strip("'\"")
+    return out
+
+
+def rerun(chapter: str, out: Path) -> tuple[dict[str, str], float]:
+    """Re-run ``chapter`` at cpu scale with its defaults; its verdicts and seconds."""
+    env = {**os.environ, "MARKOVLIB_RESULTS": str(out / "store")}
+    t0 = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "markovlib", "rerun", chapter, "--scale", "cpu",
+         "--out", str(out / chapter)],
+        cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    seconds = time.perf_counter() - t0
+    return glued_verdicts(out / chapter / f"{chapter}.ipynb"), seconds
+
+
+def table(found: dict[str, tuple[dict, float]], paper: dict[str, str]) -> list[str]:
+    """One line per (chapter, row) the re-run judged: the paper edition's verdict and
+    the re-run's, and whether a cpu verdict contradicts it."""
+    lines = [
+        "| chapter | row | paper edition | cpu re-run | agrees |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for chapter, (verdicts, seconds) in found.items():
+        for row, cpu in sorted(verdicts.items()):
+            ref = paper.get(row, "—")
+            agrees = (
+                "yes"
+                if cpu == ref
+                else "not judged at cpu"
+                if cpu.startswith("not tested")
+                else "no"
+            )
+            lines.append(
+                f"| {chapter} ({seconds:.0f} s) | {row} | {ref} | {cpu} | {agrees} |"
+            )
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chapters", default=",".join(CHAPTERS))
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    chapters = [c for c in args.chapters.split(",") if c]
+    unknown = sorted(set(chapters) - set(CHAPTERS))
+    if unknown:
+        parser.error(
+            f"--chapters: unknown {', '.join(unknown)}; one of {', '.join(CHAPTERS)}"
+        )
+    out = args.out or Path(tempfile.mkdtemp(prefix="paper-chain-"))
+    paper = {
+        r["id"]: r["verdict"]
+        for r in json.loads((ROOT / "tests/scorecard_paper.json").read_text())
+    }
+    found = {}
+    for chapter in chapters:
+        found[chapter] = rerun(chapter, out)
+        print(f"{chapter}: {found[chapter][1]:.0f} s", file=sys.stderr, flush=True)
+    lines = table(found, paper)
+    page = ROOT / "benchmarks" / "results" / "paper-chain.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%d")
+    page.write_text(
+        f"Re-runs at scale cpu on the paper's chains ({stamp}):\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+    print("\n".join(lines))
+    return (
+        1
+        if any(line.endswith("| no |") and "| differs |" in line for line in lines)
+        else 0
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
