@@ -1355,6 +1355,12 @@ def add_edition_parser(subs) -> None:
         default=8,
         help="runs trained together in one batched step (default 8)",
     )
+    _add_retrain_arguments(edition)
+    edition.set_defaults(run=cmd_edition)
+
+
+def _add_retrain_arguments(edition) -> None:
+    """``edition``'s options of produce and retrain on other machines."""
     edition.add_argument(
         "--device",
         choices=["cpu", "cuda", "auto"],
@@ -1381,7 +1387,6 @@ def add_edition_parser(subs) -> None:
         help="judge, retrain: the JSON to write (retrain: a Markdown page beside it; "
         "default <results>/retrain.json)",
     )
-    edition.set_defaults(run=cmd_edition)
 
 
 def _group_prefixes(text: str) -> list[str]:
@@ -1483,22 +1488,27 @@ def _produce(args, groups, store, shipped_dir, *, longest_first=False) -> int:
     )
 
 
+def _edition_judge(args, groups, directory) -> int:
+    """``edition judge``: the classes and verdicts of --data into --report (JSON)."""
+    from .companion import replication
+
+    if directory is None or args.report is None:
+        raise UsageError("edition judge needs --data (or data/paper here) and --report")
+    judged = replication.judge(ShippedData(directory), groups)
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text(json.dumps(judged, indent=1, ensure_ascii=False))
+    n, rows = len(judged["runs"]), len(judged["verdicts"])
+    print(f"{n} runs and {rows} verdicts in {args.report}")
+    return 0
+
+
 def _edition_retrain(args, groups, directory) -> int:
     """``edition judge`` (the classes and verdicts of --data) and ``edition retrain``
     (every run into a new store, exported beside it, judged, compared)."""
     from .companion import replication
 
     if args.action == "judge":
-        if directory is None or args.report is None:
-            raise UsageError(
-                "edition judge needs --data (or data/paper here) and --report"
-            )
-        judged = replication.judge(ShippedData(directory), groups)
-        args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(json.dumps(judged, indent=1, ensure_ascii=False))
-        n, rows = len(judged["runs"]), len(judged["verdicts"])
-        print(f"{n} runs and {rows} verdicts in {args.report}")
-        return 0
+        return _edition_judge(args, groups, directory)
     if args.results is None:
         raise UsageError(
             "edition retrain needs --results DIR: a new folder for its store"

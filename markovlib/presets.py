@@ -209,10 +209,10 @@ CHAPTERS: dict[str, dict] = {
         cpu=dict(
             seq_len=128,
             trap_seeds=8,
-            source="a reader's re-run: length 128, 8 single-layer runs (Fig 1 at "
-            "the authors' precision, fp16, costs 3.5 times float32 on a CPU, and "
-            "depth 4 four times depth 1); the higher-order runs are the paper "
-            "edition's (their chains do not depend on (p, q))",
+            source="a reader's re-run: length 128, 8 single-layer runs, depths 1 "
+            "and 2 (Fig 1 at the authors' precision, fp16, costs 3.5 times float32 on "
+            "a CPU, and depth 4 four times depth 1); the higher-order runs are the "
+            "paper edition's (their chains do not depend on (p, q))",
         ),
         steps=500,
         seq_len=512,

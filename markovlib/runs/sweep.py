@@ -90,6 +90,8 @@ def _duration(seconds: float) -> str:
     """``seconds`` as a reader reads a wait: "2 min", "1.5 h", "40 s"."""
     if seconds < 90:
         return f"{seconds:.0f} s"
+    if seconds < 600:  # to the half minute: "2 min" for 91 s overstates by a third
+        return f"{round(seconds / 30) / 2:g} min"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
