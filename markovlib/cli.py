@@ -72,7 +72,10 @@ from .train import Execution, train
 
 PLAN_BYTES_PER_RUN = 4096  # memory to plan and report one run of a sweep (generous)
 # folders of a clone that `book --out` never writes into: sources and shipped data
-PROTECTED = ("book", "_static", "tools", "data", "markovlib", "tests", "binder", ".git")
+PROTECTED = (  # the repository's tracked folders
+    *("book", "_static", "tools", "data", "markovlib", "tests", "binder", ".git"),
+    *(".github", ".ci", "benchmarks", ".venv"),
+)
 MAX_STEPS = 10_000_000  # a step takes at least a millisecond: more is weeks of work
 MAX_LR = 1e6  # larger learning rates overflow float32 in the one-cycle schedule
 EDITION_MARKER = ".markovlib-edition"  # in every folder `markovlib book` writes
@@ -709,6 +712,7 @@ def cmd_book(args) -> int:
         _environment_scale()  # the chapters read it: refuse a bad one now
     sources = sorted((root / "book").glob("*.ipynb"))
     params = _chapter_parameters(args, sources)
+    _check_room(out)
     fd = _claim_edition(out)
     saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None
     try:
@@ -940,6 +944,7 @@ def cmd_rerun(args) -> int:
         _environment_scale()  # the chapter reads it: refuse a bad one now
     params = {**_chapter_parameters(args, [source])[source], **given}
     _check_rerun(source.stem, {**chapter_parameters(source), **params})
+    _check_room(out)
     fd = _claim_edition(out)
     saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None
     # the chapter's sweeps share their ensembles among the machine's cores
@@ -963,6 +968,25 @@ def cmd_rerun(args) -> int:
         if saved is not None:
             os.environ[presets.ENV_VAR] = saved
         os.close(fd)
+
+
+MIN_FREE_BYTES = 200 * 2**20  # a chapter's notebook, page and runs: well under this
+
+
+def _check_room(out: Path) -> None:
+    """Before a chapter runs: the result store it will write takes a run now (not
+    read-only, not locked), and the folders of ``out`` and of the store have room."""
+    store = ResultStore(default_results_dir())
+    store.check_writable()
+    for folder in (out, store.directory):
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        free = shutil.disk_usage(existing).free
+        if free < MIN_FREE_BYTES:
+            raise UsageError(
+                f"{folder}: {free / 2**20:.0f} MB free on its disk, under the "
+                f"{MIN_FREE_BYTES / 2**20:.0f} MB a re-run needs; free some or give "
+                "another folder"
+            )
 
 
 def _cut_off(target: Path) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from markovlib.chains import binary
 from markovlib.companion.notebook import glued_values, render_roles
+from markovlib.runs.store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW_ROLE = re.compile(r"\{[a-z:]+\}`")
@@ -146,6 +147,9 @@ def test_rerun_writes_a_notebook_and_a_page_that_read_like_the_book(tmp_path):
         (["framework", "--p", "1.5", "--q", "0.9"], "argument --p"),
         (["global_minimum", "--p", "1", "--q", "0.9"], "argument --p"),
         (["framework", "--p", "0.3", "--q", "0.9", "--out", "data/x"], "inside"),
+        (["framework", "--out", ".github/x"], "inside"),
+        (["framework", "--out", ".ci/x"], "inside"),
+        (["framework", "--out", "benchmarks/results/x"], "inside"),
     ],
 )
 def test_rerun_refuses_bad_input_in_one_line(args, says, capsys, monkeypatch):
@@ -209,3 +213,23 @@ def test_rerun_terminated_says_so_and_sets_the_partial_notebook_aside(tmp_path):
     assert "markovlib rerun: terminated" in rest
     assert not (tmp_path / "out" / "global_minimum.ipynb").exists()
     assert (tmp_path / "out" / "global_minimum.interrupted.ipynb").exists()
+
+
+def test_rerun_refuses_a_read_only_store_before_any_work(tmp_path):
+    store = tmp_path / "store"
+    ResultStore(store)  # an existing store, then made read-only
+    for path in (store, *store.iterdir()):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    env = {**os.environ, "MARKOVLIB_RESULTS": str(store)}
+    done = subprocess.run(
+        [sys.executable, "-m", "markovlib", "rerun", "framework", "--scale", "smoke"]
+        + ["--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and "not writable" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()  # refused before the chapter ran
