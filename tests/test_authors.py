@@ -240,11 +240,11 @@ def test_fig3c_untied_wants_p_after_a_zero():
     assert not measures.fig3c_untied([marginal(0.5, 0.8)], 0.5, 0.8).ok
 
 
-def test_bad_minimum_judges_the_prediction_after_each_state():
-    """Sec. 4.1's f = π_1 whatever the input: the learnt kernel's P(1|0) and P(1|1) of
-    each run at H(π), each within 0.1 × (p − π_1) of π_1; the head's bias alone and
-    ‖e_1 − e_0‖ are printed, not judged (the GPT-2 model's final LayerNorm shifts the
-    logit, so σ(b) alone is not its prediction)."""
+def test_bad_minimum_judges_the_prediction_and_the_bias_alone():
+    """Sec. 4.1's f = σ(b) = π_1, two parts on the runs at H(π): f = π_1 whatever the
+    input (the learnt kernel's P(1|0) and P(1|1), each within 0.1 × (p − π_1) of π_1),
+    and f = σ(b) (the head's bias alone within the same distance); ‖e_1 − e_0‖ is
+    printed."""
     chain = binary(0.5, 0.8)
     pi1 = chain.stationary()[1]
 
@@ -258,16 +258,23 @@ def test_bad_minimum_judges_the_prediction_after_each_state():
     logit = float(np.log(pi1 / (1 - pi1)))
     assert measures.bias_prediction(model(logit, 0)) == pytest.approx(pi1)
     recs = [marginal(0.5, 0.8), marginal(0.5, 0.8, seed=1), learnt(0.5, 0.8, seed=2)]
-    loads = {0: model(0.0, 0.1), 1: model(0.0, 0.3), 2: None}  # σ(b) = 1/2
+    loads = {0: model(logit, 0.1), 1: model(0.0, 0.3), 2: None}  # σ(b): π_1, 1/2
     m = measures.bad_minimum(recs, lambda r: loads[r.spec.seed])
-    assert m.ok and (m.runs, m.trapped) == (3, 2)
-    assert m.counts == (("predict π_1 whatever the input", 2, 2),)
-    assert "2 of 2 runs at H(π)" in m.value and "σ(b) median 0.500" in m.value
+    assert (m.runs, m.trapped) == (3, 2)
+    assert m.counts == (
+        ("f = π_1 whatever the input", 2, 2),
+        ("f = σ(b), the bias alone", 1, 2),
+    )
+    assert m.ok  # 1 of 2 is half: CLAIM_SHARE
+    assert "2 of 2 runs at H(π)" in m.value and "σ(b), within it in 1 of 2" in m.value
     assert "‖e_1 − e_0‖ median 0.200" in m.value
+    loads[0] = model(0.0, 0.1)  # neither bias alone predicts π_1
+    m = measures.bad_minimum(recs, lambda r: loads[r.spec.seed])
+    assert not m.ok and m.counts[1] == ("f = σ(b), the bias alone", 0, 2)
     off = _rec(chain, np.array([[1 - pi1, pi1], [0.5, 0.5]]), 0.5, 0.8, seed=3)
     assert off.cls == AT_UNIGRAM  # at H(π) by its loss, yet f depends on the input
     m = measures.bad_minimum([*recs, off], lambda r: loads.get(r.spec.seed, loads[0]))
-    assert m.counts == (("predict π_1 whatever the input", 2, 3),)
+    assert m.counts[0] == ("f = π_1 whatever the input", 2, 3)
 
 
 def _inside(ablation, spread=0.01, rank=0.01, ratio=0.2):
@@ -353,3 +360,38 @@ def test_a_row_is_the_papers_only_at_the_authors_settings(c):
         assert c.source == "this book" and (differ or c.design), c.id
         text = scorecard.setting_text(c, specs)
         assert "; this book's" in text and "; the authors' settings (" not in text, text
+
+
+def test_poster_masking_is_judged_by_k_of_n_against_the_same_seed():
+    window = [learnt(0.3, 0.9, seed=s) for s in range(3)]
+    full = [marginal(0.3, 0.9, seed=s) for s in range(3)]
+    m = measures.masking(window, full)
+    assert m.ok and m.counts == (
+        ("window 1 escaped", 3, 3),
+        ("above full attention", 3, 3),
+    )
+    worse = [learnt(0.3, 0.9, seed=0), *(marginal(0.3, 0.9, seed=s) for s in (1, 2))]
+    m = measures.masking(worse, full)  # seeds 1, 2: no better than full attention
+    assert not m.ok and m.counts == (
+        ("window 1 escaped", 1, 3),
+        ("above full attention", 1, 3),
+    )
+    assert m.value.startswith("window 1: 1 of 3 runs escaped, 1 of 3 runs above")
+
+
+def test_fig5_figure_reads_the_share_at_the_figures_edge():
+    chain = symmetric(5, 0.9)
+    unigram, rate = chain.unigram_entropy(), chain.entropy_rate()
+
+    def run(share_4000, share_end, seed):
+        loss = [unigram - s * (unigram - rate) for s in (0.0, share_4000, share_end)]
+        spec = SimpleNamespace(chain={"p": 0.9}, seed=seed)
+        history = pd.DataFrame({"step": [0, 4000, 5000], "test_loss": loss})
+        return measures.RunRecord(chain, None, history, spec)
+
+    runs = [run(0.24, 0.5, 0), run(0.3, 0.3, 1), run(0.05, 0.9, 2)]
+    assert measures.loss_share(runs[0], 4000) == pytest.approx(0.24)
+    m = measures.fig5_figure(runs)
+    assert m.ok and m.counts == (("where the authors' curves end", 2, 3),)
+    assert "shares of the gap 0.05, 0.24, 0.30" in m.value
+    assert not measures.fig5_figure(runs[2:]).ok

@@ -175,7 +175,8 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Sec. 4.1: at θ_π the output ignores the input, f = σ(b) = π_1",
         "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
-        "the prediction after a zero and after a one (σ(b) alone printed beside)",
+        "runs at H(π) predicting π_1 after a zero and after a one; runs whose head's "
+        "bias alone, σ(b), is π_1",
         "fig-trapped-survival",
         groups=("trap400-gpt2-tied-fp16",),
         authors="fig3",
@@ -417,7 +418,7 @@ CLAIMS: tuple[Claim, ...] = (
         "Second order: masking helps (the poster's claim; its settings are not "
         "published)",
         "lag-2 chain, GPT-2, one layer, window 1 against full attention",
-        "share of the gap learnt",
+        "window-1 runs escaped, and above the full-attention run of their seed",
         "fig-depth-window",
         groups=("depth-lag2-window1", "depth-lag2-L1"),
     ),
