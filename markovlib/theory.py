@@ -689,7 +689,9 @@ def appendix_d(model: Transformer, x: torch.Tensor, length: int) -> dict:
     """App. D's diagnostics of one trained model on test paths ``x`` (positions up to
     ``length``).
 
-    ``ratio`` (per position) and ``ratio_mean``: attention's share
+    ``formula_kernel``: App. D's formula, the prediction with attention dropped, after
+    each state (row s: P(· | x_n = s), averaged over positions); ``ratio`` (per
+    position) and ``ratio_mean``: attention's share
     ‖attn_n‖ / ‖x_n + attn_n‖; ``ablation``: the largest change of a predicted
     probability on ``x`` when attention is removed; ``spread``:
     :func:`positional_spread`; ``rank_ratio``: s_2 / s_1 of each weight matrix
@@ -698,7 +700,14 @@ def appendix_d(model: Transformer, x: torch.Tensor, length: int) -> dict:
     """
     ratio = attention_ratio(model, x)
     with torch.no_grad():
-        change = ablate_attention(model).probabilities(x) - model.probabilities(x)
+        formula = ablate_attention(model).probabilities(x)
+        change = formula - model.probabilities(x)
+    # App. D's formula (attention dropped): the prediction after each state, averaged
+    # over the positions where it occurs; row s is P(· | x_n = s)
+    states = range(formula.shape[-1])
+    formula_kernel = np.stack(
+        [formula[x == s].double().mean(0).cpu().numpy() for s in states]
+    )
     svals = singular_values(model)
     # a zero matrix (Thm 1's switched-off layers) counts as rank one: ratio 0
     rank_ratio = {n: float(s[1] / s[0]) if s[0] > 0 else 0.0 for n, s in svals.items()}
@@ -710,6 +719,7 @@ def appendix_d(model: Transformer, x: torch.Tensor, length: int) -> dict:
         rank_ratio=rank_ratio,
         largest_rank_ratio=max(rank_ratio.values()),
         svals=svals,
+        formula_kernel=formula_kernel,
     )
 
 

@@ -277,39 +277,57 @@ def test_bad_minimum_judges_the_prediction_and_the_bias_alone():
     assert m.counts[0] == ("f = π_1 whatever the input", 2, 3)
 
 
-def _inside(ablation, spread=0.01, rank=0.01, ratio=0.2):
+def _inside(ablation, spread=0.01, rank=0.01, ratio=0.01, other=0.01, formula=None):
     return {
         "ratio_mean": ratio,
         "ablation": ablation,
         "spread": spread,
-        "rank_ratio": {"blocks.0.ff.W_1.weight": rank, "blocks.0.ff.W_2.weight": 0.0},
+        "rank_ratio": {
+            "blocks.0.ff.W_1.weight": rank,
+            "blocks.0.ff.W_2.weight": 0.0,
+            "blocks.0.attn.W_V.weight": other,
+        },
+        "largest_rank_ratio": max(rank, other),
+        "formula_kernel": binary(0.2, 0.3).P if formula is None else formula,
     }
 
 
 def test_appendix_d_judges_every_run_by_what_each_property_says():
-    chain = binary(
-        0.2, 0.3
-    )  # |p + q - 1| = 0.5: attention may move a prediction < 0.05
+    chain = binary(0.2, 0.3)  # |p + q - 1| = 0.5: a prediction may move < 0.05
     recs = {
         "tied": [learnt(0.2, 0.3, seed=s) for s in range(3)],
         "untied": [learnt(0.2, 0.3, tied=False)],
     }
+    off = np.array([[0.7, 0.3], [0.3, 0.7]])  # the formula predicts 0.3 after a zero
     inside = {
-        "tied": [_inside(0.01), _inside(0.04), _inside(0.2, spread=0.5)],
+        "tied": [
+            _inside(0.01, ratio=0.2),
+            _inside(0.04, other=0.5),
+            _inside(0.2, spread=0.5, formula=off),
+        ],
         "untied": [_inside(0.01, rank=0.3)],
     }
     out = measures.appendix_d_runs(inside, recs)
-    assert out["appd_attention"].value.startswith("tied: 2 of 3 runs")
-    assert out["appd_attention"].ok and out["appd_positions"].ok
-    assert out["appd_rank"].value == "tied: 3 of 3 runs (s2/s1 median 0.010)"
-    assert out["appd_positions"].value == "tied: 2 of 3 runs (spread median 0.010)"
-    assert (
-        out["appd_formula"].ok
-        and "largest |K − P| 0.0% of" in out["appd_formula"].value
+    assert out["appd_attention"].value.startswith("tied: 1 of 3 runs")
+    assert out["appd_attention"].counts == (
+        ("the paper's ratio ‖attn‖/‖x+attn‖", 2, 3),
+        ("removing attention", 2, 3),
     )
+    assert out["appd_positions"].value == "tied: 2 of 3 runs (spread median 0.010)"
+    assert out["appd_rank"].value == (
+        "tied: 2 of 3 runs (s2/s1 of W_1, W_2 median 0.010, of every matrix 0.010)"
+    )
+    assert out["appd_rank"].counts == (
+        ("W_1, W_2 (App. D)", 3, 3),
+        ("every weight matrix (Sec. 3.1)", 2, 3),
+    )
+    formula = out["appd_formula"]
+    assert formula.counts == (("the formula's predictions p and 1 − q", 2, 3),)
+    assert "largest |formula − P| 20.0% of" in formula.value
+    assert "(learnt kernel 0.0%)" in formula.value
     assert not out["appd_untied"].ok and "rank 0 of 1" in out["appd_untied"].value
     table = measures.appendix_d_table(inside, recs)
-    assert list(table["attention"]) == [True, True, False, True]
+    assert list(table["attention"]) == [False, True, False, True]
     assert chain.P[0, 1] == pytest.approx(0.2)
 
 

@@ -762,11 +762,17 @@ def test_appendix_d_matches_its_definitions():
     assert d["largest_rank_ratio"] == max(d["rank_ratio"].values())
     assert d["ratio_mean"] == pytest.approx(float(attention_ratio(model, x).mean()))
     assert d["spread"] == pytest.approx(positional_spread(model, 32))
+    with torch.no_grad():  # App. D's formula: attention dropped, after each state
+        probs = no_attn.probabilities(x)
+    for state in (0, 1):
+        row = probs[x == state].double().mean(0).numpy()
+        assert d["formula_kernel"][state] == pytest.approx(row)
     # Thm 1's construction: no attention, no positions (App. D's picture exactly)
     star = global_minimum(chain, TransformerConfig.theory(d_model=8)).double()
     d = appendix_d(star, chain.sample(4, 32, seed=1), 32)
     assert d["ablation"] == 0.0 and d["spread"] == 0.0 and d["ratio_mean"] == 0.0
     assert d["largest_rank_ratio"] == 0.0  # every weight matrix is zero or rank one
+    assert d["formula_kernel"] == pytest.approx(chain.P, abs=1e-6)
 
 
 def test_unigram_threshold_is_the_sign_change_by_bisection():

@@ -778,19 +778,42 @@ NEAR_RANK_ONE = 0.1  # a matrix is "near rank one" when s_2 / s_1 < 0.1
 APPD_MATRICES = ("ff.W_1.weight", "ff.W_2.weight")  # the matrices App. D names
 
 
-def _appd_properties(d: dict, record: RunRecord) -> dict[str, bool]:
-    """App. D's four properties of one learnt model (``d``:
+# App. D's properties, each judged in the parts the paper states it in
+APPD_PARTS = {
+    "attention": ("the paper's ratio ‖attn‖/‖x+attn‖", "removing attention"),
+    "positions": ("p_n constant in n",),
+    "rank": ("W_1, W_2 (App. D)", "every weight matrix (Sec. 3.1)"),
+    "formula": ("the formula's predictions p and 1 − q",),
+}
+
+
+def _appd_parts(d: dict, record: RunRecord) -> dict[str, bool]:
+    """App. D's parts (:data:`APPD_PARTS`) for one learnt model (``d``:
     :func:`markovlib.theory.appendix_d`), each relative to what it could be."""
     chain = record.chain
     effect = abs(1 - chain.P[0, 0] - chain.P[1, 1])
-    rank = max(v for k, v in d["rank_ratio"].items() if k.endswith(APPD_MATRICES))
-    return {
-        "attention": d["ablation"] < NEAR_ZERO * effect,
-        "positions": d["spread"] < NEAR_ZERO,
-        "rank": rank < NEAR_RANK_ONE,
-        "formula": float(np.abs(record.kernel - chain.P).max())
-        < AT_UNIGRAM_BELOW * effect,
-    }
+    named = max(v for k, v in d["rank_ratio"].items() if k.endswith(APPD_MATRICES))
+    formula = np.asarray(d["formula_kernel"])[:, 1]  # P(1 | 0), P(1 | 1)
+    return dict(
+        zip(
+            (part for parts in APPD_PARTS.values() for part in parts),
+            (
+                d["ratio_mean"] < NEAR_ZERO,
+                d["ablation"] < NEAR_ZERO * effect,
+                d["spread"] < NEAR_ZERO,
+                named < NEAR_RANK_ONE,
+                d["largest_rank_ratio"] < NEAR_RANK_ONE,
+                float(np.abs(formula - chain.P[:, 1]).max())
+                < AT_UNIGRAM_BELOW * effect,
+            ),
+        )
+    )
+
+
+def _appd_properties(d: dict, record: RunRecord) -> dict[str, bool]:
+    """App. D's four properties of one learnt model: each with all of its parts."""
+    parts = _appd_parts(d, record)
+    return {prop: all(parts[p] for p in names) for prop, names in APPD_PARTS.items()}
 
 
 def _appendix_d_tied(
@@ -801,21 +824,27 @@ def _appendix_d_tied(
     common = dict(runs=len(rs), trapped=trap_count(rs)[1], groups=tuple(groups))
     table = appendix_d_table({"tied": inside}, {"tied": rs})
     effect = abs(1 - rs[0].chain.P[0, 0] - rs[0].chain.P[1, 1])
+    med, top = table.median(numeric_only=True), table.max(numeric_only=True)
     extra = {  # what each property's runs measured, beside the count
-        "attention": f"largest change {table['attention removed: Δ'].max():.4f}; the "
-        f"paper's ratio, median {table['‖attn‖/‖x+attn‖'].median():.3f}",
+        "attention": f"the paper's ratio median {med['‖attn‖/‖x+attn‖']:.3f}; "
+        f"largest change without attention {top['attention removed: Δ']:.4f}",
         "positions": f"spread median {table['positional spread'].median():.3f}",
-        "rank": f"s2/s1 median {table['W_1, W_2 s2/s1'].median():.3f}",
-        "formula": f"largest |K − P| {table['max|K − P|'].max() / effect:.1%} of "
-        "|p + q − 1|",
+        "rank": f"s2/s1 of W_1, W_2 median {table['W_1, W_2 s2/s1'].median():.3f}, of "
+        f"every matrix {table['all matrices s2/s1'].median():.3f}",
+        "formula": f"largest |formula − P| {top['max|formula − P|'] / effect:.1%} of "
+        f"|p + q − 1| (learnt kernel {top['max|K − P|'] / effect:.1%})",
     }
+    parts = [_appd_parts(d, r) for d, r in zip(inside, rs)]
     out = {}
     for prop, text in extra.items():
+        counts = tuple(
+            (part, sum(h[part] for h in parts), len(parts)) for part in APPD_PARTS[prop]
+        )
         k = sum(h[prop] for h in tied)
         out[f"appd_{prop}"] = Measure(
             f"tied: {_n(k, len(tied))} ({text})",
             k >= CLAIM_SHARE * len(tied),
-            counts=((f"with the property ({prop})", k, len(tied)),),
+            counts=counts,
             **common,
         )
     return out
@@ -890,6 +919,10 @@ def appendix_d_table(
                     "attention removed: Δ": d["ablation"],
                     "positional spread": d["spread"],
                     "W_1, W_2 s2/s1": max(rank),
+                    "all matrices s2/s1": d["largest_rank_ratio"],
+                    "max|formula − P|": float(
+                        np.abs(np.asarray(d["formula_kernel"]) - r.chain.P).max()
+                    ),
                     "max|K − P|": float(np.abs(r.kernel - r.chain.P).max()),
                     **_appd_properties(d, r),
                 }
@@ -901,6 +934,7 @@ __all__ += [
     "NEAR_ZERO",
     "NEAR_RANK_ONE",
     "APPD_MATRICES",
+    "APPD_PARTS",
     "appendix_d_runs",
     "appendix_d_properties",
     "appendix_d_table",
