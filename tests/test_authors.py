@@ -413,3 +413,21 @@ def test_fig5_figure_reads_the_share_at_the_figures_edge():
     assert m.ok and m.counts == (("where the authors' curves end", 2, 3),)
     assert "shares of the gap 0.05, 0.24, 0.30" in m.value
     assert not measures.fig5_figure(runs[2:]).ok
+
+
+def test_plateau_then_drop_counts_the_iterations_at_h_pi_before_the_drop():
+    chain = binary(0.5, 0.8)
+    unigram, rate = chain.unigram_entropy(), chain.entropy_rate()
+
+    def run(shares, seed):
+        loss = [unigram - s * (unigram - rate) for s in shares]
+        spec = SimpleNamespace(chain={"p": 0.5, "q": 0.8}, seed=seed)
+        history = pd.DataFrame({"step": [0, 10, 20, 80, 90], "test_loss": loss})
+        return measures.RunRecord(chain, chain.P, history, spec)
+
+    slow = run([-0.5, 0.0, 0.05, 0.5, 1.0], 0)  # at H(π) from step 10 to 80: 70
+    fast = run([-0.5, 0.0, 0.95, 1.0, 1.0], 1)  # leaves at step 20: 10
+    assert measures.plateau_steps(slow) == 70 and measures.plateau_steps(fast) == 10
+    m = measures.plateau_then_drop([slow, fast])
+    assert m.ok and m.counts == (("at H(π) for 50+ iterations, then down", 1, 2),)
+    assert not measures.plateau_then_drop([fast, run([-0.5, 0, 0.9, 1, 1], 2)]).ok

@@ -67,6 +67,8 @@ __all__ = [
     "fig5_halves",
     "fig5_figure",
     "loss_share",
+    "plateau_steps",
+    "plateau_then_drop",
     "FIG5_FIGURE_SHARE",
     "below_line",
     "fig3c_untied",
@@ -510,6 +512,45 @@ def depth_factors(
         trapped=t,
         groups=tuple(groups),
         counts=(("escaped", eu + em, len(untied) + len(mirror)),),
+    )
+
+
+PLATEAU_STEPS = 50  # Sec. 4.4's plateau: at least this many iterations at H(π)
+
+
+def plateau_steps(record: RunRecord) -> int | None:
+    """Iterations a run sat at H(π) before leaving it: from its first evaluation within
+    :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the gap of H(π) to its first
+    evaluation above that (None: it never came within it)."""
+    h = record.history
+    unigram, rate = record.chain.unigram_entropy(), record.chain.entropy_rate()
+    share = (unigram - h["test_loss"].to_numpy()) / (unigram - rate)
+    steps = h["step"].to_numpy()
+    near = np.flatnonzero(np.abs(share) < AT_UNIGRAM_BELOW)
+    if not len(near):
+        return None
+    left = np.flatnonzero((share >= AT_UNIGRAM_BELOW) & (steps > steps[near[0]]))
+    end = steps[left[0]] if len(left) else steps[-1]
+    return int(end - steps[near[0]])
+
+
+def plateau_then_drop(records: Sequence[RunRecord], groups=()) -> Measure:
+    """Sec. 4.4: the deeper models "first plateau" at H(π) and then reach H_rate: of
+    the runs that escaped, at least :data:`~markovlib.analysis.CLAIM_SHARE` sat
+    :data:`PLATEAU_STEPS` iterations or more at H(π) first (:func:`plateau_steps`)."""
+    free = [r for r in records if r.cls == ESCAPED]
+    lengths = [plateau_steps(r) or 0 for r in free]
+    k = sum(n >= PLATEAU_STEPS for n in lengths)
+    n, t = trap_count(records)
+    median = f"{np.median(lengths):.0f}" if lengths else "—"
+    return Measure(
+        f"{_n(k, len(free))} that escaped sat {PLATEAU_STEPS} iterations or more at "
+        f"H(π) first (median {median} iterations; {len(free)} of {n} runs escaped)",
+        bool(free) and k >= CLAIM_SHARE * len(free),
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        counts=((f"at H(π) for {PLATEAU_STEPS}+ iterations, then down", k, len(free)),),
     )
 
 
