@@ -241,9 +241,9 @@ def test_fig3c_untied_wants_p_after_a_zero():
 
 
 def test_bad_minimum_judges_the_prediction_and_the_bias_alone():
-    """Sec. 4.1's f = σ(b) = π_1, two parts on the runs at H(π): f = π_1 whatever the
-    input (the learnt kernel's P(1|0) and P(1|1), each within 0.1 × (p − π_1) of π_1),
-    and f = σ(b) (the head's bias alone within the same distance); ‖e_1 − e_0‖ is
+    """Sec. 4.1's f = σ(b) = π₁, two parts on the runs at H(π): f = π₁ whatever the
+    input (the learnt kernel's P(1|0) and P(1|1), each within 0.1 × (p − π₁) of π₁),
+    and f = σ(b) (the head's bias alone within the same distance); ‖e₁ − e₀‖ is
     printed."""
     chain = binary(0.5, 0.8)
     pi1 = chain.stationary()[1]
@@ -258,23 +258,23 @@ def test_bad_minimum_judges_the_prediction_and_the_bias_alone():
     logit = float(np.log(pi1 / (1 - pi1)))
     assert measures.bias_prediction(model(logit, 0)) == pytest.approx(pi1)
     recs = [marginal(0.5, 0.8), marginal(0.5, 0.8, seed=1), learnt(0.5, 0.8, seed=2)]
-    loads = {0: model(logit, 0.1), 1: model(0.0, 0.3), 2: None}  # σ(b): π_1, 1/2
+    loads = {0: model(logit, 0.1), 1: model(0.0, 0.3), 2: None}  # σ(b): π₁, 1/2
     m = measures.bad_minimum(recs, lambda r: loads[r.spec.seed])
     assert (m.runs, m.trapped) == (3, 2)
     assert m.counts == (
-        ("f = π_1 whatever the input", 2, 2),
+        ("f = π₁ whatever the input", 2, 2),
         ("f = σ(b), the bias alone", 1, 2),
     )
     assert m.ok  # 1 of 2 is half: CLAIM_SHARE
     assert "2 of 2 runs at H(π)" in m.value and "σ(b), within it in 1 of 2" in m.value
-    assert "‖e_1 − e_0‖ median 0.200" in m.value
-    loads[0] = model(0.0, 0.1)  # neither bias alone predicts π_1
+    assert "‖e₁ − e₀‖ median 0.200" in m.value
+    loads[0] = model(0.0, 0.1)  # neither bias alone predicts π₁
     m = measures.bad_minimum(recs, lambda r: loads[r.spec.seed])
     assert not m.ok and m.counts[1] == ("f = σ(b), the bias alone", 0, 2)
     off = _rec(chain, np.array([[1 - pi1, pi1], [0.5, 0.5]]), 0.5, 0.8, seed=3)
     assert off.cls == AT_UNIGRAM  # at H(π) by its loss, yet f depends on the input
     m = measures.bad_minimum([*recs, off], lambda r: loads.get(r.spec.seed, loads[0]))
-    assert m.counts[0] == ("f = π_1 whatever the input", 2, 3)
+    assert m.counts[0] == ("f = π₁ whatever the input", 2, 3)
 
 
 def _inside(ablation, spread=0.01, rank=0.01, ratio=0.01, other=0.01, formula=None):
@@ -315,10 +315,10 @@ def test_appendix_d_judges_every_run_by_what_each_property_says():
     )
     assert out["appd_positions"].value == "tied: 2 of 3 runs (spread median 0.010)"
     assert out["appd_rank"].value == (
-        "tied: 2 of 3 runs (s2/s1 of W_1, W_2 median 0.010, of every matrix 0.010)"
+        "tied: 2 of 3 runs (s₂/s₁ of W₁, W₂ median 0.010, of every matrix 0.010)"
     )
     assert out["appd_rank"].counts == (
-        ("W_1, W_2 (App. D)", 3, 3),
+        ("W₁, W₂ (App. D)", 3, 3),
         ("every weight matrix (Sec. 3.1)", 2, 3),
     )
     formula = out["appd_formula"]

@@ -89,11 +89,11 @@ CLAIMS: tuple[Claim, ...] = (
             (
                 "positions",
                 "positional embeddings constant in n",
-                "runs whose spread of p_n is below 0.1 of ‖e_1 − e_0‖",
+                "runs whose spread of p_n is below 0.1 of ‖e₁ − e₀‖",
             ),
             (
                 "rank",
-                "the feed-forward matrices W_1, W_2 are near rank one",
+                "the feed-forward matrices W₁, W₂ are near rank one",
                 "runs with s_2 / s_1 of W_1 and W_2 below 0.1",
             ),
             (
@@ -151,7 +151,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fig3c",
         "bad_local_minima",
         "paper",
-        "Fig 3(c, d): a run at θ_π predicts π_1 after a zero, an escaped one p",
+        "Fig 3(c, d): a run at θ_π predicts π₁ after a zero, an escaped one p",
         "(0.5, 0.8), GPT-2, tied",
         "learnt P(1|0) of a run at θ_π and of an escaped run",
         "fig-blm-predictions",
@@ -173,10 +173,10 @@ CLAIMS: tuple[Claim, ...] = (
         "bad_minimum",
         "trapped",
         "paper",
-        "Sec. 4.1: at θ_π the output ignores the input, f = σ(b) = π_1",
+        "Sec. 4.1: at θ_π the output ignores the input, f = σ(b) = π₁",
         "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
-        "runs at H(π) predicting π_1 after a zero and after a one; runs whose head's "
-        "bias alone, σ(b), is π_1",
+        "runs at H(π) predicting π₁ after a zero and after a one; runs whose head's "
+        "bias alone, σ(b), is π₁",
         "fig-trapped-survival",
         groups=("trap400-gpt2-tied-fp16",),
         authors="fig3",

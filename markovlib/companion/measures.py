@@ -264,8 +264,8 @@ def escape_claim(records: Sequence[RunRecord], groups=()) -> Measure:
 
 
 def fig3c(trapped: Sequence[RunRecord], groups=()) -> Measure:
-    """Fig 3(c, d): a run at θ_π predicts π_1 after a zero, an escaped one p: each
-    within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance p − π_1."""
+    """Fig 3(c, d): a run at θ_π predicts π₁ after a zero, an escaped one p: each
+    within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance p − π₁."""
     stuck = [r for r in trapped if r.cls == AT_UNIGRAM]
     free = [r for r in trapped if r.cls == ESCAPED]
     chain = trapped[0].chain
@@ -288,14 +288,14 @@ def fig3c(trapped: Sequence[RunRecord], groups=()) -> Measure:
         for rs, want in ((stuck, pi1), (free, p))
     ]
     return Measure(
-        f"P(1|0) {a:.3f} at θ_π (π_1 = {pi1:.3f}), {b:.3f} escaped (p = {p:g})",
+        f"P(1|0) {a:.3f} at θ_π (π₁ = {pi1:.3f}), {b:.3f} escaped (p = {p:g})",
         abs(a - pi1) < tol and abs(b - p) < tol,
         runs=len(trapped),
         trapped=len(stuck),
         groups=tuple(groups),
         details={"stuck_seed": s.spec.seed, "free_seed": f.spec.seed},
         counts=(
-            ("at θ_π predict π_1 after a zero", near[0], len(stuck)),
+            ("at θ_π predict π₁ after a zero", near[0], len(stuck)),
             ("escaped predict p after a zero", near[1], len(free)),
         ),
     )
@@ -749,14 +749,14 @@ def fig3c_untied(records: Sequence[RunRecord], p: float, q: float, groups=()):
     """Fig 3(c)'s untied curve: untied runs on (p, q), p + q > 1, predict p after a
     zero: at least :data:`~markovlib.analysis.CLAIM_SHARE` of them have a learnt
     P(1|0) within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance
-    p − π_1 from p."""
+    p − π₁ from p."""
     rs = [r for r in records if (r.spec.chain["p"], r.spec.chain["q"]) == (p, q)]
     pi1 = float(rs[0].chain.stationary()[1])
     tol = AT_UNIGRAM_BELOW * abs(p - pi1)
     got = [float(r.kernel[0, 1]) for r in rs]
     k = sum(abs(g - p) < tol for g in got)
     return Measure(
-        f"untied P(1|0) {' '.join(f'{g:.3f}' for g in got)} (p = {p:g}, π_1 = "
+        f"untied P(1|0) {' '.join(f'{g:.3f}' for g in got)} (p = {p:g}, π₁ = "
         f"{pi1:.3f}): {_n(k, len(rs))} within {tol:.3g} of p",
         k >= CLAIM_SHARE * len(rs),
         runs=len(rs),
@@ -773,12 +773,12 @@ def bias_prediction(model) -> float:
 
 
 def bad_minimum(records: Sequence[RunRecord], load, groups=()) -> Measure:
-    """Sec. 4.1: at θ_π "the output ignores the input", f = σ(b) = π_1, in two parts on
-    the runs at H(π) among ``records``: f = π_1 whatever the input (its learnt kernel's
+    """Sec. 4.1: at θ_π "the output ignores the input", f = σ(b) = π₁, in two parts on
+    the runs at H(π) among ``records``: f = π₁ whatever the input (its learnt kernel's
     P(1|0) and P(1|1) both within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the
-    distance p − π_1 from π_1), and f = σ(b) (the head's bias alone,
+    distance p − π₁ from π₁), and f = σ(b) (the head's bias alone,
     :func:`bias_prediction` of ``load(record)``, within the same distance). Printed
-    beside: the embedding gap ‖e_1 − e_0‖ (a = e = 0 at the theorem's θ_π)."""
+    beside: the embedding gap ‖e₁ − e₀‖ (a = e = 0 at the theorem's θ_π)."""
     stuck = [r for r in records if r.cls == AT_UNIGRAM]
     chain = records[0].chain
     p, pi1 = float(chain.P[0, 1]), float(chain.stationary()[1])
@@ -792,15 +792,15 @@ def bad_minimum(records: Sequence[RunRecord], load, groups=()) -> Measure:
     e = [float((m.wte.weight[1] - m.wte.weight[0]).detach().norm()) for m in models]
     value = (
         f"f after a 0 and after a 1, medians {np.median(after0):.3f} and "
-        f"{np.median(after1):.3f} (π_1 = {pi1:.3f}): {_n(k, len(stuck))} at H(π) "
-        f"within {tol:.3g} of π_1 after both; the head's bias alone, σ(b), within it "
-        f"in {_n(kb, len(stuck))} (median {np.median(bias):.3f}); ‖e_1 − e_0‖ median "
+        f"{np.median(after1):.3f} (π₁ = {pi1:.3f}): {_n(k, len(stuck))} at H(π) "
+        f"within {tol:.3g} of π₁ after both; the head's bias alone, σ(b), within it "
+        f"in {_n(kb, len(stuck))} (median {np.median(bias):.3f}); ‖e₁ − e₀‖ median "
         f"{np.median(e):.3f}"
         if stuck
         else "no run at H(π)"
     )
     parts = (
-        ("f = π_1 whatever the input", k, len(stuck)),
+        ("f = π₁ whatever the input", k, len(stuck)),
         ("f = σ(b), the bias alone", kb, len(stuck)),
     )
     return Measure(
@@ -823,7 +823,7 @@ APPD_MATRICES = ("ff.W_1.weight", "ff.W_2.weight")  # the matrices App. D names
 APPD_PARTS = {
     "attention": ("the paper's ratio ‖attn‖/‖x+attn‖", "removing attention"),
     "positions": ("p_n constant in n",),
-    "rank": ("W_1, W_2 (App. D)", "every weight matrix (Sec. 3.1)"),
+    "rank": ("W₁, W₂ (App. D)", "every weight matrix (Sec. 3.1)"),
     "formula": ("the formula's predictions p and 1 − q",),
 }
 
@@ -870,8 +870,8 @@ def _appendix_d_tied(
         "attention": f"the paper's ratio median {med['‖attn‖/‖x+attn‖']:.3f}; "
         f"largest change without attention {top['attention removed: Δ']:.4f}",
         "positions": f"spread median {table['positional spread'].median():.3f}",
-        "rank": f"s2/s1 of W_1, W_2 median {table['W_1, W_2 s2/s1'].median():.3f}, of "
-        f"every matrix {table['all matrices s2/s1'].median():.3f}",
+        "rank": f"s₂/s₁ of W₁, W₂ median {table['W₁, W₂ s₂/s₁'].median():.3f}, of "
+        f"every matrix {table['all matrices s₂/s₁'].median():.3f}",
         "formula": f"largest |formula − P| {top['max|formula − P|'] / effect:.1%} of "
         f"|p + q − 1| (learnt kernel {top['max|K − P|'] / effect:.1%})",
     }
@@ -959,8 +959,8 @@ def appendix_d_table(
                     "‖attn‖/‖x+attn‖": d["ratio_mean"],
                     "attention removed: Δ": d["ablation"],
                     "positional spread": d["spread"],
-                    "W_1, W_2 s2/s1": max(rank),
-                    "all matrices s2/s1": d["largest_rank_ratio"],
+                    "W₁, W₂ s₂/s₁": max(rank),
+                    "all matrices s₂/s₁": d["largest_rank_ratio"],
                     "max|formula − P|": float(
                         np.abs(np.asarray(d["formula_kernel"]) - r.chain.P).max()
                     ),
