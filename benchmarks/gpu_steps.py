@@ -43,6 +43,7 @@ def _specs(size: int, steps: int):
 
 def ms_per_step(size: int) -> float:
     """Time per step of an ensemble of ``size`` runs on this process's GPU."""
+    train_specs(_specs(size, 2), device="cuda")  # CUDA, cuBLAS and the kernels warm
     seconds = {}
     for steps in (SHORT, LONG):
         specs = _specs(size, steps)
