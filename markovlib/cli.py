@@ -984,8 +984,8 @@ def _check_room(out: Path) -> None:
         if free < MIN_FREE_BYTES:
             raise UsageError(
                 f"{folder}: {free / 2**20:.0f} MB free on its disk, under the "
-                f"{MIN_FREE_BYTES / 2**20:.0f} MB a re-run needs; free some or give "
-                "another folder"
+                f"{MIN_FREE_BYTES / 2**20:.0f} MB a chapter's runs and pages need; "
+                "free some or give another folder"
             )
 
 
