@@ -454,9 +454,13 @@ def masking(
         runs=n,
         trapped=t,
         groups=tuple(groups),
-        counts=(
-            ("window 1 escaped", escaped, len(window)),
-            ("above full attention", above, len(paired)),
+        counts=tuple(
+            part
+            for part in (
+                ("window 1 escaped", escaped, len(window)),
+                ("above full attention", above, len(paired)),
+            )
+            if part[2]  # a part with no runs has nothing to count
         ),
     )
 
@@ -550,7 +554,11 @@ def plateau_then_drop(records: Sequence[RunRecord], groups=()) -> Measure:
         runs=n,
         trapped=t,
         groups=tuple(groups),
-        counts=((f"at H(π) for {PLATEAU_STEPS}+ iterations, then down", k, len(free)),),
+        counts=(
+            ((f"at H(π) for {PLATEAU_STEPS}+ iterations, then down", k, len(free)),)
+            if free
+            else ()
+        ),
     )
 
 
@@ -711,7 +719,7 @@ def fig5_figure(tied: Sequence[RunRecord], groups=()) -> Measure:
         runs=n,
         trapped=t,
         groups=tuple(groups),
-        counts=(("where the authors' curves end", k, len(runs)),),
+        counts=(("where the authors' curves end", k, len(runs)),) if runs else (),
     )
 
 
