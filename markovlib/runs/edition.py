@@ -102,7 +102,8 @@ def produce(
     locks = store.directory / "claims"
     trained = 0
     for name, chunk in _ordered(groups, ensemble_size, longest_first):
-        if any(s.key not in skip | store.keys() for s in chunk):
+        done = skip | store.keys()  # one query per ensemble, not one per run
+        if any(s.key not in done for s in chunk):
             trained += _train_claimed(name, chunk, store, skip, locks, device, log)
     return trained
 
