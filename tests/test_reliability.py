@@ -650,17 +650,35 @@ PAPERMILL_CASES = [
 ]
 
 
+# through papermill's own command: a value, an integer range and an unknown name (the
+# other cases' sentences come from the same check, in-process below)
+PAPERMILL_RUN = ("framework", "ccmc", "bad_local_minima")
+
+
+def _as_papermill_reads(value: str):
+    """``-p NAME VALUE`` as papermill's command line reads VALUE: int, float or str."""
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
 def test_papermill_parameters_are_one_sentence_and_unknown_ones_refused(tmp_path):
     """Issue 31: every bad `papermill -p` value printed two tracebacks (55-60 lines)
     and `-p pp 0.3` ran the defaults and exited 0. Each chapter's own check (its
     parameters cell and call, run by the papermill command) now stops the kernel with
     the sentence alone: the kernel's part of papermill's report is that one line,
-    and papermill exits 1. (Papermill itself still prints its own stack above it.)"""
-
-    def start(i, chapter, name, value):
-        source = _parameter_check(chapter, tmp_path / f"{i}-{chapter}.ipynb")
-        return subprocess.Popen(
-            [str(Path(sys.executable).with_name("papermill")), str(source)]
+    papermill exits 1 and its last line is the sentence (issue 48: papermill prints
+    its own stack above it; `markovlib rerun` checks before any kernel and prints the
+    line alone). Issue 51: three cases through papermill's command, one kernel each;
+    the others' values through the same check in-process, as papermill reads them."""
+    run = [c for c in PAPERMILL_CASES if c[0] in PAPERMILL_RUN]
+    procs = [
+        subprocess.Popen(
+            [str(Path(sys.executable).with_name("papermill"))]
+            + [str(_parameter_check(chapter, tmp_path / f"{i}-{chapter}.ipynb"))]
             + [str(tmp_path / f"{i}-out.ipynb"), "-p", name, value]
             + ["--no-progress-bar", "--start-timeout", "300"],
             env=_env(),
@@ -669,18 +687,29 @@ def test_papermill_parameters_are_one_sentence_and_unknown_ones_refused(tmp_path
             text=True,
             cwd=tmp_path,
         )
+        for i, (chapter, name, value, _) in enumerate(run)
+    ]
+    for proc, (*_, sentence) in zip(procs, run):
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 1, err
+        kernel = err.split('Exception encountered at "In [')[1].splitlines()[1:]
+        line = f"ChapterParameterError: {sentence}"
+        assert [ln for ln in kernel if ln.strip()] == [line], err
+        assert err.count("Traceback") == 1, err  # papermill's; none from the kernel
+        assert err.strip().splitlines()[-1] == line, err
+    from markovlib.companion.notebook import (
+        ChapterParameterError,
+        chapter_parameters,
+        check_chapter_parameters,
+    )
 
-    for at in range(0, len(PAPERMILL_CASES), 3):  # 3 kernels at a time
-        cases = PAPERMILL_CASES[at : at + 3]
-        procs = [start(at + i, *case[:3]) for i, case in enumerate(cases)]
-        for proc, (*_, sentence) in zip(procs, cases):
-            _, err = proc.communicate(timeout=600)
-            assert proc.returncode == 1, err
-            kernel = err.split('Exception encountered at "In [')[1].splitlines()[1:]
-            assert [ln for ln in kernel if ln.strip()] == [
-                f"ChapterParameterError: {sentence}"
-            ], err
-            assert err.count("Traceback") == 1, err  # papermill's; none from the kernel
+    for chapter, name, value, sentence in PAPERMILL_CASES:
+        if chapter not in PAPERMILL_RUN:
+            params = chapter_parameters(ROOT / "book" / f"{chapter}.ipynb")
+            params[name] = _as_papermill_reads(value)
+            with pytest.raises(ChapterParameterError) as caught:
+                check_chapter_parameters(chapter, **params)
+            assert str(caught.value) == sentence
 
 
 # ------------------------------------------------ what a user types: one line, exit 2

@@ -145,12 +145,14 @@ def test_zeroed_checkpoint_weights_fail_without_training(data, quick):
 
 
 def _lower(frame: pd.DataFrame, metrics: bool = True) -> pd.DataFrame:
-    """The test-loss history of row 0 lowered by 0.1 nats after step 50; with
-    ``metrics`` its metrics made to agree."""
+    """The loss history of row 0 lowered by 0.1 nats after step 50 (train and test
+    alike, so that they agree); with ``metrics`` its metrics made to agree."""
     steps = np.asarray(frame.at[0, "history_step"])
     test = np.asarray(frame.at[0, "test_loss"], dtype=float)
     test = np.where(steps > 50, test - 0.1, test)
     frame.at[0, "test_loss"] = test
+    train = np.asarray(frame.at[0, "train_loss"], dtype=float)
+    frame.at[0, "train_loss"] = np.where(steps > 50, train - 0.1, train)
     if metrics:
         m = json.loads(frame.at[0, "metrics"])
         tested = ~np.isnan(test)
@@ -745,3 +747,35 @@ def test_each_field_tampered_fails_in_one_line_naming_run_and_field(
     assert field in message, message
     if retrain:  # what only re-training catches passes the checks without it
         assert verify(data, sample=0, **run) == 0
+
+
+def _after_checkpoint(column, change, until=10**9):
+    """Row 0's ``column`` changed by ``change`` at the steps after the checkpoint step
+    (up to ``until``)."""
+
+    def apply(frame):
+        steps = np.asarray(frame.at[0, "history_step"])
+        values = np.asarray(frame.at[0, column], dtype=float).copy()
+        at = (steps > CHECKPOINT_STEP) & (steps <= until)
+        values[at] = change(values[at])
+        frame.at[0, column] = values
+        return frame
+
+    return apply
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _after_checkpoint("train_loss", lambda v: v / 2),  # issue 48's case
+        _after_checkpoint("test_loss", lambda v: v - 0.05, until=150),
+    ],
+    ids=["train loss halved", "test losses of steps 60-150 lowered by 0.05"],
+)
+def test_a_forged_history_after_the_checkpoint_is_seen_without_training(data, change):
+    """Issue 48: a history forged after step 50 (re-hashed) passed --sample 0; the
+    train losses at the evaluated steps now have to agree with the test losses there,
+    quarter by quarter. The untouched copy passes the same check."""
+    assert verify(data, sample=0, log=lambda *a: None) == 0
+    key = _rewrite(data, FIRST, change).at[0, "key"]
+    _fails(data, VerificationError, f"run {key} in {FIRST}: train_loss over steps")
