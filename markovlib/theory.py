@@ -430,6 +430,32 @@ def positional_spread(model: Transformer, length: int) -> float:
     return float((p - p.mean(0)).norm(dim=-1).mean() / (e[1] - e[0]).norm())
 
 
+def shared_direction(model: Transformer, length: int) -> dict[str, float]:
+    """App. D (eq. 27): e ∝ v, p_n ∝ v, W_1 = w vᵀ and W_2 = v wᵀ for one v in R^d.
+    With v the top right singular vector of W_1 (first block) and w its left one:
+    |cos| with v of e = e_1 − e_0, of the mean p_n (n < ``length``) and of W_2's top
+    left singular vector, |cos| of w with W_2's top right one, and ‖mean p_n‖ / ‖e‖
+    (a zero vector is 0 · v)."""
+    ff = model.blocks[0].ff
+    u1, _, v1 = torch.linalg.svd(ff.W_1.weight.detach().double())
+    u2, _, v2 = torch.linalg.svd(ff.W_2.weight.detach().double())
+    v, w = v1[0], u1[:, 0]
+    e = (model.wte.weight[1] - model.wte.weight[0]).detach().double()
+    p = model.wpe.weight[:length].detach().double().mean(0)
+
+    def cos(a: torch.Tensor, b: torch.Tensor) -> float:
+        norm = a.norm() * b.norm()
+        return float((a @ b).abs() / norm) if norm > 0 else 0.0
+
+    return {
+        "e": cos(e, v),
+        "p": cos(p, v),
+        "W_2": cos(u2[:, 0], v),
+        "w": cos(v2[0], w),
+        "p_norm": float(p.norm() / e.norm()) if e.norm() > 0 else float("inf"),
+    }
+
+
 # -------------------------------------------------------- second order: Thm 2 and Thm 3
 def _exact_math():
     """Exact second derivatives need an attention that autograd can differentiate twice:
@@ -696,7 +722,7 @@ def appendix_d(model: Transformer, x: torch.Tensor, length: int) -> dict:
     probability on ``x`` when attention is removed; ``spread``:
     :func:`positional_spread`; ``rank_ratio``: s_2 / s_1 of each weight matrix
     (0 for a zero matrix) and ``largest_rank_ratio`` their maximum; ``svals``: the
-    singular values.
+    singular values; ``direction``: :func:`shared_direction`.
     """
     ratio = attention_ratio(model, x)
     with torch.no_grad():
@@ -720,6 +746,7 @@ def appendix_d(model: Transformer, x: torch.Tensor, length: int) -> dict:
         largest_rank_ratio=max(rank_ratio.values()),
         svals=svals,
         formula_kernel=formula_kernel,
+        direction=shared_direction(model, length),
     )
 
 

@@ -277,8 +277,14 @@ def test_bad_minimum_judges_the_prediction_and_the_bias_alone():
     assert m.counts[0] == ("f = π₁ whatever the input", 2, 3)
 
 
-def _inside(ablation, spread=0.01, rank=0.01, ratio=0.01, other=0.01, formula=None):
+ALONG_V = {"e": 0.99, "p": 0.2, "W_2": 0.98, "w": 0.97, "p_norm": 0.05}
+
+
+def _inside(
+    ablation, spread=0.01, rank=0.01, ratio=0.01, other=0.01, formula=None, **cos
+):
     return {
+        "direction": {**ALONG_V, **cos},
         "ratio_mean": ratio,
         "ablation": ablation,
         "spread": spread,
@@ -303,7 +309,7 @@ def test_appendix_d_judges_every_run_by_what_each_property_says():
         "tied": [
             _inside(0.01, ratio=0.2),
             _inside(0.04, other=0.5),
-            _inside(0.2, spread=0.5, formula=off),
+            _inside(0.2, spread=0.5, formula=off, e=0.5),
         ],
         "untied": [_inside(0.01, rank=0.3)],
     }
@@ -325,6 +331,12 @@ def test_appendix_d_judges_every_run_by_what_each_property_says():
     assert formula.counts == (("the formula's predictions p and 1 − q", 2, 3),)
     assert "largest |formula − P| 20.0% of" in formula.value
     assert "(learnt kernel 0.0%)" in formula.value
+    # the third run's e is 60° off v; the first two's mean p_n is 0 · v (norm 0.05)
+    assert out["appd_direction"].value == (
+        "tied: 2 of 3 runs (smallest |cos| with v median 0.970)"
+    )
+    assert measures.aligned({**ALONG_V, "p_norm": 0.2}) is False  # p_n off v
+    assert measures.aligned({**ALONG_V, "p": 0.95, "p_norm": 0.2}) is True
     assert not out["appd_untied"].ok and "rank 0 of 1" in out["appd_untied"].value
     table = measures.appendix_d_table(inside, recs)
     assert list(table["attention"]) == [False, True, False, True]

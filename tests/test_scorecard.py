@@ -87,6 +87,7 @@ def test_claims_cover_the_issue_list():
     assert len(ids) == len(claims.CLAIMS)  # unique glue keys
     wanted = {"thm1", "thm2", "thm3", "fig1", "fig3a", "fig3b", "fig3c", "fig4", "fig5"}
     wanted |= {"appd_attention", "appd_positions", "appd_rank", "appd_formula"}
+    wanted |= {"appd_direction"}  # issue 47: e ∝ v, p_n ∝ v, W₁ = w vᵀ, W₂ = v wᵀ
     wanted |= {"higher_order", "poster_masking", "trap_models", "k_threshold"}
     wanted |= {"fig3a_fp32", "fig4_fp32", "precision"}
     # issue 30: every claim of the paper a row, controls beside the authors' settings

@@ -476,6 +476,35 @@ def test_singular_values():
             np.testing.assert_allclose(sv[name], expected, rtol=1e-10, atol=1e-12)
 
 
+def test_shared_direction_is_one_for_eq_27s_form_and_not_for_a_random_model():
+    """App. D's eq. 27 built by hand (e = 2v, p_n = 0.5 v, W_1 = w vᵀ, W_2 = v wᵀ):
+    every |cos| is 1; a random model's e and W_2 are not along W_1's v; p_n = 0
+    has norm 0."""
+    from markovlib.theory import shared_direction
+
+    config = TransformerConfig.theory(d_model=4)
+    model = Transformer(config, generator=torch.Generator().manual_seed(3))
+    g = torch.Generator().manual_seed(4)
+    v = torch.randn(4, generator=g)
+    v /= v.norm()
+    w = torch.randn(config.ff_mult * 4, generator=g)
+    with torch.no_grad():
+        model.wte.weight[0], model.wte.weight[1] = 0.0, 2 * v
+        model.wpe.weight[:] = 0.5 * v
+        model.blocks[0].ff.W_1.weight[:] = torch.outer(w, v)
+        model.blocks[0].ff.W_2.weight[:] = torch.outer(v, w)
+    cos = shared_direction(model, 16)
+    for name in ("e", "p", "W_2", "w"):
+        assert cos[name] == pytest.approx(1.0, abs=1e-9), name
+    assert cos["p_norm"] == pytest.approx(0.25)
+    with torch.no_grad():
+        model.wpe.weight[:] = 0.0
+    assert shared_direction(model, 16)["p_norm"] == 0.0
+    random = Transformer(config, generator=torch.Generator().manual_seed(5))
+    cos = shared_direction(random, 16)
+    assert min(cos["e"], cos["W_2"]) < 0.9
+
+
 def test_positional_spread():
     chain = binary(0.5, 0.8)
     for model in (

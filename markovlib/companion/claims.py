@@ -101,6 +101,12 @@ CLAIMS: tuple[Claim, ...] = (
                 "learnt P(1|0) ≈ p and P(0|1) ≈ q",
                 "runs whose learnt kernel is within 10 % of |p + q − 1| of P",
             ),
+            (
+                "direction",
+                "e ∝ v, p_n ∝ v, W₁ = w vᵀ and W₂ = v wᵀ for one direction v",
+                "runs where e, the mean p_n (unless under 0.1 of ‖e‖), W₂'s column "
+                "and both hidden directions are within |cos| 0.9 of v and w",
+            ),
         )
     ),
     Claim(

@@ -833,7 +833,19 @@ APPD_PARTS = {
     "positions": ("p_n constant in n",),
     "rank": ("W₁, W₂ (App. D)", "every weight matrix (Sec. 3.1)"),
     "formula": ("the formula's predictions p and 1 − q",),
+    "direction": ("e, p_n, W₁, W₂ along one v",),
 }
+# "along v": |cos| with v at least ALIGNED (within 26°); rule written 2026-11-27,
+# after App. D's runs were shipped and before their cosines were computed
+ALIGNED = 0.9
+
+
+def aligned(direction: dict) -> bool:
+    """App. D's one direction v (:func:`markovlib.theory.shared_direction`): e, the
+    mean p_n (unless below NEAR_ZERO × ‖e‖: 0 · v), W₂'s column and W₁'s and W₂'s
+    hidden directions within ALIGNED of v (and w)."""
+    p_along = direction["p"] >= ALIGNED or direction["p_norm"] < NEAR_ZERO
+    return p_along and min(direction[k] for k in ("e", "W_2", "w")) >= ALIGNED
 
 
 def _appd_parts(d: dict, record: RunRecord) -> dict[str, bool]:
@@ -854,6 +866,7 @@ def _appd_parts(d: dict, record: RunRecord) -> dict[str, bool]:
                 d["largest_rank_ratio"] < NEAR_RANK_ONE,
                 float(np.abs(formula - chain.P[:, 1]).max())
                 < AT_UNIGRAM_BELOW * effect,
+                aligned(d["direction"]),
             ),
         )
     )
@@ -882,6 +895,7 @@ def _appendix_d_tied(
         f"every matrix {table['all matrices s₂/s₁'].median():.3f}",
         "formula": f"largest |formula − P| {top['max|formula − P|'] / effect:.1%} of "
         f"|p + q − 1| (learnt kernel {top['max|K − P|'] / effect:.1%})",
+        "direction": f"smallest |cos| with v median {med['min |cos| with v']:.3f}",
     }
     parts = [_appd_parts(d, r) for d, r in zip(inside, rs)]
     out = {}
@@ -950,6 +964,13 @@ def appendix_d_properties(
     )
 
 
+def _smallest_cos(direction: dict) -> float:
+    """The smallest |cos| with v that :func:`aligned` judges (the mean p_n left out
+    when it is 0 · v)."""
+    names = ["e", "W_2", "w"] + (["p"] if direction["p_norm"] >= NEAR_ZERO else [])
+    return min(direction[k] for k in names)
+
+
 def appendix_d_table(
     inside: dict[str, Sequence[dict]], records: dict[str, Sequence[RunRecord]]
 ) -> pd.DataFrame:
@@ -973,6 +994,7 @@ def appendix_d_table(
                         np.abs(np.asarray(d["formula_kernel"]) - r.chain.P).max()
                     ),
                     "max|K − P|": float(np.abs(r.kernel - r.chain.P).max()),
+                    "min |cos| with v": _smallest_cos(d["direction"]),
                     **_appd_properties(d, r),
                 }
             )
@@ -984,6 +1006,8 @@ __all__ += [
     "NEAR_RANK_ONE",
     "APPD_MATRICES",
     "APPD_PARTS",
+    "ALIGNED",
+    "aligned",
     "appendix_d_runs",
     "appendix_d_properties",
     "appendix_d_table",
