@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from markovlib.companion import claims, scorecard
@@ -247,3 +248,25 @@ def test_a_rows_measurement_is_said_once():
     shared = "share of the gap: window 1 0.999, full attention 0.004"
     assert _measured("share of the gap learnt", shared) == shared
     assert _measured("runs that escaped", "16 of 16 runs escaped").startswith("16 of")
+
+
+def test_thm2_row_checks_every_part_of_the_theorem_at_theta_pi(monkeypatch):
+    """Issue 47: Thm 2's row also states f = π₁, L = H(π), ∇L = 0 and a Hessian zero
+    outside (e, b) at θ_π; a point off θ_π (e and the positional embeddings moved by
+    0.05) fails it."""
+    from markovlib import binary, theory
+
+    chain = binary(0.5, 0.8)
+    m = scorecard.thm2_point(chain)
+    assert m.ok and "over 810 parameters" in m.value
+    exact = theory.unigram_point
+
+    def off(chain, config):
+        model = exact(chain, config)
+        with torch.no_grad():
+            model.wte.weight[1] += 0.05
+            model.wpe.weight[:] += 0.05
+        return model
+
+    monkeypatch.setattr(scorecard, "unigram_point", off)
+    assert not scorecard.thm2_point(chain).ok

@@ -138,7 +138,8 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Thm 2: θ_π is a local minimum (tied, p + q > 1)",
         "tied, p + q > 1",
-        "smallest Hessian eigenvalue on the (e, b) block",
+        "smallest Hessian eigenvalue on the (e, b) block; at θ_π: f = π₁, L = H(π), "
+        "∇L = 0, the Hessian zero outside (e, b)",
         "thm-bad-local-minimum",
         exact=True,
     ),

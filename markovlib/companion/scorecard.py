@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from .._checks import one_thread
 from ..analysis import (
@@ -41,6 +42,7 @@ from ..analysis import (
     PARTLY as PARTLY_HOLDS,
     TOO_FEW as TOO_FEW_RUNS,
     claim_outcome,
+    hessian_blocks,
     share_interval,
 )
 from ..chains import binary
@@ -52,8 +54,12 @@ from ..runs.spec import make_chain
 from ..theory import (
     appendix_d,
     construction_checks,
+    gradient_norm,
+    hessian,
+    population_loss,
     unigram_curvature,
     unigram_hessian,
+    unigram_point,
 )
 from ..train import diverged_step
 from . import measures
@@ -530,8 +536,37 @@ def _exact() -> dict:
             f"{H.min_eigenvalue:.4f} (closed form {closed:.4f})",
             bool(sign and abs(H.min_eigenvalue - closed) < 1e-6),
         )
+    point = thm2_point(trap)
+    out["thm2"] = Measure(
+        f"{out['thm2'].value}; {point.value}", out["thm2"].ok and point.ok
+    )
     out["k_threshold"] = k_threshold()
     return out
+
+
+THM2_LENGTH = 3  # the Hessian at θ_π does not depend on the length (stationary start)
+
+
+def thm2_point(chain, length: int = THM2_LENGTH) -> Measure:
+    """The rest of Thm 2 at θ_π (tied, exact over every path of ``length``): f = π₁
+    whatever the input, L = H(π), ∇L = 0, and the Hessian of every parameter zero
+    outside the rows and columns of (e, b); each below 1e-9."""
+    model = unigram_point(chain, TransformerConfig.theory(max_len=length)).double()
+    with torch.no_grad():  # b = log π in float64, not float32
+        model.head.bias.copy_(torch.as_tensor(np.log(chain.stationary())))
+    x = chain.sample(64, length, seed=0)
+    f = float((model.probabilities(x)[..., 1] - chain.stationary()[1]).abs().max())
+    loss = population_loss(model, chain, length=length, exact=True).mean
+    gap = abs(loss - chain.unigram_entropy())
+    grad = gradient_norm(model, chain, length)
+    H, labels = hessian(model, chain, length)
+    outside = hessian_blocks(H, labels, ("wte.weight", "head.bias")).outside
+    worst = max(f, gap, grad, outside)
+    return Measure(
+        f"at θ_π, f = π₁, L = H(π), ∇L = 0 and the Hessian outside (e, b) zero "
+        f"over {len(labels)} parameters: largest deviation {worst:.1e}",
+        worst < 1e-9,
+    )
 
 
 PRECISION_TEXT = {
