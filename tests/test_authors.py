@@ -28,6 +28,7 @@ def _rec(chain, kernel, p, q=None, *, seed=0, tied=True):
         chain={"p": p, "q": q} if q is not None else {"p": p},
         seed=seed,
         config=SimpleNamespace(tied=tied),
+        train=SimpleNamespace(seq_len=64),
     )
     history = pd.DataFrame({"step": [0, 10], "test_loss": [0.7, 0.6]})
     return RunRecord(chain, np.asarray(kernel, dtype=float), history, spec)
@@ -238,6 +239,42 @@ def test_fig3c_untied_wants_p_after_a_zero():
     )
     assert m.ok and m.runs == 1 and "P(1|0) 0.500" in m.value
     assert not measures.fig3c_untied([marginal(0.5, 0.8)], 0.5, 0.8).ok
+
+
+class _Predicts:
+    """A model that predicts P(x_{n+1} = 1) = ``at(n)`` at every position n."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def eval(self):
+        return self
+
+    def probabilities(self, x):
+        one = torch.tensor(
+            [self.at(n) for n in range(x.shape[-1])], dtype=torch.float64
+        )
+        return torch.stack([1 - one, one], -1).expand(*x.shape, 2)
+
+
+def test_fig3d_judges_every_position_after_a_zero_along_one_path():
+    """Fig 3(d), issue 47: with the models, a run predicts along a path when 90 % of
+    the positions after a zero are within 0.1 × |p − π₁| of its target: a run at θ_π
+    that predicts π₁ only in the first half of the path does not."""
+    pi1 = float(binary(0.5, 0.8).stationary()[1])
+    recs = [marginal(0.5, 0.8, seed=s) for s in range(3)] + [learnt(0.5, 0.8, seed=3)]
+    models = {0: _Predicts(lambda n: pi1), 1: _Predicts(lambda n: pi1), 3: None}
+    models[2] = _Predicts(lambda n: pi1 if n < 32 else 0.5)
+    models[3] = _Predicts(lambda n: 0.5)
+    m = measures.fig3c(recs, load=lambda r: models[r.spec.seed])
+    assert m.counts[2:] == (
+        ("at θ_π predict π₁ along a path", 2, 3),
+        ("escaped predict p along a path", 1, 1),
+    )
+    assert m.ok  # 2 of 3 and 1 of 1: at least half of each kind
+    models[1] = models[2]
+    assert not measures.fig3c(recs, load=lambda r: models[r.spec.seed]).ok
+    assert measures.fig3c(recs).ok  # the learnt kernels alone: both kinds on target
 
 
 def test_bad_minimum_judges_the_prediction_and_the_bias_alone():

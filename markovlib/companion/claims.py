@@ -160,7 +160,9 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Fig 3(c, d): a run at θ_π predicts π₁ after a zero, an escaped one p",
         "(0.5, 0.8), GPT-2, tied",
-        "learnt P(1|0) of a run at θ_π and of an escaped run",
+        "learnt P(1|0) of a run at θ_π and of an escaped run; every run of each kind "
+        "position by position along one test path (90 % of the positions after a "
+        "zero)",
         "fig-blm-predictions",
         groups=("trap400-gpt2-tied-fp16",),
         authors="fig3",

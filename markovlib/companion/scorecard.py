@@ -680,7 +680,7 @@ RULES = {
 
 
 def _weighted(data, R) -> dict:
-    """The rows that read learnt weights: App. D (all five) and bad_minimum."""
+    """The rows that read learnt weights: App. D, bad_minimum and fig3c."""
     out = {}
     appd = {"tied": "appd_attention", "untied": "appd_untied", "gpt2": "appd_gpt2"}
     done = {k: claim(c).groups for k, c in appd.items() if R.complete(*claim(c).groups)}
@@ -690,6 +690,10 @@ def _weighted(data, R) -> dict:
     trap = claim("bad_minimum").groups
     if R.complete(*trap):
         out["bad_minimum"] = measures.bad_minimum(R(*trap), lambda r: _model(data, r))
+    if R.complete(*claim("fig3c").groups):  # Fig 3(d): position by position
+        out["fig3c"] = measures.fig3c(
+            R(*claim("fig3c").groups), load=lambda r: _model(data, r)
+        )
     return out
 
 
