@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -193,7 +194,17 @@ def test_help_lists_rerun_and_its_chapters(capsys):
     assert "--set NAME=VALUE" in text
 
 
-def test_rerun_terminated_says_so_and_sets_the_partial_notebook_aside(tmp_path):
+@pytest.mark.parametrize(
+    "sig, code, says",
+    [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")],
+    ids=["SIGTERM", "SIGINT"],
+)
+def test_rerun_stopped_says_so_and_sets_the_partial_notebook_aside(
+    tmp_path, sig, code, says
+):
+    """Issue 48: SIGTERM killed a re-run silently (exit -15) and Ctrl-C printed a
+    DeadKernelError traceback after "interrupted": both are one line, their exit
+    status, and the partial notebook set aside as <chapter>.interrupted.ipynb."""
     env = {**os.environ, "MARKOVLIB_RESULTS": str(tmp_path / "store")}
     args = "global_minimum --scale smoke --out".split()
     proc = subprocess.Popen(
@@ -207,10 +218,10 @@ def test_rerun_terminated_says_so_and_sets_the_partial_notebook_aside(tmp_path):
     for line in proc.stderr:  # a few cells in: the kernel is running the chapter
         if "Executing Cell 4" in line:
             break
-    proc.terminate()
+    proc.send_signal(sig)
     rest = proc.stderr.read()
-    assert proc.wait(timeout=120) == 143
-    assert "markovlib rerun: terminated" in rest
+    assert proc.wait(timeout=120) == code
+    assert f"markovlib rerun: {says}" in rest and "Traceback" not in rest, rest
     assert not (tmp_path / "out" / "global_minimum.ipynb").exists()
     assert (tmp_path / "out" / "global_minimum.interrupted.ipynb").exists()
 
