@@ -70,12 +70,11 @@ browser: $(STAMP)
 	MARKOVLIB_SITE=_build/strict/_build/html $(BIN)/python -m pytest tests/browser -q -rs
 
 # The shipped paper-edition runs: manifest, every SHA-256 and spec key, every run checked without training
-# (two processes), then a random sample re-trained bit for bit
-# (one run to its step-50 checkpoint; one run of at most 120 s, produced on a CPU like this one, to the end,
-# bit for bit); the sample seed changes from run to run.
+# (two processes; fresh losses to 0.02 nats), then one run drawn at random among those of at most 60 s
+# produced on a CPU like this one, re-trained to its end bit for bit (issue 51: one short run proves the
+# property; three runs took 4-8 min). The sample seed changes from run to run.
 verify: $(STAMP)
-	$(BIN)/markovlib verify --quick --sample 1 --jobs 2
-	$(BIN)/markovlib verify --sample 1 --max-seconds 120 --exact-only --retrain-only
+	$(BIN)/markovlib verify --sample 1 --max-seconds 60 --exact-only --jobs 2
 
 # The book as a PDF (_build/latex/book.pdf) with Jupyter Book's LaTeX builder and XeLaTeX; needs TeX Live:
 # apt-get install texlive-xetex texlive-latex-extra texlive-fonts-recommended texlive-fonts-extra

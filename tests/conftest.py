@@ -21,7 +21,12 @@ import torch  # noqa: E402
 from scipy import stats  # noqa: E402
 
 # one torch thread per pytest-xdist worker (two workers on two cores: more threads spin
-# against each other), two in a single process
+# against each other), two in a single process; the processes a worker starts (the
+# CLI, sweeps, kernels) inherit one thread too (issue 51: `make` exports
+# OMP_NUM_THREADS=2, with which a test's sweep beside the other worker took 144 s
+# instead of 27 s)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
 
 
