@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import functools
 import json
+import pickle
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from filelock import FileLock
 
 from markovlib.companion import claims, scorecard
 from markovlib.presets import resolve
@@ -105,9 +107,16 @@ def _toc_files():
 
 
 @pytest.fixture(scope="module")
-def rows():
-    """The paper edition's scorecard, computed from the shipped runs."""
-    return scorecard.compute()
+def rows(tmp_path_factory, worker_id):
+    """The paper edition's scorecard, computed from the shipped runs once per test
+    session (issue 51: 27 s; both pytest-xdist workers read the one computation)."""
+    if worker_id == "master":
+        return scorecard.compute()
+    path = tmp_path_factory.getbasetemp().parent / "scorecard-rows.pickle"
+    with FileLock(f"{path}.lock"):
+        if not path.is_file():
+            path.write_bytes(pickle.dumps(scorecard.compute()))
+        return pickle.loads(path.read_bytes())
 
 
 def test_the_page_is_in_sync_and_right_after_the_introduction(rows):

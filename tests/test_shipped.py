@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import inprocess
 import numpy as np
 import pandas as pd
 import pytest
@@ -218,39 +219,34 @@ def test_foreign_files_are_named(tmp_path):
         ShippedData(tmp_path).index()
 
 
-def _verify_cli(*args):
-    """``markovlib verify ARGS`` in a fresh process whose paper edition is
-    :func:`_groups`."""
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import test_shipped; "
-        "import markovlib.runs.experiments as e; "
-        "e.paper_edition = test_shipped._groups; "
-        "from markovlib.cli import main; sys.exit(main(sys.argv[2:]))"
-    )
-    here = str(Path(__file__).parent)
-    return subprocess.run(
-        [sys.executable, "-c", code, here, "verify", *args],
-        capture_output=True,
-        text=True,
-    )
+def _verify_cli(monkeypatch, *args):
+    """``markovlib verify ARGS`` in this process (issue 51: a new interpreter cost 2-4 s
+    per call), its paper edition :func:`_groups`."""
+    import markovlib.cli
+    import markovlib.runs.experiments
+
+    for module in (markovlib.cli, markovlib.runs.experiments):
+        monkeypatch.setattr(module, "paper_edition", _groups)
+    return inprocess.run("verify", *args)
 
 
-def test_verify_cli_exit_codes(edition, tmp_path):
+def test_verify_cli_exit_codes(edition, tmp_path, monkeypatch):
     root, _ = edition
-    ok = _verify_cli("--data", str(root / "data"), "--sample", "1", "--quick")
+    data = ("--data", str(root / "data"))
+    ok = _verify_cli(monkeypatch, *data, "--sample", "1", "--quick")
     assert ok.returncode == 0, ok.stderr
     assert "2 of 2 re-trained runs reproduced" in ok.stdout  # the drawn run's ensemble
     assert "sample seed" in ok.stdout
-    every = _verify_cli("--data", str(root / "data"), "--sample", "all", "--quick")
+    every = _verify_cli(monkeypatch, *data, "--sample", "all", "--quick")
     assert every.returncode == 0, every.stderr
     assert (
         "re-training 4 of 4 runs to their checkpoint in 2 training(s)" in every.stdout
     )
     assert "4 of 4 re-trained runs reproduced" in every.stdout
-    assert _verify_cli("--sample", "some").returncode == 2
-    bad = _verify_cli("--data", str(tmp_path / "nowhere"))
+    assert _verify_cli(monkeypatch, "--sample", "some").returncode == 2
+    bad = _verify_cli(monkeypatch, "--data", str(tmp_path / "nowhere"))
     assert bad.returncode == 2 and "--data" in bad.stderr
-    assert _verify_cli("--sample", "-1").returncode == 2
+    assert _verify_cli(monkeypatch, "--sample", "-1").returncode == 2
 
 
 def _rehash(data):
