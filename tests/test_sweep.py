@@ -128,9 +128,9 @@ def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig, workers):
         "--steps",
         "40",
         "--batch-size",
-        "8",
+        "4",  # issue 51: 8 x 128 before; a run still lasts a few tenths of a second
         "--seq-len",
-        "128",
+        "64",
         "--ensemble-size",
         "1",
         "--scale",
