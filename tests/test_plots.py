@@ -29,11 +29,18 @@ from markovlib.companion.figures import (
 
 @pytest.fixture(autouse=True)
 def _clean_matplotlib():
-    with (
-        matplotlib.rc_context()
-    ):  # set_style() changes global rcParams: restore them afterwards
+    """rcParams restored after each test (set_style() changes them), and every figure
+    the test drew has its legends off the data (issue 49: legends over the loss
+    curves of bad_local_minima, trapped and saddles)."""
+    with matplotlib.rc_context():
         yield
+        covered = [
+            f"figure {n}: {where}"
+            for n in plt.get_fignums()
+            for where in style.legends_over_data(plt.figure(n))
+        ]
     plt.close("all")
+    assert not covered, covered
 
 
 def _history(seed: int, steps: int = 40, eval_every: int = 10) -> pd.DataFrame:
@@ -291,6 +298,18 @@ def test_every_text_of_the_helpers_is_at_least_min_font():
     # and the rule has teeth: an x-small legend breaks it
     axes[0].legend(fontsize="x-small")
     assert min(t.get_fontsize() for t in _texts(fig)) < style.MIN_FONT_PT
+    axes[0].get_legend().remove()  # that legend is the check's, over the curves
+
+
+def test_a_legend_over_the_curves_is_found():
+    """The check every test of this file ends with (issue 49) has teeth: a legend in
+    the middle of the axes covers points of the curves; one below the axes does not."""
+    chain = binary(0.5, 0.8)
+    ax = style.loss_curves({"tied": _history(0), "untied": _history(2)}, chain)
+    assert style.legends_over_data(ax.figure) == []
+    ax.legend(loc="center")
+    assert any("legend over" in w for w in style.legends_over_data(ax.figure))
+    ax.get_legend().remove()
 
 
 def test_text_column_figures_read_at_nine_points():

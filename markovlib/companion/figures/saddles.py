@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ...chains import MarkovChain
-from .style import COLORS, heatmap, history_frame, reference_lines
+from .style import COLORS, heatmap, history_frame, legend_below, reference_lines
 
 __all__ = ["saddle_slice", "perturbed_descent", "tied_untied_runs", "fig4_maps"]
 
@@ -28,7 +28,7 @@ def saddle_slice(ts, untied, tied, chain: MarkovChain, min_eigenvalue: float, ax
     ax.set_xlabel(r"$t$ (distance from $\theta_\pi$ along the unit eigenvector)")
     ax.set_ylabel("exact loss (nats)")
     ax.set_title(r"Loss along the Hessian's softest direction at $\theta_\pi$")
-    ax.legend()
+    legend_below(ax)
     return ax
 
 
@@ -46,7 +46,7 @@ def perturbed_descent(perturbed: Mapping[str, object], chain: MarkovChain, ax=No
     ax.set_xlabel("gradient-descent step on the exact loss")
     ax.set_ylabel("exact loss (nats)")
     ax.set_title(r"Untied, from $\theta_\pi$ + noise")
-    ax.legend()
+    legend_below(ax)
     return ax
 
 

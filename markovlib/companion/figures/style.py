@@ -30,6 +30,7 @@ __all__ = [
     "probability_panels",
     "LEGEND_BELOW",
     "legend_below",
+    "legends_over_data",
     "OKABE_ITO",
     "COLORS",
     "MIN_FONT_PT",
@@ -181,7 +182,7 @@ def loss_curves(
     if ylim is not None:
         ax.set_ylim(*ylim)
     ax.set_title(title or chain.name)
-    ax.legend(loc="upper right", fontsize="small")
+    legend_below(ax)  # off the curves, whatever the runs (issue 49)
     return ax
 
 
@@ -311,3 +312,42 @@ def probability_panels(panels: Mapping[str, tuple], references: Mapping[str, flo
         ax.set_ylabel("")
     fig.tight_layout()
     return fig
+
+
+def _within(points: np.ndarray, box) -> np.ndarray:
+    """Which display points (n, 2) lie in the Bbox ``box``."""
+    (x0, y0), (x1, y1) = box.get_points()
+    x, y = points[:, 0], points[:, 1]
+    return (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
+
+
+def legends_over_data(fig) -> list[str]:
+    """Where a legend inside its axes covers plotted data: "axes title: legend over
+    n points of 'label'" for every curve (a line of 3 points or more) or scatter with
+    points under a legend's box; [] when every legend is off the data."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent(renderer)
+        frame = ax.get_window_extent(renderer)  # points clipped away are not shown
+        artists = [ln for ln in ax.lines if len(ln.get_xydata()) >= 3]
+        artists += list(ax.collections)
+        for artist in artists:
+            if isinstance(artist, plt.Line2D):
+                points = artist.get_transform().transform(artist.get_xydata())
+            elif hasattr(artist, "get_offsets") and len(artist.get_offsets()):
+                points = artist.get_offset_transform().transform(artist.get_offsets())
+            else:
+                continue
+            points = points[np.isfinite(points).all(axis=1)].reshape(-1, 2)
+            inside = int((_within(points, box) & _within(points, frame)).sum())
+            if inside:
+                found.append(
+                    f"{ax.get_title() or ax.get_ylabel()}: legend over {inside} "
+                    f"points of {artist.get_label()!r}"
+                )
+    return found

@@ -43,7 +43,7 @@ def survival_curves(curves: Mapping[str, object], ax=None, *, mark: int | None =
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("iteration")
     ax.set_ylabel("fraction of runs at H(π)")
-    ax.legend(loc="center right", fontsize="small")
+    legend_below(ax)
     return ax
 
 
