@@ -267,6 +267,27 @@ def _measured(measure: str, value: str) -> str:
     return f"{measure}: {value}" if bare else value
 
 
+# The names the claims spell in plain text (the CLI, the README) and the maths the
+# book's page shows for them (issue 49: no "H_rate" or "θ_π" on a page)
+MATHS = {
+    "H_rate": r"$H_{\rm rate}$",
+    "θ_π": r"$\theta_\pi$",
+    "s_2 / s_1": r"$s_2/s_1$",
+    "W_1": "$W_1$",
+    "W_2": "$W_2$",
+    "p_n": "$p_n$",
+    "π_1": r"$\pi_1$",
+    "n^(−1/2)": "$n^{-1/2}$",
+}
+
+
+def as_maths(text: str) -> str:
+    """``text`` with the plain names of :data:`MATHS` as MyST maths."""
+    for plain, maths in MATHS.items():
+        text = text.replace(plain, maths)
+    return text
+
+
 def _computed_rows(rows) -> list[str]:
     out = []
     for r in rows:
@@ -279,9 +300,9 @@ def _computed_rows(rows) -> list[str]:
         counted = "" if r.runs is None else f" ({r.runs} runs)"
         out += [
             f"* - {r.verdict}",
-            f"  - {c.claim} ({c.source})",
-            f"  - {_measured(c.measure, r.value)}{counted}",
-            f"  - {r.setting}",
+            f"  - {as_maths(c.claim)} ({c.source})",
+            f"  - {as_maths(_measured(c.measure, r.value))}{counted}",
+            f"  - {as_maths(r.setting)}",
             f"  - {where}",
         ]
     return out
@@ -295,9 +316,9 @@ def _chapter_rows() -> list[str]:
         paste = f"{c.chapter}.ipynb::sc_{c.id}"
         out += [
             f"* - {{glue:text}}`{paste}_verdict:s`",
-            f"  - {c.claim} ({c.source})",
-            f"  - {c.measure}: {{glue:text}}`{paste}_value:s`",
-            f"  - {c.setting}",
+            f"  - {as_maths(c.claim)} ({c.source})",
+            f"  - {as_maths(c.measure)}: {{glue:text}}`{paste}_value:s`",
+            f"  - {as_maths(c.setting)}",
             f"  - {{numref}}`{c.target}`"
             if c.target.startswith("fig-")
             else f"  - {{prf:ref}}`{c.target}`",
