@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 import warnings
 from concurrent.futures.process import BrokenProcessPool
@@ -1280,10 +1281,17 @@ def cmd_scorecard(args) -> int:
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=1, ensure_ascii=False))
         return 0
+    id_width = max(len(r.id) for r in rows)
+    verdict_width = max(len(r.verdict) for r in rows)
+    indent = 2 + id_width + 1 + verdict_width + 1
+    width = max(shutil.get_terminal_size().columns, indent + 40)
     for source, group in by_source(rows):
         print(f"{source}:")
-        for r in group:
-            print(f"  {r.id:15s} {r.verdict:26s} {r.value}")
+        for r in group:  # the value wrapped under its own column (issue 49)
+            lines = textwrap.wrap(r.value, width - indent) or [""]
+            print(f"  {r.id:{id_width}s} {r.verdict:{verdict_width}s} {lines[0]}")
+            for line in lines[1:]:
+                print(" " * indent + line)
     print(f"{source_counts(rows)} ({time.perf_counter() - t0:.0f} s)")
     return 0
 

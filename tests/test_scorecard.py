@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import pickle
 import re
 from pathlib import Path
@@ -285,3 +286,19 @@ def test_thm2_row_checks_every_part_of_the_theorem_at_theta_pi(monkeypatch):
 
     monkeypatch.setattr(scorecard, "unigram_point", off)
     assert not scorecard.thm2_point(chain).ok
+
+
+def test_the_cli_table_keeps_its_columns_at_the_terminal_width(rows, monkeypatch):
+    """Issue 49: `markovlib scorecard` broke its columns on long ids and values ran
+    past the terminal: ids and verdicts padded to the longest, values wrapped under
+    their column."""
+    import inprocess
+
+    import markovlib.cli
+
+    monkeypatch.setattr(markovlib.cli, "compute", lambda data: rows)
+    out = inprocess.run("scorecard", env={**os.environ, "COLUMNS": "90"}).stdout
+    lines = out.splitlines()[:-1]  # the last: the counts
+    assert lines and max(map(len, lines)) <= 90, max(lines, key=len)
+    starts = {ln.index(r.verdict) for r in rows for ln in lines if f"  {r.id} " in ln}
+    assert len(starts) == 1  # every verdict in one column
