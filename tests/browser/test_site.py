@@ -250,14 +250,16 @@ def displayed_pt(scale: float) -> float:
 
 def _check_scorecard(rows) -> None:
     from markovlib.companion.claims import CLAIMS
-    from markovlib.companion.scorecard import VERDICTS
+    from markovlib.companion.scorecard import MATHS, VERDICTS
 
     assert rows is not None, "scorecard: no table"
     assert len(rows) == len(CLAIMS), f"scorecard: {len(rows)} rows for {len(CLAIMS)}"
     for claim, row in zip(CLAIMS, rows):
         verdict, claim_text, measured, _, _ = row["cells"]  # verdict first (phones)
-        # Sphinx's smart quotes print the claim's ' as ’
-        assert claim_text.replace("’", "'").startswith(claim.claim), claim.id
+        # Sphinx's smart quotes print the claim's ' as ’; the page typesets the plain
+        # names of MATHS (H_rate, θ_π, ...): the text up to the first of them
+        plain = re.split("|".join(map(re.escape, MATHS)), claim.claim)[0]
+        assert claim_text.replace("’", "'").startswith(plain), claim.id
         assert re.search(r"\d", measured.split(":")[-1]), (claim.id, measured)
         assert verdict in VERDICTS, (claim.id, verdict)
         assert row["link"] and urlparse(row["link"]).hostname == "127.0.0.1", (
