@@ -207,6 +207,8 @@ def test_rerun_stopped_says_so_and_sets_the_partial_notebook_aside(
     status, and the partial notebook set aside as <chapter>.interrupted.ipynb."""
     env = {**os.environ, "MARKOVLIB_RESULTS": str(tmp_path / "store")}
     args = "global_minimum --scale smoke --out".split()
+    # a terminal's Ctrl-C: SIGINT at its default disposition in the child, also when
+    # the tests run as a background job (started with SIGINT ignored, as nohup does)
     proc = subprocess.Popen(
         [sys.executable, "-m", "markovlib", "rerun", *args, str(tmp_path / "out")],
         cwd=ROOT,
@@ -214,6 +216,7 @@ def test_rerun_stopped_says_so_and_sets_the_partial_notebook_aside(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for line in proc.stderr:  # a few cells in: the kernel is running the chapter
         if "Executing Cell 4" in line:
