@@ -275,7 +275,9 @@ def along_path(model, record: RunRecord) -> np.ndarray:
     one test path of its run's chain and length (seed :data:`FIG3D_SEED`)."""
     x = record.chain.sample(1, record.spec.train.seq_len, seed=FIG3D_SEED)
     model.eval()
-    probs = model.probabilities(x)[0, :, 1].double().numpy()
+    weights = list(model.parameters()) if hasattr(model, "parameters") else []
+    on = x.to(weights[0].device) if weights else x  # a model on the GPU
+    probs = model.probabilities(on)[0, :, 1].double().cpu().numpy()
     return probs[np.flatnonzero(x[0].numpy() == 0)]
 
 
@@ -315,7 +317,9 @@ def fig3c(trapped: Sequence[RunRecord], groups=(), load=None) -> Measure:
     if load is not None:
         for rs, want, text in kinds:
             k = sum(
-                np.mean(np.abs(along_path(load(r), r) - want) < tol) >= ALONG_SHARE
+                bool(
+                    np.mean(np.abs(along_path(load(r), r) - want) < tol) >= ALONG_SHARE
+                )
                 for r in rs
             )
             counts.append((f"{text} along a path", k, len(rs)))
