@@ -35,19 +35,10 @@ def _env(**changes) -> dict:
     return {**env, "OMP_NUM_THREADS": "1", **changes}
 
 
-def cli(*args, cwd=None, env=None, timeout=300, process=False):
-    """``markovlib ARGS``: in this process (issue 51: what a command does before any
-    work, without a new interpreter's 2-4 s), or with ``process`` in a new one."""
-    if not process:
-        return inprocess.run(*args, cwd=cwd, env=env or _env())
-    return subprocess.run(
-        [sys.executable, "-m", "markovlib", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd or ROOT,
-        env=env or _env(),
-        timeout=timeout,
-    )
+def cli(*args, env=None, **kw):
+    """:func:`inprocess.cli` in this test's environment (one torch thread, no
+    markovlib variables) unless ``env`` is given."""
+    return inprocess.cli(*args, env=env or _env(), **kw)
 
 
 def _one_line(stderr: str) -> str:

@@ -28,19 +28,7 @@ TINY = ["--steps", "3", "--batch-size", "2", "--seq-len", "8", "--scale", "smoke
 SPECS = dict(steps=3, batch_size=2, seq_len=8, eval_every=1, eval_batches=1)
 
 
-def cli(*args, cwd=None, env=None, timeout=300, process=False):
-    """``markovlib ARGS``: in this process (issue 51: what a command does before any
-    work, without a new interpreter's 2-4 s), or with ``process`` in a new one."""
-    if not process:
-        return inprocess.run(*args, cwd=cwd, env=env or None)
-    return subprocess.run(
-        [sys.executable, "-m", "markovlib", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd or ROOT,
-        env=env or None,
-        timeout=timeout,
-    )
+cli = inprocess.cli  # in this process, or process=True in a new one
 
 
 def _one_line(stderr: str) -> str:

@@ -878,8 +878,7 @@ def aligned(direction: dict) -> bool:
     """App. D's one direction v (:func:`markovlib.theory.shared_direction`): e, the
     mean p_n (unless below NEAR_ZERO × ‖e‖: 0 · v), W₂'s column and W₁'s and W₂'s
     hidden directions within ALIGNED of v (and w)."""
-    p_along = direction["p"] >= ALIGNED or direction["p_norm"] < NEAR_ZERO
-    return p_along and min(direction[k] for k in ("e", "W_2", "w")) >= ALIGNED
+    return _smallest_cos(direction) >= ALIGNED
 
 
 def _appd_parts(d: dict, record: RunRecord) -> dict[str, bool]:

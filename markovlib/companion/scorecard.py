@@ -675,7 +675,6 @@ RULES = {
     "fig3b": lambda R, g: measures.escape_claim(R(*g)),
     "fig3b_fp32": lambda R, g: measures.escape_claim(R(*g)),
     "fig3a": lambda R, g: measures.fig3a(R(*g)),
-    "fig3c": lambda R, g: measures.fig3c(R(*g)),
     "fig3c_untied": lambda R, g: measures.fig3c_untied(R(*g), 0.5, 0.8),
     "fig3a_fp32": lambda R, g: measures.float32_plateau(R(g[0]), R(g[1])),
     "trap_models": lambda R, g: measures.trap_models(R(g[0]), R(g[1])),
@@ -711,7 +710,7 @@ def _weighted(data, R) -> dict:
     trap = claim("bad_minimum").groups
     if R.complete(*trap):
         out["bad_minimum"] = measures.bad_minimum(R(*trap), lambda r: _model(data, r))
-    if R.complete(*claim("fig3c").groups):  # Fig 3(d): position by position
+    if R.complete(*claim("fig3c").groups):  # with Fig 3(d), position by position
         out["fig3c"] = measures.fig3c(
             R(*claim("fig3c").groups), load=lambda r: _model(data, r)
         )
