@@ -15,11 +15,11 @@ Bad arguments exit with status 2 and one line naming the argument.
 from __future__ import annotations
 
 import argparse
-import copy
 import difflib
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -730,10 +730,29 @@ def cmd_book(args) -> int:
 def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
     """Copy the book's sources to ``out``, execute each chapter with its ``params`` and
     build the HTML."""
+    _book_sources(root, out, f"edition p = {args.p:g}, q = {args.q:g}")
+    if _execute_chapters(out, params, _capped_jobs(args.jobs, "book")) != 0:
+        return 1
+    strict = ["-W", "-n", "--keep-going"] if args.strict else []
+    built = _jupyter_book(out, strict)
+    if built.returncode != 0:
+        print(
+            f"markovlib book: error: jupyter-book build of {out} failed (exit status "
+            f"{built.returncode}; its output is above)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"Your edition: file://{out / '_build' / 'html' / 'index.html'}")
+    return 0
+
+
+def _book_sources(root: Path, out: Path, edition: str, toc: dict | None = None) -> None:
+    """Everything the book's build reads besides the chapters, copied to ``out``: the
+    pages, bibliography, favicon, CSS, local extension, pyproject.toml (the repository
+    it names), ``toc`` (default the book's) and the book's configuration, its title
+    followed by ``edition``, execution off (papermill executes the chapters first)."""
     import yaml  # optional: the book's dependencies (papermill, PyYAML)
 
-    # everything the build reads besides the notebooks: toc, pages, bibliography,
-    # favicon, CSS, local extension (and pyproject.toml, where it reads the repository)
     support = [
         root / "_toc.yml",
         root / "pyproject.toml",
@@ -745,27 +764,21 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
         (out / path.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, out / path.relative_to(root))
     config = yaml.safe_load((root / "_config.yml").read_text())
-    config["title"] = f"{config['title']} — edition p = {args.p:g}, q = {args.q:g}"
-    config["execute"]["execute_notebooks"] = (
-        "off"  # executed below, with the reader's parameters
-    )
+    config["title"] = f"{config['title']} — {edition}"
+    config["execute"]["execute_notebooks"] = "off"
     (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
-    if _execute_chapters(out, params, _capped_jobs(args.jobs, "book")) != 0:
-        return 1
-    jupyter_book = Path(sys.executable).with_name("jupyter-book")  # beside Python
-    strict = ["-W", "-n", "--keep-going"] if args.strict else []
-    built = subprocess.run(
-        [str(jupyter_book), "build", str(out), "--path-output", str(out), *strict]
-    )
-    if built.returncode != 0:
-        print(
-            f"markovlib book: error: jupyter-book build of {out} failed (exit status "
-            f"{built.returncode}; its output is above)",
-            file=sys.stderr,
-        )
-        return 1
-    print(f"Your edition: file://{out / '_build' / 'html' / 'index.html'}")
-    return 0
+    if toc is not None:
+        (out / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+
+
+def _jupyter_book(
+    folder: Path, options: list[str], **run
+) -> subprocess.CompletedProcess:
+    """``jupyter-book build`` of ``folder`` into ``folder/_build`` (the one beside this
+    Python)."""
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    command = [str(jupyter_book), "build", str(folder), "--path-output", str(folder)]
+    return subprocess.run([*command, *options], **run)
 
 
 def _papermill(source: Path, target: Path, params: dict, **options) -> None:
@@ -1038,34 +1051,46 @@ def _rerun(root: Path, source: Path, out: Path, params: dict) -> int:
     finally:
         log.removeHandler(handler)
         log.level = level
-    nb = render_roles(
-        nbformat.read(str(target), as_version=4), chapter_titles(source.parent)
-    )
-    nbformat.write(nb, str(target))
-    page = target.with_suffix(".html")
-    page.write_text(_html(nb, f"{source.stem}, {shown}"), encoding="utf-8")
+    executed = nbformat.read(str(target), as_version=4)
+    titles = chapter_titles(source.parent)
+    nbformat.write(render_roles(executed, titles), str(target))  # for Jupyter
+    page = _page(root, source.stem, executed, out, f"re-run with {shown}")
     print(f"notebook: {target}\nHTML page: {page}")
     return 0
 
 
-def _html(nb, title: str) -> str:
-    """``nb`` as one HTML page, less hidden code and glue outputs (in the text)."""
-    from nbconvert import HTMLExporter  # optional: the re-run's dependency
-    from traitlets.config import Config
+def _page(root: Path, stem: str, nb, out: Path, edition: str) -> Path:
+    """Executed chapter ``nb`` as a page of the book (its theme, maths typeset
+    offline, citations, numbered figures): a one-page book built in ``out/.page``,
+    its HTML moved to ``out/html``. Links to the other chapters become their titles."""
+    import nbformat
 
-    nb = copy.deepcopy(nb)
+    site, html = out / ".page", out / "html"
+    shutil.rmtree(site, ignore_errors=True)
+    toc = {"format": "jb-book", "root": f"book/{stem}"}
+    toc["chapters"] = [{"file": "book/bibliography"}]
+    _book_sources(root, site, edition, toc)
+    titles = chapter_titles(root / "book")
     for cell in nb.cells:
-        if "outputs" in cell:
-            cell.outputs = [
-                o for o in cell.outputs if "scrapbook" not in o.get("metadata", {})
-            ]
-    config = Config()
-    config.TagRemovePreprocessor.remove_input_tags = {"hide-input", "remove-input"}
-    config.TagRemovePreprocessor.remove_cell_tags = {"remove-cell"}
-    config.TagRemovePreprocessor.remove_all_outputs_tags = {"remove-output"}
-    exporter = HTMLExporter(config=config)
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
-    return body
+        if cell.cell_type == "markdown":
+            cell.source = _DOC_ROLE.sub(
+                lambda m: (
+                    m[0] if m[1] == "bibliography" else f"*{titles.get(m[1], m[1])}*"
+                ),
+                cell.source,
+            )
+    nbformat.write(nb, str(site / "book" / f"{stem}.ipynb"))
+    built = _jupyter_book(site, ["--quiet"], capture_output=True, text=True)
+    if built.returncode != 0:
+        tail = (built.stderr or built.stdout).strip().splitlines()[-1:]
+        raise UsageError(f"the page of {stem} did not build: {' '.join(tail)}")
+    shutil.rmtree(html, ignore_errors=True)
+    shutil.move(str(site / "_build" / "html"), str(html))
+    shutil.rmtree(site, ignore_errors=True)
+    return html / "book" / f"{stem}.html"
+
+
+_DOC_ROLE = re.compile(r"\{doc\}`([\w-]+)`")
 
 
 def _data_dir(args) -> Path | None:

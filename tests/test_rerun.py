@@ -122,7 +122,7 @@ def test_rerun_writes_a_notebook_and_a_page_that_read_like_the_book(tmp_path):
     seconds = time.perf_counter() - start
     assert done.returncode == 0, done.stderr[-2000:]
     print(f"markovlib rerun framework at smoke: {seconds:.1f} s")
-    notebook, page = out / "framework.ipynb", out / "framework.html"
+    notebook, page = out / "framework.ipynb", out / "html" / "book" / "framework.html"
     assert (
         f"notebook: {notebook}" in done.stdout and f"HTML page: {page}" in done.stdout
     )
@@ -133,7 +133,16 @@ def test_rerun_writes_a_notebook_and_a_page_that_read_like_the_book(tmp_path):
     rate = f"{binary(0.3, 0.9).entropy_rate():.4g}"  # the chapter's {glue:text}`…:.4g`
     for shown in ("$p =$ 0.3 and $q =$ 0.9", f"$H_{{\\mathrm{{rate}}}} =$ {rate}"):
         assert shown in text
-        assert shown in page.read_text()
+    # the page: the book's theme, its own MathJax (no CDN), glued values in the text,
+    # the paper cited, figures numbered; links to other chapters read as their titles
+    html = page.read_text()
+    assert 'src="../_static/mathjax/tex-chtml.js"' in html and "cdn" not in html
+    assert "sphinx-book-theme.css" in html
+    for shown in (r'\(q =\)</span> <span class="pasted-text">0.9</span>', rate):
+        assert shown in html, shown
+    assert "Makkuva" in html and "Fig. 1" in html
+    assert "{doc}" not in html and "{glue" not in html
+    assert "re-run with seed=0, scale=smoke, p=0.3, q=0.9" in html  # whose chain
 
 
 @pytest.mark.parametrize(

@@ -854,12 +854,19 @@ def quiet_kernel_manager():
     """A Jupyter kernel manager whose kernel process writes nothing on the terminal:
     its own log (TCP warnings, the ZMQ traceback of a kernel stopped by Ctrl-C) goes
     to /dev/null; cells' output still reaches the notebook through the kernel's
-    messages. Pass as ``papermill.execute_notebook(..., kernel_manager_class=...)``."""
+    messages; a ``$MPLBACKEND`` set for scripts (Agg) is dropped, or the figures
+    would never reach the page. Pass as
+    ``papermill.execute_notebook(..., kernel_manager_class=...)``."""
     from jupyter_client.manager import AsyncKernelManager
 
     class QuietKernelManager(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw.setdefault("stderr", subprocess.DEVNULL)
+            kw["env"] = {
+                k: v
+                for k, v in (kw.get("env") or os.environ).items()
+                if k != "MPLBACKEND"
+            }
             await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return QuietKernelManager

@@ -55,34 +55,37 @@ def sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-# CPU seconds per token, step and layer of one run on one thread, measured on the
-# paper edition's runs (GPT-2 size, batch 16): float32 about 3e-6 in ensembles of 8
-# or more and 1.5e-5 alone (a 1000-step length-1024 run: 50 s in an ensemble of 32,
-# 190-340 s alone); fp16 autocast 3.5 times that (an
-# ensemble of 8 runs of 400 steps at length 1024: 573 s, 1.1e-5 per token).
-CPU_SECONDS_PER_TOKEN = {"ensemble": 3e-6, "alone": 1.5e-5}
-HALF_PRECISION_COST = 3.5
+# Seconds of one training step of one run on one CPU thread (batch 16, one layer,
+# d = 8, length 256, evaluated every 20 steps on 4 batches), and the powers of L/256
+# and d/8 it grows with, per precision: least squares by ``benchmarks/step_cost.py``
+# on ensembles of 1-12 runs of the GPT-2 and the theory model, d 4 and 8, lengths
+# 128-1024 (AMD EPYC, 2026-11-27: 40 cases, each within 0.74-1.28 of its measure).
+# An ensemble of n runs costs n + 0.3 runs a step.
+CPU_STEP_SECONDS = {"fp32": (0.0166, 1.61, 0.09), "fp16": (0.0525, 1.42, 0.62)}
+ENSEMBLE_OVERHEAD = 0.3
 WORKERS_VAR = "MARKOVLIB_WORKERS"  # local worker processes of a sweep (default 1)
 
 
 def estimate_seconds(todo: Sequence[RunSpec], ensembles: int) -> float:
     """About how many seconds ``todo`` takes on one CPU thread in ``ensembles``
-    batched steps of equal size: per token, step and layer,
-    :data:`CPU_SECONDS_PER_TOKEN` ["ensemble"] plus the rest of the cost of a run alone
-    shared by n^1.5 (n runs per
-    ensemble; measured: 8 fp16 runs at 400 x 16 x 1024 in 573 s, 32 float32 runs at
-    400 x 16 x 256 in ensembles of 4-8 on two processes in 135 s)."""
+    batched steps of equal size (:data:`CPU_STEP_SECONDS`, measured)."""
     n = len(todo) / max(ensembles, 1)
-    low, alone = CPU_SECONDS_PER_TOKEN["ensemble"], CPU_SECONDS_PER_TOKEN["alone"]
-    rate = low + (alone - low) / max(n, 1.0) ** 1.5
-    return sum(
-        rate
-        * s.train.steps
-        * s.train.batch_size
-        * s.train.seq_len
-        * s.config.n_layers
-        * (HALF_PRECISION_COST if s.train.precision != "fp32" else 1.0)
-        for s in todo
+    return (1 + ENSEMBLE_OVERHEAD / max(n, 1.0)) * sum(
+        _run_step_seconds(s) * s.train.steps for s in todo
+    )
+
+
+def _run_step_seconds(spec: RunSpec) -> float:
+    """One step of ``spec`` in an ensemble on one CPU thread."""
+    precision = "fp32" if spec.train.precision == "fp32" else "fp16"
+    base, length, width = CPU_STEP_SECONDS[precision]
+    return (
+        base
+        * (spec.train.seq_len / 256) ** length
+        * (spec.config.d_model / 8) ** width
+        * spec.train.batch_size
+        / 16
+        * spec.config.n_layers
     )
 
 
