@@ -60,9 +60,14 @@ def sigterm_as_interrupt():
 # and d/8 it grows with, per precision: least squares by ``benchmarks/step_cost.py``
 # on ensembles of 1-12 runs of the GPT-2 and the theory model, d 4 and 8, lengths
 # 128-1024 (AMD EPYC, 2026-11-27: 40 cases, each within 0.74-1.28 of its measure).
-# An ensemble of n runs costs n + 0.3 runs a step.
+# An ensemble of n runs costs n + 0.3 runs a step; a run from the low-rank manifold,
+# whose attention stays 0 and is skipped, a fifth (initialisation's re-run,
+# 2026-11-27: 3-5 ms a run-step at length 256 against 19 ms); k states cost
+# (k/2)^0.5 times as much as two (multi_state's re-run at k = 4: 1.3-1.5 times).
 CPU_STEP_SECONDS = {"fp32": (0.0166, 1.61, 0.09), "fp16": (0.0525, 1.42, 0.62)}
 ENSEMBLE_OVERHEAD = 0.3
+ATTENTION_SKIPPED = 0.2
+STATES_POWER = 0.5
 WORKERS_VAR = "MARKOVLIB_WORKERS"  # local worker processes of a sweep (default 1)
 
 
@@ -86,6 +91,8 @@ def _run_step_seconds(spec: RunSpec) -> float:
         * spec.train.batch_size
         / 16
         * spec.config.n_layers
+        * (ATTENTION_SKIPPED if spec.init is not None else 1.0)
+        * (spec.config.vocab_size / 2) ** STATES_POWER
     )
 
 
