@@ -195,8 +195,7 @@ CHAPTERS: dict[str, dict] = {
         cpu=dict(
             seq_len=128,
             source="a reader's re-run: length 128 (Fig 5's runs at the authors' "
-            "precision, fp16, cost 3.6 times float32 on a CPU at length 128: "
-            "benchmarks/step_cost.py)",
+            "precision, fp16, cost 3.5 times float32 on a CPU)",
         ),
         steps=5000,
         seeds=1,
@@ -211,7 +210,7 @@ CHAPTERS: dict[str, dict] = {
             seq_len=128,
             trap_seeds=8,
             source="a reader's re-run: length 128, 8 single-layer runs, depths 1 "
-            "and 2 (Fig 1 at the authors' precision, fp16, costs 3.6 times float32 on "
+            "and 2 (Fig 1 at the authors' precision, fp16, costs 3.5 times float32 on "
             "a CPU, and depth 4 four times depth 1); the higher-order runs are the "
             "paper edition's (their chains do not depend on (p, q))",
         ),

@@ -779,3 +779,33 @@ def test_a_forged_history_after_the_checkpoint_is_seen_without_training(data, ch
     assert verify(data, sample=0, log=lambda *a: None) == 0
     key = _rewrite(data, FIRST, change).at[0, "key"]
     _fails(data, VerificationError, f"run {key} in {FIRST}: train_loss over steps")
+
+
+def test_fresh_losses_in_float32_are_those_of_an_fp16_run_in_its_precision():
+    """verify evaluates every run's fresh loss in float32: on the batches it draws,
+    shipped fp16 runs (GPT-2, the theory model at k = 5, the uni-embedding model) give
+    the loss of fp16 autocast to a two-hundredth of the resolution the check works
+    to (1e-4 nats)."""
+    import torch.nn.functional as F
+
+    from markovlib.runs.shipped import shipped_data
+    from markovlib.runs.verify import FRESH_RESOLUTION, FRESH_STREAM, _generator
+
+    data = shipped_data(ROOT / "data" / "paper")
+    names = ("trap400-gpt2-tied-fp16", "fig5-k5-theory-fp16-tied", "appd-uni-fp16-tied")
+    names = [f"{name}-001.parquet" for name in names]
+    for name in names:
+        key = data.rows(name)["key"].iloc[0]
+        result = data.load(RunSpec.from_dict(json.loads(data.row(key)["spec"])))
+        assert result.train_config.precision == "fp16"
+        s, g = result.train_config, _generator(result, FRESH_STREAM)
+        x = result.chain.sample(4, s.seq_len + 1, generator=g, start=s.start)
+        with torch.no_grad():
+            with torch.autocast("cpu", dtype=torch.float16):
+                half = result.model(x[:, :-1]).float()
+            full = result.model(x[:, :-1])
+        losses = [
+            F.cross_entropy(z.transpose(1, 2), x[:, 1:]).item() for z in (half, full)
+        ]
+        assert abs(losses[0] - losses[1]) <= FRESH_RESOLUTION / 200, name
+        assert not torch.equal(half, full)  # autocast did run in fp16
