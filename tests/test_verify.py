@@ -321,28 +321,31 @@ def test_paper_edition_ignores_MARKOVLIB_SCALE(monkeypatch):
 
 
 def test_a_run_from_the_manifold_is_re_trained_from_its_start(tmp_path):
-    """The initialisation chapter's AdamW runs start on the low-rank manifold
-    (``init`` in their spec): verify re-trains their ensemble from those starts, to the
-    step-50 checkpoint, and a start moved in the stored spec is caught (its key)."""
+    """Runs that start on the low-rank manifold (``init`` in their spec, as the
+    initialisation chapter's AdamW runs): verify re-trains their ensemble from those
+    starts bit for bit (an ensemble of 3 tiny runs, trained and exported by the
+    library), and a start moved in the stored spec is caught (its key)."""
+    from dataclasses import replace
+
     from markovlib.runs.verify import _ensemble, _retrain
 
-    name = "init-manifold-mirror-001.parquet"
-    shipped = ShippedData(PAPER)
-    key = shipped.rows(name)["key"].iloc[0]
-    assert RunSpec.from_dict(shipped.record(key)["spec"]).init["kind"] == "manifold"
+    specs = grid([0.3], [0.4], tied=[True], seeds=[0, 1, 2], preset="theory", **TINY)
+    starts = ((0.6, 0.4), (0.3, 0.8), (1.0, 0.2))
+    group = [
+        replace(s, init={"kind": "manifold", "e": e, "w": w})
+        for s, (e, w) in zip(specs, starts)
+    ]
+    store = ResultStore(tmp_path / "store")
+    produce([("manifold", group)], store, threads=1, log=lambda *a, **k: None)
+    export([("manifold", group)], store, tmp_path / "data", log=lambda *a: None)
+    shipped = ShippedData(tmp_path / "data")
+    key = group[0].key
+    assert shipped.record(key)["spec"]["init"]["kind"] == "manifold"
     lines: list[str] = []
     members = _ensemble(shipped, key)
-    assert len(members) == 28
-    assert _retrain(shipped, [members], True, "local", None, lines.append) == 28
-    assert all("reproduced" in line for line in lines)
-
-    target = tmp_path / "data"
-    target.mkdir()
-    shutil.copy(PAPER / name, target / name)
-    manifest = json.loads((PAPER / "manifest.json").read_text())
-    manifest["files"] = [f for f in manifest["files"] if f["name"] == name]
-    manifest.pop("derived", None)  # runs copied, not the derived values
-    (target / "manifest.json").write_text(json.dumps(manifest))
+    assert sorted(members) == sorted(s.key for s in group)
+    assert _retrain(shipped, [members], False, "local", None, lines.append) == 3
+    assert all("bit for bit" in line for line in lines), lines
 
     def move_start(frame):
         spec = json.loads(frame.loc[0, "spec"])
@@ -350,9 +353,9 @@ def test_a_run_from_the_manifold_is_re_trained_from_its_start(tmp_path):
         frame.loc[0, "spec"] = json.dumps(spec, sort_keys=True)
         return frame
 
-    _rewrite(target, name, move_start)
+    _rewrite(tmp_path / "data", "manifold-001.parquet", move_start)
     with pytest.raises((VerificationError, ShippedDataError), match="key"):
-        verify(target, sample=0)
+        verify(tmp_path / "data", sample=0)
 
 
 @pytest.mark.parametrize(
