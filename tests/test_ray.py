@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -250,50 +251,49 @@ def _stored(results) -> int:
     return len(ResultStore(results)) if (results / "runs.sqlite").exists() else 0
 
 
-@pytest.mark.parametrize(
-    "sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"]
-)
-def test_driver_killed_mid_sweep_resumes(cluster, tmp_path, sig):
-    results = tmp_path / "results"
-    cmd = [
-        sys.executable,
-        "-m",
-        "markovlib",
-        *CLI,
-        "--results",
-        str(results),
-        "--executor",
-        "ray",
-        "--address",
-        cluster,
-    ]
+def _stopped(cmd: list[str], results: Path, sig: int) -> tuple[str, int]:
+    """Start the driver ``cmd``, send it ``sig`` once it has stored a run more than the
+    store held; its stderr and exit status."""
+    before = _stored(results)
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
     )
     deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None and _stored(results) < 1:
+    while time.time() < deadline and proc.poll() is None and _stored(results) <= before:
         time.sleep(0.05)
     assert proc.poll() is None, (
         f"the sweep ended before it could be stopped: {proc.communicate()[1][-2000:]}"
     )
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
+    return err, proc.returncode
+
+
+def test_driver_killed_mid_sweep_resumes(cluster, tmp_path):
+    """A driver killed (SIGKILL), then one stopped (SIGTERM: exit 130, "interrupted",
+    its tasks ended by the cluster), each after a stored run: the third call trains
+    only the rest (issue 51: one sweep of 8 runs for both signals, was two of 6)."""
+    results = tmp_path / "results"
+    cmd = [sys.executable, "-m", "markovlib", *CLI, "--results", str(results)]
+    cmd[cmd.index("0.2,0.5,0.8")] = "0.2,0.4,0.6,0.8"  # 8 runs
+    cmd += ["--executor", "ray", "--address", cluster]
+    _stopped(cmd, results, signal.SIGKILL)
+    killed = _stored(results)
+    assert 1 <= killed < 8, "nothing kept, or the sweep finished before the signal"
+    err, code = _stopped(cmd, results, signal.SIGTERM)
+    assert code == 130 and "interrupted" in err, err[-2000:]
     kept = _stored(results)
-    assert 1 <= kept < 6, "nothing kept, or the sweep finished before the signal"
-    if sig == signal.SIGTERM:
-        assert proc.returncode == 130 and "interrupted" in err, err[-2000:]
-        deadline = time.time() + 60  # the cluster ends the stopped driver's tasks
-        while time.time() < deadline and _running_tasks():
-            time.sleep(0.2)
-        assert not _running_tasks(), (
-            "tasks of the stopped sweep still run on the cluster"
-        )
+    assert killed < kept < 8, "nothing kept, or the sweep finished before the signal"
+    deadline = time.time() + 60  # the cluster ends the stopped driver's tasks
+    while time.time() < deadline and _running_tasks():
+        time.sleep(0.2)
+    assert not _running_tasks(), "tasks of the stopped sweep still run on the cluster"
     again = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert re.search(rf"^6 runs in .* \({6 - kept} new\)$", again.stdout, re.M), (
+    assert re.search(rf"^8 runs in .* \({8 - kept} new\)$", again.stdout, re.M), (
         again.stdout
     )  # only the rest
-    assert _stored(results) == 6
+    assert _stored(results) == 8
 
 
 def test_unreachable_address_is_one_line_and_exit_2(tmp_path):

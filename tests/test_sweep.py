@@ -170,6 +170,8 @@ def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig, workers):
     assert "interrupted" in err and "re-run" in err
     first = ResultStore(results).frame()
     assert 2 <= len(first) < 12
+    if workers == "2" or sig != signal.SIGINT:
+        return  # the store they leave is read above; one case resumes it (issue 51)
     # re-run: only the rest is trained, the finished rows are kept as they were
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr

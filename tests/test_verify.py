@@ -9,10 +9,9 @@ import json
 import math
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+import inprocess
 import numpy as np
 import pandas as pd
 import pytest
@@ -286,11 +285,8 @@ def test_every_unlisted_file_is_reported(data, name):
 
 
 def cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "markovlib", "verify", *args],
-        capture_output=True,
-        text=True,
-    )
+    """``markovlib verify ARGS`` in this process (tests/inprocess.py)."""
+    return inprocess.run("verify", *args)
 
 
 def test_a_filter_that_leaves_nothing_to_retrain_fails_in_one_line(data):

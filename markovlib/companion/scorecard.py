@@ -288,23 +288,50 @@ def as_maths(text: str) -> str:
     return text
 
 
+# A verdict as the page shows it: a sphinx-design badge, coloured by what it says
+BADGES = {
+    REPRODUCED: "success",
+    PARTLY: "warning",
+    TOO_FEW: "secondary",
+    DIFFERS: "danger",
+    NOT_TESTED: "light",
+    NOT_APPLICABLE: "light",
+}
+
+
+def badge(v: str) -> str:
+    """``v`` as a MyST badge role: {bdg-success}`reproduced`."""
+    return f"{{bdg-{BADGES[v]}}}`{v}`"
+
+
+def _row(verdict: str, c: Claim, measured: str, setting: str) -> list[str]:
+    """One list-table row: the verdict, the claim with its setting one click away
+    (a dropdown), what was measured, and where the book shows it."""
+    where = (
+        f"{{numref}}`{c.target}`"
+        if c.target.startswith("fig-")
+        else f"{{prf:ref}}`{c.target}`"
+    )
+    return [
+        f"* - {verdict}",
+        f"  - {as_maths(c.claim)} ({c.source})",
+        "",
+        "    :::{dropdown} Setting",
+        f"    {as_maths(setting)}",
+        "    :::",
+        f"  - {measured}",
+        f"  - {where}",
+    ]
+
+
 def _computed_rows(rows) -> list[str]:
     out = []
     for r in rows:
         c = claim(r.id)
-        where = (
-            f"{{numref}}`{c.target}`"
-            if c.target.startswith("fig-")
-            else f"{{prf:ref}}`{c.target}`"
-        )
-        counted = "" if r.runs is None else f" ({r.runs} runs)"
-        out += [
-            f"* - {r.verdict}",
-            f"  - {as_maths(c.claim)} ({c.source})",
-            f"  - {as_maths(_measured(c.measure, r.value))}{counted}",
-            f"  - {as_maths(r.setting)}",
-            f"  - {where}",
-        ]
+        said = r.runs is None or f"of {r.runs} runs" in r.value  # counted already
+        counted = "" if said else f" ({r.runs} runs)"
+        measured = as_maths(_measured(c.measure, r.value)) + counted
+        out += _row(badge(r.verdict), c, measured, r.setting)
     return out
 
 
@@ -314,15 +341,9 @@ def _chapter_rows() -> list[str]:
         if c.id in COMPUTED:
             continue
         paste = f"{c.chapter}.ipynb::sc_{c.id}"
-        out += [
-            f"* - {{glue:text}}`{paste}_verdict:s`",
-            f"  - {as_maths(c.claim)} ({c.source})",
-            f"  - {as_maths(c.measure)}: {{glue:text}}`{paste}_value:s`",
-            f"  - {as_maths(c.setting)}",
-            f"  - {{numref}}`{c.target}`"
-            if c.target.startswith("fig-")
-            else f"  - {{prf:ref}}`{c.target}`",
-        ]
+        verdict = f"{{glue:text}}`{paste}_verdict:s`"
+        measured = f"{as_maths(c.measure)}: {{glue:text}}`{paste}_value:s`"
+        out += _row(verdict, c, measured, c.setting)
     return out
 
 
@@ -334,13 +355,12 @@ def page(rows=None) -> str:
     header = [
         "```{list-table}",
         ":header-rows: 1",
-        ":widths: 12 30 30 18 10",
+        ":widths: 14 38 38 10",
         ":name: tab-scorecard",
         "",
         "* - Verdict",
         "  - Claim",
         "  - Measured in the paper edition",
-        "  - Setting",
         "  - Where",
     ]
     intro = PAGE_INTRO.format(
