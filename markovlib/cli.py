@@ -1071,6 +1071,7 @@ def _page(root: Path, stem: str, nb, out: Path, edition: str) -> Path:
     toc["chapters"] = [{"file": "book/bibliography"}]
     _book_sources(root, site, edition, toc)
     titles = chapter_titles(root / "book")
+    nb.cells = _one_parameters_cell(nb.cells)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = _DOC_ROLE.sub(
@@ -1091,6 +1092,38 @@ def _page(root: Path, stem: str, nb, out: Path, edition: str) -> Path:
 
 
 _DOC_ROLE = re.compile(r"\{doc\}`([\w-]+)`")
+
+
+def _one_parameters_cell(cells: list) -> list:
+    """The chapter's parameters cell with papermill's injected values written in
+    place of its defaults (comments kept), and the injected cell dropped: the page
+    shows one parameters cell, the reader's."""
+    import ast
+
+    tagged = {tag: i for i, c in enumerate(cells) for tag in c.metadata.get("tags", [])}
+    if "parameters" not in tagged or "injected-parameters" not in tagged:
+        return cells
+    injected = cells[tagged["injected-parameters"]].source
+    given = {
+        node.targets[0].id: ast.get_source_segment(injected, node.value)
+        for node in ast.parse(injected).body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+    cell = cells[tagged["parameters"]]
+    lines = cell.source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    text = cell.source
+    nodes = [n for n in ast.parse(text).body if isinstance(n, ast.AnnAssign)]
+    for node in reversed(nodes):
+        name = getattr(node.target, "id", None)
+        if name in given and node.value is not None:
+            a = starts[node.value.lineno - 1] + node.value.col_offset
+            b = starts[node.value.end_lineno - 1] + node.value.end_col_offset
+            text = text[:a] + given[name] + text[b:]
+    cell.source = text
+    return [c for i, c in enumerate(cells) if i != tagged["injected-parameters"]]
 
 
 def _data_dir(args) -> Path | None:

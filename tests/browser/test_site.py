@@ -614,3 +614,83 @@ def test_page_reads_for_a_reader_on_a_phone(page, browser, server):
         assert phone and phone["right"] <= phone["width"] + 1, phone
         for verdict, left, right, width in phone["verdicts"]:
             assert 0 <= left and right <= phone["width"] and width > 0, verdict
+
+
+# --------------------------------------------- a reader's re-run page (issue 49)
+MATH_STATE_JS = """() => ({
+  math: document.querySelectorAll('.math').length,
+  untypeset: [...document.querySelectorAll('.math')].filter(e => \
+!e.querySelector('mjx-container')).length,
+  raw: (() => { const c = document.querySelector('article').cloneNode(true);
+    c.querySelectorAll('pre, code, script, style, mjx-container').forEach(e => \
+e.remove());
+    return (c.textContent.match(/\\$|\\\\\\(|\\\\\\[|\\{glue|\\{doc\\}/g) || \
+[]).length; })(),
+  theme: !!document.querySelector('.bd-header, .bd-sidebar-primary'),
+  figures: [...document.querySelectorAll('figure img')].filter(i => \
+i.naturalWidth > 0).length,
+  captions: [...document.querySelectorAll('figcaption .caption-number')].map(c => \
+c.textContent.trim()),
+  cited: [...document.querySelectorAll('a[href*="bibliography"]')].length,
+  code: [...document.querySelectorAll('.cell_input pre')].map(p => p.textContent) })"""
+
+
+@pytest.fixture(scope="session")
+def rerun_page(tmp_path_factory):
+    """The page ``markovlib rerun`` builds (its own function), from the strict
+    build's executed framework chapter (the command is tested in tests/test_rerun.py);
+    served on 127.0.0.1."""
+    import nbformat
+
+    from markovlib.cli import _page
+
+    executed = SITE.parents[1] / "book" / "framework.ipynb"
+    if not executed.is_file():
+        pytest.skip(f"no executed chapter at {executed} (make book-strict first)")
+    out = tmp_path_factory.mktemp("rerun")
+    nb = nbformat.read(str(executed), as_version=4)
+    page = _page(ROOT, "framework", nb, out, "re-run with p=0.3, q=0.9")
+    handler = functools.partial(_QuietHandler, directory=str(out / "html"))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/" + str(
+        page.relative_to(out / "html")
+    )
+    httpd.shutdown()
+
+
+def test_a_rerun_page_reads_in_the_books_look_offline(browser, rerun_page):
+    """Issue 49: the re-run page loaded its maths from a CDN in nbconvert's look
+    (offline every formula was raw TeX). Now: no request leaves 127.0.0.1, the book's
+    theme, every formula typeset by the book's own MathJax, the figures numbered and
+    shown, the paper cited, one parameters cell holding the reader's values."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    external = []
+
+    def route(r):
+        if urlparse(r.request.url).hostname == "127.0.0.1":
+            r.continue_()
+        else:
+            external.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    pg = context.new_page()
+    assert pg.goto(rerun_page, wait_until="load").ok
+    pg.wait_for_load_state("networkidle")
+    pg.evaluate(
+        "() => window.MathJax && MathJax.startup ? "
+        "MathJax.startup.promise.then(() => true) : false"
+    )
+    state = pg.evaluate(MATH_STATE_JS)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg.screenshot(path=str(SHOTS / "rerun__framework.png"), full_page=True)
+    context.close()
+    assert external == [], external
+    assert state["theme"], state
+    assert state["math"] > 10 and state["untypeset"] == 0 and state["raw"] == 0, state
+    assert state["figures"] >= 3 and state["captions"][:2] == ["Fig. 1", "Fig. 2"]
+    assert state["cited"] > 0, state
+    # one parameters cell, with the reader's values (papermill's injected cell folded)
+    assert sum("p: float = 0.3" in c for c in state["code"]) == 1
+    assert not any("# Parameters" in c or "p: float = 0.5" in c for c in state["code"])
