@@ -32,6 +32,7 @@ from urllib.parse import urldefrag, urlparse
 
 import nbformat
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(
@@ -153,7 +154,11 @@ def server():
         "bytes": size,
         "files": sum(1 for p in SITE.rglob("*") if p.is_file()),
     }
-    (SHOTS / "report.json").write_text(json.dumps(REPORT, indent=1, sort_keys=True))
+    report = SHOTS / "report.json"  # pytest-xdist: each worker adds its pages
+    with FileLock(f"{report}.lock"):
+        if os.environ.get("PYTEST_XDIST_WORKER") and report.is_file():
+            REPORT.update({**json.loads(report.read_text()), **REPORT})
+        report.write_text(json.dumps(REPORT, indent=1, sort_keys=True))
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
