@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -115,8 +116,11 @@ def _install_chromium() -> tuple[str | None, str]:
 @pytest.fixture(scope="session")
 def browser():
     executable, how = _system_chromium(), "found"
-    if executable is None:
-        executable, how = _install_chromium()
+    if executable is None:  # one installer at a time (two pytest-xdist workers)
+        with FileLock(os.path.join(tempfile.gettempdir(), "markovlib-chromium.lock")):
+            executable, how = _system_chromium(), "found"
+            if executable is None:
+                executable, how = _install_chromium()
     if executable is None:
         pytest.skip(
             f"SKIPPED: no Chromium could be installed ({how}); install Debian's "
