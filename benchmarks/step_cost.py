@@ -84,7 +84,8 @@ def case(kind: str, precision: str, n: int, length: int) -> dict:
 
 def fit(rows: list[dict]) -> dict:
     """Least squares in logs, per precision: seconds per run-step =
-    base (L/256)^a (d/8)^b at batch 16 and one layer, an ensemble n + 0.3 runs."""
+    base (L/256)^a, times u for the uni-embedding model, at batch 16 and one layer,
+    an ensemble n + 0.3 runs."""
     import numpy as np
 
     fitted = {}
@@ -92,17 +93,18 @@ def fit(rows: list[dict]) -> dict:
         mine = [r for r in rows if r["precision"] == precision]
         x = np.array(
             [
-                [1, np.log(r["length"] / 256), np.log(r["config"]["d_model"] / 8)]
+                [
+                    1,
+                    np.log(r["length"] / 256),
+                    float(r["config"].get("embedding") == "uni"),
+                ]
                 for r in mine
             ]
         )
         y = np.log([r["seconds"] / (r["n"] + 0.3) for r in mine])
         (c, a, b), *_ = np.linalg.lstsq(x, y, rcond=None)
-        fitted[precision] = (
-            round(float(np.exp(c)), 4),
-            round(float(a), 2),
-            round(float(b), 2),
-        )
+        fitted[precision] = (round(float(np.exp(c)), 4), round(float(a), 2))
+        fitted[f"uni {precision}"] = round(float(np.exp(b)), 2)
     return fitted
 
 
@@ -126,7 +128,7 @@ def main() -> None:
                         f"{row['estimate'] * 1000:7.0f}",
                         flush=True,
                     )
-    print("fitted (base, power of L/256, power of d/8):", fit(rows))
+    print("fitted (base, power of L/256; uni factor):", fit(rows))
     facts = dict(
         cpu=platform.processor() or platform.machine(), torch=torch.__version__
     )

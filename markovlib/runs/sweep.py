@@ -56,15 +56,18 @@ def sigterm_as_interrupt():
 
 
 # Seconds of one training step of one run on one CPU thread (batch 16, one layer,
-# d = 8, length 256, evaluated every 20 steps on 4 batches), and the powers of L/256
-# and d/8 it grows with, per precision: least squares by ``benchmarks/step_cost.py``
-# on ensembles of 1-12 runs of the GPT-2 and the theory model, d 4 and 8, lengths
-# 128-1024 (AMD EPYC, 2026-11-27: 40 cases, each within 0.74-1.28 of its measure).
+# d = 8, length 256, evaluated every 20 steps on 4 batches), and the power of L/256
+# it grows with, per precision: least squares by ``benchmarks/step_cost.py`` on
+# ensembles of 1-12 runs of the GPT-2 and the theory model, lengths 128-1024 (AMD
+# EPYC, 2026-11-27: 41 cases, each within 0.74-1.28 of its fit). The uni-embedding
+# model (one logit, App. D) costs UNI_EMBEDDING of that (measured at d 4; at d 8 in
+# global_minimum's re-run: 47 s for an fp16 ensemble estimated at 69 s before).
 # An ensemble of n runs costs n + 0.3 runs a step; a run from the low-rank manifold,
 # whose attention stays 0 and is skipped, a fifth (initialisation's re-run,
 # 2026-11-27: 3-5 ms a run-step at length 256 against 19 ms); k states cost
 # (k/2)^0.5 times as much as two (multi_state's re-run at k = 4: 1.3-1.5 times).
-CPU_STEP_SECONDS = {"fp32": (0.0166, 1.61, 0.09), "fp16": (0.0525, 1.42, 0.62)}
+CPU_STEP_SECONDS = {"fp32": (0.0166, 1.61), "fp16": (0.0525, 1.42)}
+UNI_EMBEDDING = {"fp32": 0.94, "fp16": 0.65}
 ENSEMBLE_OVERHEAD = 0.3
 ATTENTION_SKIPPED = 0.2
 STATES_POWER = 0.5
@@ -83,11 +86,11 @@ def estimate_seconds(todo: Sequence[RunSpec], ensembles: int) -> float:
 def _run_step_seconds(spec: RunSpec) -> float:
     """One step of ``spec`` in an ensemble on one CPU thread."""
     precision = "fp32" if spec.train.precision == "fp32" else "fp16"
-    base, length, width = CPU_STEP_SECONDS[precision]
+    base, length = CPU_STEP_SECONDS[precision]
     return (
         base
         * (spec.train.seq_len / 256) ** length
-        * (spec.config.d_model / 8) ** width
+        * (UNI_EMBEDDING[precision] if spec.config.embedding == "uni" else 1.0)
         * spec.train.batch_size
         / 16
         * spec.config.n_layers
