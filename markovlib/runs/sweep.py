@@ -65,12 +65,14 @@ def sigterm_as_interrupt():
 # An ensemble of n runs costs n + 0.3 runs a step; a run from the low-rank manifold,
 # whose attention stays 0 and is skipped, a fifth (initialisation's re-run,
 # 2026-11-27: 3-5 ms a run-step at length 256 against 19 ms); k states cost
-# (k/2)^0.5 times as much as two (multi_state's re-run at k = 4: 1.3-1.5 times).
+# (k/2)^0.5 times as much as two in float32, as much in fp16, where autocast's own
+# cost dominates (multi_state's two re-runs at k = 4: float32 1.2-1.5 times the
+# two-state estimate, fp16 0.96-1.09 times).
 CPU_STEP_SECONDS = {"fp32": (0.0166, 1.61), "fp16": (0.0525, 1.42)}
 UNI_EMBEDDING = {"fp32": 0.94, "fp16": 0.65}
 ENSEMBLE_OVERHEAD = 0.3
 ATTENTION_SKIPPED = 0.2
-STATES_POWER = 0.5
+STATES_POWER = {"fp32": 0.5, "fp16": 0.0}
 WORKERS_VAR = "MARKOVLIB_WORKERS"  # local worker processes of a sweep (default 1)
 
 
@@ -95,7 +97,7 @@ def _run_step_seconds(spec: RunSpec) -> float:
         / 16
         * spec.config.n_layers
         * (ATTENTION_SKIPPED if spec.init is not None else 1.0)
-        * (spec.config.vocab_size / 2) ** STATES_POWER
+        * (spec.config.vocab_size / 2) ** STATES_POWER[precision]
     )
 
 
