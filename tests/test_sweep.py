@@ -320,9 +320,9 @@ def test_a_sweep_says_how_many_runs_it_will_train_before_it_trains(tmp_path, cap
 
 def test_the_estimate_follows_every_measured_step():
     """The estimate before training against benchmarks/step_cost.py's 41 measurements
-    (one thread; GPT-2 and theory models, uni-embedding at d 4, fp32 and fp16, lengths 128-1024,
-    ensembles of 1-12): each within a factor 1.4, the median within a tenth; and the
-    line a sweep prints for Fig 3(a)'s 8 fp16 runs."""
+    (one thread; GPT-2 and theory models, uni-embedding at d 4, fp32 and fp16,
+    lengths 128-1024, ensembles of 1-12): each within a factor 1.4, the median within
+    a tenth; and the line a sweep prints for Fig 3(a)'s 8 fp16 runs."""
     from markovlib.runs.experiments import paper_edition
     from markovlib.runs.sweep import estimate_seconds, training_note
 
