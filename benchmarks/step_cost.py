@@ -74,6 +74,7 @@ def case(kind: str, precision: str, n: int, length: int) -> dict:
     )
     return dict(
         kind=kind,
+        config=config.to_dict(),
         precision=precision,
         n=n,
         length=length,

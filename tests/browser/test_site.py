@@ -281,14 +281,9 @@ def _check_scorecard(rows) -> None:
         )
 
 
-@pytest.mark.skipif(
-    not PAGES, reason=f"no built site at {SITE} (make book-strict first)"
-)
-@pytest.mark.parametrize("page", PAGES)
-def test_page(page, browser, server):
-    stem = Path(page).stem
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    external, errors = [], []
+def _offline(context, external: list) -> None:
+    """Let ``context`` load only from 127.0.0.1 (and data: or blob: URLs); every other
+    request is aborted and its URL appended to ``external``."""
 
     def route(r):
         url = urlparse(r.request.url)
@@ -299,6 +294,18 @@ def test_page(page, browser, server):
             r.abort()
 
     context.route("**/*", route)
+
+
+@pytest.mark.skipif(
+    not PAGES, reason=f"no built site at {SITE} (make book-strict first)"
+)
+@pytest.mark.parametrize("page", PAGES)
+def test_page(page, browser, server):
+    stem = Path(page).stem
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    external, errors = [], []
+
+    _offline(context, external)
     pg = context.new_page()
     pg.on(
         "console",
@@ -675,15 +682,7 @@ def test_a_rerun_page_reads_in_the_books_look_offline(browser, rerun_page):
     shown, the paper cited, one parameters cell holding the reader's values."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     external = []
-
-    def route(r):
-        if urlparse(r.request.url).hostname == "127.0.0.1":
-            r.continue_()
-        else:
-            external.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
+    _offline(context, external)
     pg = context.new_page()
     assert pg.goto(rerun_page, wait_until="load").ok
     pg.wait_for_load_state("networkidle")
