@@ -1054,7 +1054,11 @@ def _rerun(root: Path, source: Path, out: Path, params: dict) -> int:
     executed = nbformat.read(str(target), as_version=4)
     titles = chapter_titles(source.parent)
     nbformat.write(render_roles(executed, titles), str(target))  # for Jupyter
-    page = _page(root, source.stem, executed, out, f"re-run with {shown}")
+    try:
+        page = _page(root, source.stem, executed, out, f"re-run with {shown}")
+    except RuntimeError as e:  # the notebook stands; say why its page does not
+        print(f"markovlib rerun: error: {e}; the notebook: {target}", file=sys.stderr)
+        return 1
     print(f"notebook: {target}\nHTML page: {page}")
     return 0
 
@@ -1084,7 +1088,7 @@ def _page(root: Path, stem: str, nb, out: Path, edition: str) -> Path:
     built = _jupyter_book(site, ["--quiet"], capture_output=True, text=True)
     if built.returncode != 0:
         tail = (built.stderr or built.stdout).strip().splitlines()[-1:]
-        raise UsageError(f"the page of {stem} did not build: {' '.join(tail)}")
+        raise RuntimeError(f"the page of {stem} did not build: {' '.join(tail)}")
     shutil.rmtree(html, ignore_errors=True)
     shutil.move(str(site / "_build" / "html"), str(html))
     shutil.rmtree(site, ignore_errors=True)

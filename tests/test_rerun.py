@@ -256,3 +256,21 @@ def test_rerun_refuses_a_read_only_store_before_any_work(tmp_path):
     assert done.returncode == 1 and "not writable" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()  # refused before the chapter ran
+
+
+def test_a_page_that_does_not_build_is_one_line_and_keeps_the_notebook(
+    tmp_path, monkeypatch
+):
+    """The page is built after the chapter ran: a failed build is one line (its last
+    line), which `markovlib rerun` prints beside the executed notebook's path (exit
+    1); no page is left half written, the build folder stays for a look."""
+    import markovlib.cli as cli
+
+    failed = subprocess.CompletedProcess([], 1, stdout="", stderr="x\nSphinx: boom\n")
+    monkeypatch.setattr(cli, "_jupyter_book", lambda *a, **k: failed)
+    nb = nbformat.v4.new_notebook()
+    with pytest.raises(
+        RuntimeError, match="^the page of framework did not build: Sphinx: boom$"
+    ):
+        cli._page(ROOT, "framework", nb, tmp_path, "re-run with p=0.3")
+    assert not (tmp_path / "html").exists() and (tmp_path / ".page").is_dir()
