@@ -37,7 +37,12 @@ book: $(STAMP)
 	MARKOVLIB_SCALE=$(SCALE) $(BIN)/jupyter-book build . --path-output . || exit 1; \
 	echo "Book built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-test: $(STAMP) lint unit verify book-strict browser
+# each stage in turn, its wall-clock seconds on a line of its own (CI's log shows where the time goes)
+TEST_STAGES := lint unit verify book-strict browser
+test: $(STAMP)
+	@for stage in $(TEST_STAGES); do start=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$stage || exit 1; \
+	  echo "make test: $$stage passed in $$(( $$(date +%s) - start )) s"; done
 
 # ruff format (88 columns) and ruff check over the library, tests, tools and the notebooks (pyproject.toml);
 # import-linter's contracts on the library's layers

@@ -416,8 +416,10 @@ def test_sphinx_fixes_drops_repeated_scripts_in_place():
 
 def test_make_test_runs_the_browser_check():
     makefile = (ROOT / "Makefile").read_text()
-    test_line = next(ln for ln in makefile.splitlines() if ln.startswith("test:"))
-    assert test_line.split()[-1] == "browser" and "book-strict" in test_line
+    stages = re.search(r"^TEST_STAGES := (.*)$", makefile, re.M)[1].split()
+    assert stages[-1] == "browser" and "book-strict" in stages and "unit" in stages
+    recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "for stage in $(TEST_STAGES)" in recipe and "|| exit 1" in recipe
     assert (
         "tests/browser" in makefile
         and (ROOT / "tests" / "browser" / "test_site.py").exists()
