@@ -129,6 +129,18 @@ def test_the_page_is_in_sync_and_right_after_the_introduction(rows):
     assert [plain for plain in scorecard.MATHS if plain in prose] == []
     assert "$H_{\\rm rate}$" in text and "$\\theta_\\pi$" in text
     assert _toc_files()[0] == "book/scorecard"
+    # issue 49: the paper's figures are "the paper's Fig 3(b)", the book's "Fig. N"
+    assert re.findall(r"(?<!paper's )\bFig \d", text) == []
+    assert "The paper's Fig 3(b): tied and untied" in text
+
+
+def test_paper_figures_are_named_as_the_papers():
+    f = scorecard.paper_figures
+    assert f("Fig 3(b): tied") == "The paper's Fig 3(b): tied"
+    assert f("the GPT-2 model of Fig 3(b)") == "the GPT-2 model of the paper's Fig 3(b)"
+    assert f("settings (Fig 3)") == "settings (the paper's Fig 3)"
+    for same in ("Fig. 5", "the paper's Fig 5", "SubFig 2"):  # the book's; said; a word
+        assert f(same) == same
 
 
 def test_the_readme_table_is_the_computed_scorecard(rows):

@@ -304,6 +304,16 @@ def badge(v: str) -> str:
     return f"{{bdg-{BADGES[v]}}}`{v}`"
 
 
+_PAPER_FIGURE = re.compile(r"(?<![\w'’.])(?<!paper's )(?<!paper’s )(Fig) (\d)")
+
+
+def paper_figures(text: str) -> str:
+    """The paper's figures named as the paper's ("the paper's Fig 3(b)") on a page
+    whose own figures are "Fig. N" (issue 49)."""
+    named = _PAPER_FIGURE.sub(r"the paper's \1 \2", text)
+    return "The" + named[3:] if _PAPER_FIGURE.match(text) else named
+
+
 def _row(verdict: str, c: Claim, measured: str, setting: str) -> list[str]:
     """One list-table row: the verdict, the claim with its setting one click away
     (a dropdown), what was measured, and where the book shows it."""
@@ -314,10 +324,10 @@ def _row(verdict: str, c: Claim, measured: str, setting: str) -> list[str]:
     )
     return [
         f"* - {verdict}",
-        f"  - {as_maths(c.claim)} ({c.source})",
+        f"  - {paper_figures(as_maths(c.claim))} ({c.source})",
         "",
         "    :::{dropdown} Setting",
-        f"    {as_maths(setting)}",
+        f"    {paper_figures(as_maths(setting))}",
         "    :::",
         f"  - {measured}",
         f"  - {where}",
@@ -368,6 +378,7 @@ def page(rows=None) -> str:
     )
     title, rest = intro.split("\n\n", 1)
     table = [*header, *_computed_rows(rows), *_chapter_rows(), "```"]
+    rest = paper_figures(rest)
     return f"{title}\n\n{summary(rows)}\n\n{rest}" + "\n".join(table) + "\n"
 
 

@@ -260,7 +260,7 @@ def displayed_pt(scale: float) -> float:
 
 def _check_scorecard(rows) -> None:
     from markovlib.companion.claims import CLAIMS
-    from markovlib.companion.scorecard import MATHS, VERDICTS
+    from markovlib.companion.scorecard import MATHS, VERDICTS, paper_figures
 
     assert rows is not None, "scorecard: no table"
     assert len(rows) == len(CLAIMS), f"scorecard: {len(rows)} rows for {len(CLAIMS)}"
@@ -271,7 +271,8 @@ def _check_scorecard(rows) -> None:
         assert row["setting"], (claim.id, "no closed Setting dropdown")
         # Sphinx's smart quotes print the claim's ' as ’; the page typesets the plain
         # names of MATHS (H_rate, θ_π, ...): the text up to the first of them
-        plain = re.split("|".join(map(re.escape, MATHS)), claim.claim)[0]
+        named = paper_figures(claim.claim)  # "The paper's Fig 3(b)" (issue 49)
+        plain = re.split("|".join(map(re.escape, MATHS)), named)[0]
         assert claim_text.replace("’", "'").startswith(plain), claim.id
         assert re.search(r"\d", measured.split(":")[-1]), (claim.id, measured)
         assert verdict in VERDICTS, (claim.id, verdict)
