@@ -1055,7 +1055,7 @@ def _rerun(root: Path, source: Path, out: Path, params: dict) -> int:
     titles = chapter_titles(source.parent)
     nbformat.write(render_roles(executed, titles), str(target))  # for Jupyter
     try:
-        page = _page(root, source.stem, executed, out, f"re-run with {shown}")
+        page = _page(root, source.stem, executed, out, f"re-run with {shown}", titles)
     except RuntimeError as e:  # the notebook stands; say why its page does not
         print(f"markovlib rerun: error: {e}; the notebook: {target}", file=sys.stderr)
         return 1
@@ -1063,10 +1063,13 @@ def _rerun(root: Path, source: Path, out: Path, params: dict) -> int:
     return 0
 
 
-def _page(root: Path, stem: str, nb, out: Path, edition: str) -> Path:
+def _page(
+    root: Path, stem: str, nb, out: Path, edition: str, titles: dict[str, str]
+) -> Path:
     """Executed chapter ``nb`` as a page of the book (its theme, maths typeset
     offline, citations, numbered figures): a one-page book built in ``out/.page``,
-    its HTML moved to ``out/html``. Links to the other chapters become their titles."""
+    its HTML moved to ``out/html``. Links to the other chapters become their
+    ``titles`` (:func:`chapter_titles`)."""
     import nbformat
 
     site, html = out / ".page", out / "html"
@@ -1074,7 +1077,6 @@ def _page(root: Path, stem: str, nb, out: Path, edition: str) -> Path:
     toc = {"format": "jb-book", "root": f"book/{stem}"}
     toc["chapters"] = [{"file": "book/bibliography"}]
     _book_sources(root, site, edition, toc)
-    titles = chapter_titles(root / "book")
     nb.cells = _one_parameters_cell(nb.cells)
     for cell in nb.cells:
         if cell.cell_type == "markdown":

@@ -272,5 +272,5 @@ def test_a_page_that_does_not_build_is_one_line_and_keeps_the_notebook(
     with pytest.raises(
         RuntimeError, match="^the page of framework did not build: Sphinx: boom$"
     ):
-        cli._page(ROOT, "framework", nb, tmp_path, "re-run with p=0.3")
+        cli._page(ROOT, "framework", nb, tmp_path, "re-run with p=0.3", {})
     assert not (tmp_path / "html").exists() and (tmp_path / ".page").is_dir()

@@ -275,8 +275,8 @@ def along_path(model, record: RunRecord) -> np.ndarray:
     one test path of its run's chain and length (seed :data:`FIG3D_SEED`)."""
     x = record.chain.sample(1, record.spec.train.seq_len, seed=FIG3D_SEED)
     model.eval()
-    weights = list(model.parameters()) if hasattr(model, "parameters") else []
-    on = x.to(weights[0].device) if weights else x  # a model on the GPU
+    first = next(model.parameters(), None) if hasattr(model, "parameters") else None
+    on = x if first is None else x.to(first.device)  # a model on the GPU
     probs = model.probabilities(on)[0, :, 1].double().cpu().numpy()
     return probs[np.flatnonzero(x[0].numpy() == 0)]
 

@@ -18,6 +18,7 @@ so, only if all of these fail.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -145,12 +146,8 @@ def server():
             f"no built site at {SITE}: build it first (make book-strict, or make book "
             "and MARKOVLIB_SITE=_build/html)"
         )
-    handler = functools.partial(_QuietHandler, directory=str(SITE))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with _served(SITE) as url:
+        yield url
     SHOTS.mkdir(parents=True, exist_ok=True)
     size = sum(p.stat().st_size for p in SITE.rglob("*") if p.is_file())
     REPORT["_site"] = {
@@ -168,6 +165,18 @@ def server():
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+
+@contextlib.contextmanager
+def _served(directory: Path):
+    """``directory`` served on 127.0.0.1 in a thread; its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
 
 
 def _figure_names(stem: str) -> list[str]:
@@ -660,20 +669,17 @@ def rerun_page(tmp_path_factory):
     import nbformat
 
     from markovlib.cli import _page
+    from markovlib.companion.notebook import chapter_titles
 
     executed = SITE.parents[1] / "book" / "framework.ipynb"
     if not executed.is_file():
         pytest.skip(f"no executed chapter at {executed} (make book-strict first)")
     out = tmp_path_factory.mktemp("rerun")
     nb = nbformat.read(str(executed), as_version=4)
-    page = _page(ROOT, "framework", nb, out, "re-run with p=0.3, q=0.9")
-    handler = functools.partial(_QuietHandler, directory=str(out / "html"))
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/" + str(
-        page.relative_to(out / "html")
-    )
-    httpd.shutdown()
+    titles = chapter_titles(ROOT / "book")
+    page = _page(ROOT, "framework", nb, out, "re-run with p=0.3, q=0.9", titles)
+    with _served(out / "html") as url:
+        yield f"{url}/{page.relative_to(out / 'html')}"
 
 
 def test_a_rerun_page_reads_in_the_books_look_offline(browser, rerun_page):
