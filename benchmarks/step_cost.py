@@ -5,6 +5,9 @@ steps on 4 batches (the ``cpu`` scale's cadence).
 
 Usage: ``python benchmarks/step_cost.py [--quick]``; writes
 ``benchmarks/results/step-cost.json`` and prints each case beside the estimate.
+``--fixed``: the fixed seconds of a sweep on two worker processes instead (the pool's
+start, each ensemble's own; ``ENSEMBLE_SECONDS`` and ``POOL_START_SECONDS``), into
+``benchmarks/results/sweep-fixed.json``.
 Run it on an idle machine: it pins one torch thread.
 """
 
@@ -26,6 +29,7 @@ from markovlib.runs.sweep import estimate_seconds
 from markovlib.train import Execution, TrainConfig, train_many
 
 OUT = Path(__file__).resolve().parent / "results" / "step-cost.json"
+FIXED = OUT.with_name("sweep-fixed.json")
 KINDS = {
     "gpt2": dict(layer_norm=True, activation="gelu"),
     "theory": dict(),
@@ -109,10 +113,58 @@ def fit(rows: list[dict]) -> dict:
     return fitted
 
 
+def fixed_seconds(ensembles: int = 6, tries: int = 3) -> dict:
+    """Seconds of sweeps of one step on two worker processes: the first sweep (the
+    pool starts, each worker warms up) and later ones (each ensemble's fixed cost),
+    ``ensembles`` ensembles of 3 runs at length 128."""
+    import tempfile
+    from dataclasses import replace
+
+    from markovlib.runs.executors import _pool
+    from markovlib.runs.sweep import sweep
+
+    config = TransformerConfig(max_len=128, **KINDS["gpt2"])
+    train = TrainConfig(steps=1, batch_size=16, seq_len=128)
+    base = RunSpec({"kind": "binary", "p": 0.3, "q": 0.9}, config, train, seed=0)
+
+    def one_sweep(offset: int) -> float:
+        specs = [
+            replace(base, config=replace(config, window=w), seed=offset + s)
+            for w in range(ensembles)
+            for s in range(3)
+        ]
+        with tempfile.TemporaryDirectory() as folder:
+            start = time.perf_counter()
+            sweep(specs, Path(folder) / "runs.sqlite", workers=2, progress=False)
+            return time.perf_counter() - start
+
+    start = time.perf_counter()
+    _pool(2)
+    pool = time.perf_counter() - start
+    first = one_sweep(0)
+    later = min(one_sweep(100 * (t + 1)) for t in range(tries))
+    per_ensemble = later / -(-ensembles // 2)  # rounds of two ensembles
+    return dict(
+        pool_seconds=pool,
+        first_sweep_seconds=first,
+        later_sweep_seconds=later,
+        ensemble_seconds=per_ensemble,
+        pool_start_seconds=pool + first - later,
+        ensembles=ensembles,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="length 256 only")
+    parser.add_argument("--fixed", action="store_true", help="a sweep's fixed cost")
     args = parser.parse_args()
+    if args.fixed:
+        facts = dict(cpu=platform.processor() or platform.machine(), workers=2)
+        found = {k: round(v, 2) for k, v in fixed_seconds().items()}
+        print(found)
+        FIXED.write_text(json.dumps(dict(facts=facts, **found), indent=1) + "\n")
+        return
     torch.set_num_threads(1)
     every = (256,) if args.quick else (128, 256, 1024)
     timed(TransformerConfig(max_len=128), "fp32", 1, 128, 30)  # warm up

@@ -349,12 +349,15 @@ def test_two_worker_processes_train_the_runs_one_process_trains(tmp_path, capsys
     spawned processes of one torch thread give the runs of one process bit for bit,
     and the bar counts every run with the time left."""
     specs = grid([0.2, 0.6], [0.3], tied=[True], seeds=range(8), **TINY)
+    from markovlib.runs.executors import pool_started
+
     one = sweep(specs, tmp_path / "one", ensemble_size=8, device="cpu", progress=False)
+    wait = "under a second" if pool_started(2) else "about 8 s"  # the pool's start
     two = sweep(
         specs, tmp_path / "two", ensemble_size=8, device="cpu", workers=2, progress=True
     )
     err = capsys.readouterr().err
-    assert "in 2 ensembles on cpu, under a second on 2 CPU processes" in err
+    assert f"in 2 ensembles on cpu, {wait} on 2 CPU processes" in err
     assert "16.0/16 runs" in err
     a, b = ResultStore(tmp_path / "one"), ResultStore(tmp_path / "two")
     assert sorted(one["key"]) == sorted(two["key"]) == sorted(s.key for s in specs)
@@ -368,14 +371,31 @@ def test_two_worker_processes_train_the_runs_one_process_trains(tmp_path, capsys
 
 
 def test_makespan_gives_each_ensemble_to_the_least_loaded_worker():
-    from markovlib.runs.sweep import estimate_seconds, makespan
+    from markovlib.runs.sweep import (
+        ENSEMBLE_SECONDS,
+        POOL_START_SECONDS,
+        estimate_seconds,
+        makespan,
+    )
 
     specs = grid([0.2], [0.3], tied=[True], seeds=range(12), **TINY)
     chunks = [specs[:6], specs[6:9], specs[9:]]  # costs 6 : 3 : 3 (about)
     big, small = estimate_seconds(specs[:6], 1), estimate_seconds(specs[6:9], 1)
+    big, small = big + ENSEMBLE_SECONDS, small + ENSEMBLE_SECONDS
     assert makespan(chunks, 2) == pytest.approx(max(big, 2 * small))
     assert makespan(chunks, 1) == pytest.approx(big + 2 * small)
     assert makespan(chunks, 3) == pytest.approx(big)
+    cold = makespan(chunks, 3, pool_started=False)
+    assert cold == pytest.approx(big + POOL_START_SECONDS)
+
+
+def test_fixed_seconds_are_those_measured():
+    """ENSEMBLE_SECONDS and POOL_START_SECONDS round benchmarks/step_cost.py --fixed."""
+    from markovlib.runs.sweep import ENSEMBLE_SECONDS, POOL_START_SECONDS
+
+    found = json.loads((ROOT / "benchmarks/results/sweep-fixed.json").read_text())
+    assert ENSEMBLE_SECONDS == pytest.approx(found["ensemble_seconds"], rel=0.2)
+    assert POOL_START_SECONDS == pytest.approx(found["pool_start_seconds"], rel=0.1)
 
 
 def test_workers_share_the_runs_in_ensembles_of_at_least_four():

@@ -228,6 +228,14 @@ def _counter(chunk: Chunk, on_steps):
     return lambda step: on_steps(per_step)
 
 
+def pool_started(workers: int) -> bool:
+    """Whether this process already holds a pool of ``workers`` (its start is paid)."""
+    return workers in _POOLS
+
+
+_POOLS: set[int] = set()
+
+
 @functools.cache
 def _pool(workers: int):
     """``workers`` spawned processes of one torch thread each, kept for the session
@@ -237,6 +245,7 @@ def _pool(workers: int):
     ctx = mp.get_context("spawn")
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread)
     atexit.register(pool.shutdown, cancel_futures=True)
+    _POOLS.add(workers)
     return pool, ctx.Manager().Queue()
 
 
@@ -286,6 +295,7 @@ def _stop_pool(workers: int) -> None:
         process.terminate()
     pool.shutdown(wait=False, cancel_futures=True)
     _pool.cache_clear()
+    _POOLS.clear()
 
 
 def _plain(r: TrainResult) -> dict:

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from .._checks import check_int
 from ..device import resolve_device
 from ..train import TrainResult
-from .executors import train_chunks
+from .executors import pool_started, train_chunks
 from .shipped import shipped_data
 from .spec import RunSpec, ensembles
 from .store import ResultStore, check_seeds, default_results_dir
@@ -73,6 +73,14 @@ UNI_EMBEDDING = {"fp32": 0.94, "fp16": 0.65}
 ENSEMBLE_OVERHEAD = 0.3
 ATTENTION_SKIPPED = 0.2
 STATES_POWER = {"fp32": 0.5, "fp16": 0.0}
+# Fixed seconds of a sweep on two worker processes (``benchmarks/step_cost.py
+# --fixed``, benchmarks/results/sweep-fixed.json; AMD EPYC, 2026-11-27): each ensemble
+# 0.28 s (its models, its final evaluation, its results sent back); the first sweep of
+# a process 7.45 s more, while the pool starts (3.0 s: two spawned interpreters import
+# torch) and each worker warms up. Without them the depth chapter's sweeps of 12-22 s
+# read 26-33 % low.
+ENSEMBLE_SECONDS = 0.3
+POOL_START_SECONDS = 7.5
 WORKERS_VAR = "MARKOVLIB_WORKERS"  # local worker processes of a sweep (default 1)
 
 
@@ -137,13 +145,17 @@ def _runs_of(n: int) -> str:
     return f"{n} run{'s' if n != 1 else ''} of "
 
 
-def makespan(chunks: Sequence[Sequence[RunSpec]], workers: int) -> float:
+def makespan(
+    chunks: Sequence[Sequence[RunSpec]], workers: int, pool_started: bool = True
+) -> float:
     """About how many seconds ``chunks`` (ensembles) take on ``workers`` CPU processes
-    that each take the next ensemble: the largest first, each to the least loaded."""
+    that each take the next ensemble: the largest first, each to the least loaded,
+    each ensemble :data:`ENSEMBLE_SECONDS` more, and :data:`POOL_START_SECONDS` first
+    where the pool is not ``pool_started``."""
     loads = [0.0] * max(1, workers)
     for cost in sorted((estimate_seconds(c, 1) for c in chunks), reverse=True):
-        loads[loads.index(min(loads))] += cost
-    return max(loads)
+        loads[loads.index(min(loads))] += cost + ENSEMBLE_SECONDS
+    return max(loads) + (0.0 if pool_started else POOL_START_SECONDS)
 
 
 def training_note(
@@ -183,7 +195,8 @@ def _cpu_estimate(
         return ""
     where = "one CPU thread" if workers == 1 else f"{workers} CPU processes"
     if chunks is not None:
-        seconds = makespan(chunks, workers)
+        pooled = workers > 1 and len(chunks) > 1  # a pool of workers trains them
+        seconds = makespan(chunks, workers, not pooled or pool_started(workers))
     else:
         seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
     if seconds < 1:
