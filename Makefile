@@ -50,7 +50,7 @@ book: $(STAMP)
 TEST_STAGES := lint unit verify book-strict browser
 test: $(STAMP)
 	@for stage in $(TEST_STAGES); do start=$$(date +%s); \
-	  $(MAKE) --no-print-directory $$stage || exit 1; \
+	  $(MAKE) --no-print-directory $$stage SHOTS=screen || exit 1; \
 	  echo "make test: $$stage passed in $$(( $$(date +%s) - start )) s"; done
 
 # ruff format (88 columns) and ruff check over the library, tests, tools and the notebooks (pyproject.toml);
@@ -81,8 +81,11 @@ book-strict: $(STAMP)
 
 # Every page of the strict build in headless Chromium (installs Debian's chromium if missing and run as root),
 # two browsers at a time (pytest-xdist; 118 s against 149 s for one, 2026-11-27)
+# SHOTS=screen: screenshots of the first screen only (`make test`), else of whole pages
+SHOTS ?= full
 browser: $(STAMP)
-	MARKOVLIB_SITE=_build/strict/_build/html $(BIN)/python -m pytest tests/browser -q -rs -n 2
+	MARKOVLIB_SITE=_build/strict/_build/html MARKOVLIB_SHOTS=$(SHOTS) \
+	  $(BIN)/python -m pytest tests/browser -q -rs -n 2
 
 # The shipped paper-edition runs: manifest, every SHA-256 and spec key, every run checked without training
 # (two processes; fresh losses to 0.02 nats), then one run drawn at random among those of at most 60 s

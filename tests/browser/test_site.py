@@ -8,8 +8,9 @@ MathJax, fonts and scripts are local), every image must load with a non-zero siz
 named figure of the chapter must be there with its caption, all math must be typeset by
 MathJax with no raw TeX left, notebook pages must carry the Binder and Colab launch
 buttons and the "Re-run this page" box, internal links must resolve (page and anchor),
-and the text must stay readable in the theme's dark mode. Screenshots (light, full page;
-dark, first screen) go to ``_build/screenshots/`` with ``report.json``.
+and the text must stay readable in the theme's dark mode. Screenshots (light, full page,
+or its first screen with ``MARKOVLIB_SHOTS=screen``; dark, first screen) go to
+``_build/screenshots/`` with ``report.json``.
 
 Chromium: ``$MARKOVLIB_CHROMIUM``, a system Chromium/Chrome, else Debian's ``chromium``
 installed with apt-get (as root), else Playwright's own download; the tests skip, saying
@@ -41,6 +42,9 @@ SITE = Path(
     os.environ.get("MARKOVLIB_SITE") or ROOT / "_build" / "strict" / "_build" / "html"
 ).resolve()
 SHOTS = ROOT / "_build" / "screenshots"
+# whole pages (the default), or the first screen only with MARKOVLIB_SHOTS=screen
+# (`make test`: a whole tall page's capture is 40 % of the stage's time, 2026-11-27)
+FULL_PAGE = os.environ.get("MARKOVLIB_SHOTS", "full") != "screen"
 BOOK = ROOT / "book"
 SKIP_DIRS = {
     "_static",
@@ -391,7 +395,7 @@ caption: cap ? cap.textContent.trim() : ''}; }""",
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")
-    pg.screenshot(path=str(shot), full_page=True)
+    pg.screenshot(path=str(shot), full_page=FULL_PAGE)
     light_contrast = pg.evaluate(CONTRAST_JS, TEXT_SELECTORS)
     # dark mode as a reader gets it: the theme's own switch, remembered in localStorage,
     # then a reload
@@ -623,7 +627,7 @@ def test_page_reads_for_a_reader_on_a_phone(page, browser, server):
     phone = pg.evaluate(SCORECARD_PHONE_JS) if stem == "scorecard" else None
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + "-phone.png")
-    pg.screenshot(path=str(shot), full_page=True)
+    pg.screenshot(path=str(shot), full_page=FULL_PAGE)
     context.close()
     REPORT.setdefault(page, {})["phone_screenshot"] = shot.name
 
@@ -699,7 +703,7 @@ def test_a_rerun_page_reads_in_the_books_look_offline(browser, rerun_page):
     )
     state = pg.evaluate(MATH_STATE_JS)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(SHOTS / "rerun__framework.png"), full_page=True)
+    pg.screenshot(path=str(SHOTS / "rerun__framework.png"), full_page=FULL_PAGE)
     context.close()
     assert external == [], external
     assert state["theme"], state
