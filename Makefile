@@ -46,12 +46,13 @@ book: $(STAMP)
 	MARKOVLIB_SCALE=$(SCALE) $(BIN)/jupyter-book build . --path-output . || exit 1; \
 	echo "Book built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
-# each stage in turn, its wall-clock seconds on a line of its own (CI's log shows where the time goes)
-TEST_STAGES := lint unit verify book-strict browser
+# The stages in turn, each one's wall-clock seconds on a line of its own as it passes (CI's log shows where
+# the time goes); verify, which needs none of them, runs beside book-strict and browser (they leave a core
+# idle part of the time), its output printed when it ends (tools/test_stages.py)
+TEST_STAGES := lint unit book-strict browser
+BESIDE := verify
 test: $(STAMP)
-	@for stage in $(TEST_STAGES); do start=$$(date +%s); \
-	  $(MAKE) --no-print-directory $$stage SHOTS=screen || exit 1; \
-	  echo "make test: $$stage passed in $$(( $$(date +%s) - start )) s"; done
+	@$(BIN)/python tools/test_stages.py $(TEST_STAGES) --beside $(BESIDE) --from book-strict
 
 # ruff format (88 columns) and ruff check over the library, tests, tools and the notebooks (pyproject.toml);
 # import-linter's contracts on the library's layers

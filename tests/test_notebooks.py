@@ -7,6 +7,7 @@ by ``make book-strict``: ``tests/edition`` and ``tests/browser`` read that editi
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -202,10 +203,23 @@ def _text(cell) -> str:
     return "".join(parts)
 
 
+@pytest.fixture(scope="module")
+def kernel():
+    """One kernel for every chapter's golden cells, at smoke scale (issue 51: a kernel
+    each cost 3-4 s of start and imports); each chapter from a reset namespace."""
+    from jupyter_client.manager import start_new_kernel
+
+    env = {**os.environ, "MARKOVLIB_SCALE": "smoke"}
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(ROOT / "book"), env=env)
+    yield km, kc
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
 @pytest.mark.parametrize(
     "path", [p for p in NOTEBOOKS if _golden(p)], ids=lambda p: p.stem
 )
-def test_golden_cells_print_their_stored_output(path, monkeypatch):
+def test_golden_cells_print_their_stored_output(path, kernel):
     """The cells tagged nbval-check-output (deterministic theory numbers) print
     exactly their stored text when the chapter runs with its default parameters at
     smoke scale. Only the cells up to the last such cell run (none of them trains):
@@ -217,13 +231,11 @@ def test_golden_cells_print_their_stored_output(path, monkeypatch):
     golden = _golden(path)
     stored = {i: _text(nb.cells[i]) for i in golden}
     assert all(stored.values()), "golden cells store their output"
-    nb.cells = nb.cells[: max(golden) + 1]
-    monkeypatch.setenv("MARKOVLIB_SCALE", "smoke")
-    NotebookClient(
-        nb,
-        timeout=600,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
+    nb.cells = [nbformat.v4.new_code_cell("%reset -f")] + nb.cells[: max(golden) + 1]
+    client = NotebookClient(nb, km=kernel[0], timeout=600, allow_errors=False)
+    client.kc = kernel[1]
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            client.execute_cell(cell, index)
     for i in golden:
-        assert _text(nb.cells[i]) == stored[i], (path.stem, i)
+        assert _text(nb.cells[i + 1]) == stored[i], (path.stem, i)

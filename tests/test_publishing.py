@@ -8,10 +8,12 @@ page" box, build facts.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -419,11 +421,60 @@ def test_make_test_runs_the_browser_check():
     stages = re.search(r"^TEST_STAGES := (.*)$", makefile, re.M)[1].split()
     assert stages[-1] == "browser" and "book-strict" in stages and "unit" in stages
     recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "for stage in $(TEST_STAGES)" in recipe and "|| exit 1" in recipe
+    assert "tools/test_stages.py $(TEST_STAGES) --beside $(BESIDE)" in recipe
+    assert re.search(r"^BESIDE := verify$", makefile, re.M)
     assert (
         "tests/browser" in makefile
         and (ROOT / "tests" / "browser" / "test_site.py").exists()
     )
+
+
+def _fake_make(tmp_path: Path, fail: str = "") -> dict:
+    """An environment whose $MAKE runs stage ``x`` as: sleep for ``x``'s number of
+    tenths of a second (``beside`` 300), note its thread count, fail if ``fail``."""
+    make = tmp_path / "make"
+    make.write_text(
+        "#!/bin/sh\n"
+        'stage=$2; echo "$stage $OMP_NUM_THREADS" >> "$TRACE"\n'
+        f'[ "$stage" = "{fail}" ] && exit 3\n'
+        "case $stage in beside) sleep 30;; *) sleep 0.2;; esac\n"
+        'echo "$stage done"\n'
+    )
+    make.chmod(0o755)
+    return {**os.environ, "MAKE": str(make), "TRACE": str(tmp_path / "trace")}
+
+
+def test_make_tests_stage_beside_the_others_is_stopped_with_them(tmp_path):
+    """tools/test_stages.py: the stages in turn, each's time printed; the stage beside
+    them starts with --from, one thread a process; a failing stage stops it (exit 2,
+    nothing left running), and a failing beside stage fails the run."""
+    tool = [sys.executable, str(ROOT / "tools" / "test_stages.py")]
+    env = {**_fake_make(tmp_path, fail="b"), "OMP_NUM_THREADS": "2"}
+    t0 = time.monotonic()
+    out = subprocess.run(
+        [*tool, "a", "b", "--beside", "beside", "--from", "a"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2 and "make test: b failed" in out.stderr
+    assert time.monotonic() - t0 < 10, "the stage beside was waited for, not stopped"
+    assert re.search(r"^make test: a passed in \d+ s$", out.stdout, re.M)
+    trace = (tmp_path / "trace").read_text().split("\n")
+    assert "beside 1" in trace and trace.index("beside 1") < trace.index("b 2")
+    assert not _running("sleep 30"), "the stage beside still runs"
+    make = (tmp_path / "make").read_text().replace("sleep 30", "sleep 0.5")
+    (tmp_path / "make").write_text(
+        make.replace('= "b" ] && exit 3', '= "beside" ] && exit 3')
+    )
+    out = subprocess.run(
+        [*tool, "a", "b", "--beside", "beside", "--from", "b"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2 and "make test: beside failed" in out.stderr
+    assert "make test: b passed in" in out.stdout
+
+
+def _running(pattern: str) -> bool:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
 
 
 # --- the code a reader sees (issue 14) ------------------------------------------------

@@ -265,6 +265,39 @@ def test_claims_report_is_one_format_for_every_chapter():
     assert "all claims" not in claims_report(S, {}) and "\n" not in claims_report(S, {})
 
 
+def test_a_chapters_claims_table_has_one_line_per_claim():
+    """Issue 49: a chapter's claims box was a paragraph of bold text with five
+    intervals in one sentence; now one list-table row per recorded claim: badge, claim,
+    k of n per part (or the value), the 95 % interval of each, and the setting and the
+    whole measurement in a closed dropdown."""
+    from markovlib.companion.scorecard import claims_table, counts_text, record
+
+    parts = (("attention", 7, 8), ("rank", 2, 8))
+    verdicts = {
+        "thm1": record("thm1", "2.2e-16", True, CPU),
+        "fig3b": record(
+            "fig3b", "3 of 4 runs escaped", True, CPU, counts=(("", 3, 4),)
+        ),
+        "appd_untied": record("appd_untied", "untied: ...", False, CPU, counts=parts),
+    }
+    table = claims_table(verdicts)
+    assert table.startswith("```{list-table}") and table.endswith("```")
+    rows = table.split("\n* - ")[2:]  # after the header row
+    assert len(rows) == 3
+    for row, (cid, v) in zip(rows, verdicts.items()):
+        c = claims.claim(cid)
+        assert row.startswith(scorecard.badge(v)), row
+        assert ":::{dropdown} Details" in row and ":open:" not in row
+        assert scorecard.as_maths(c.setting).split(",")[0] in row
+    assert rows[0].rstrip().endswith("  - 2.2e-16\n  - —")
+    low, high = scorecard.share_interval(3, 4)
+    assert (
+        rows[1].rstrip().endswith(f"  - 3 of 4\n  - {100 * low:.0f}–{100 * high:.0f} %")
+    )
+    assert "  - attention 7 of 8; rank 2 of 8\n" in rows[2]
+    assert counts_text(parts) in rows[2]  # the whole measurement, in the dropdown
+
+
 def test_a_rows_measurement_is_said_once():
     """Issue 41: "share of the gap learnt: share of the gap: window 1 0.999" and
     "runs with each property: untied: attention 8 of 8" said the measure twice."""

@@ -6,9 +6,10 @@ and which shipped groups it reads. The rules that judge them are in
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-__all__ = ["Claim", "CLAIMS", "claim"]
+__all__ = ["Claim", "CLAIMS", "claim", "paper_figures"]
 
 
 @dataclass(frozen=True)
@@ -511,3 +512,13 @@ def claim(claim_id: str) -> Claim:
     if claim_id not in _BY_ID:
         raise ValueError(f"claim must be one of {', '.join(_BY_ID)}; got {claim_id!r}")
     return _BY_ID[claim_id]
+
+
+_PAPER_FIGURE = re.compile(r"(?<![\w'’.])(?<!paper's )(?<!paper’s )(Fig) (\d)")
+
+
+def paper_figures(text: str) -> str:
+    """The paper's figures named as the paper's ("the paper's Fig 3(b)") on a page
+    whose own figures are "Fig. N" (issue 49)."""
+    named = _PAPER_FIGURE.sub(r"the paper's \1 \2", text)
+    return "The" + named[3:] if _PAPER_FIGURE.match(text) else named

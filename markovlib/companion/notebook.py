@@ -508,6 +508,16 @@ def scales_table():
     )
 
 
+def settings_table() -> pd.DataFrame:
+    """:func:`markovlib.runs.edition.settings_table` as the book prints it: the paper's
+    figures named as the paper's in each source ("The paper's Fig 3(b) as ...")."""
+    from ..runs import edition
+    from .claims import paper_figures
+
+    table = edition.settings_table()
+    return table.assign(source=table["source"].map(paper_figures))
+
+
 def build_checks(info: dict, defaults: dict, progress: pd.DataFrame) -> dict:
     """The Reproducibility page's claims as values: three scales, ``auto`` one of them,
     every chapter's ``defaults`` with ``seed`` and ``scale = "auto"``, markovlib and

@@ -63,7 +63,7 @@ from ..theory import (
 )
 from ..train import diverged_step
 from . import measures
-from .claims import CLAIMS, Claim, claim
+from .claims import CLAIMS, Claim, claim, paper_figures
 from .measures import Measure, RunRecord, k_threshold
 from .notebook import glue
 
@@ -116,18 +116,19 @@ def verdict(
     return REPRODUCED if ok else DIFFERS
 
 
+def _interval(k: int, n: int) -> str:
+    """The 95 % interval of a share of k of n runs: '60–91 %'."""
+    low, high = share_interval(k, n)
+    return f"{100 * low:.0f}–{100 * high:.0f} %"
+
+
 def counts_text(counts: tuple) -> str:
     """The 95 % interval of each part's share of runs, for the row beside its counts:
     '95 % interval 60–91 %', or per part where the claim has several."""
-
-    def interval(k, n):
-        low, high = share_interval(k, n)
-        return f"{100 * low:.0f}–{100 * high:.0f} %"
-
     if len(counts) == 1:
-        return f"95 % interval {interval(*counts[0][1:])}"
+        return f"95 % interval {_interval(*counts[0][1:])}"
     return "95 % intervals: " + "; ".join(
-        f"{part} {k} of {n}, {interval(k, n)}" for part, k, n in counts
+        f"{part} {k} of {n}, {_interval(k, n)}" for part, k, n in counts
     )
 
 
@@ -158,17 +159,69 @@ def record(
     v = verdict(ok, scale, exact=c.exact, applicable=applicable, counts=counts)
     glue(f"sc_{c.id}_value", with_intervals(c, value, counts), display=False)
     glue(f"sc_{c.id}_verdict", v, display=False)
+    _RECORDED[c.id] = (v, value, tuple(counts))
     return v
+
+
+_RECORDED: dict[str, tuple[str, str, tuple]] = {}  # id: (verdict, value, counts)
+
+
+def _claim_line(c: Claim, v: str, value: str, counts: tuple) -> list[str]:
+    """One claim of a chapter's table: its badge, the claim (its setting and the whole
+    measurement in a closed dropdown), runs k of n (or the value), the interval."""
+    parts = len(counts) > 1
+    if counts and not c.exact:
+        runs = "; ".join(f"{p + ' ' if parts else ''}{k} of {n}" for p, k, n in counts)
+        interval = "; ".join(_interval(k, n) for _, k, n in counts)
+    else:
+        runs, interval = as_maths(value), "—"
+    return [
+        f"* - {badge(v)}",
+        f"  - {paper_figures(as_maths(c.claim))} ({c.source})",
+        "",
+        "    :::{dropdown} Details",
+        f"    {paper_figures(as_maths(c.setting))}",
+        "",
+        f"    {as_maths(c.measure)}: {as_maths(with_intervals(c, value, counts))}",
+        "    :::",
+        f"  - {runs}",
+        f"  - {interval}",
+    ]
+
+
+def claims_table(verdicts: dict[str, str]) -> str:
+    """A chapter's claims as a MyST table, one line each (issue 49): the verdict as a
+    badge, the claim, runs k of n (or the value), the 95 % interval of their share;
+    the setting and the whole measurement one click away, as :func:`record` had them."""
+    lines = [
+        "```{list-table}",
+        ":header-rows: 1",
+        ":widths: 16 56 14 14",
+        ":class: claims-table",
+        "",
+        "* - Verdict",
+        "  - Claim",
+        "  - Runs or value",
+        "  - 95 % interval",
+    ]
+    for cid, v in verdicts.items():
+        _, value, counts = _RECORDED.get(cid, (v, "", ()))
+        lines += _claim_line(claim(cid), v, value, counts)
+    return "\n".join([*lines, "```"])
 
 
 def claims_report(S, verdicts: dict[str, str], values: dict | None = None) -> str:
     """The last lines of every chapter, in one format: its exact claims hold at the
     scale ``S`` (the assertions above them passed), then each of its scorecard claims
-    with the verdict :func:`record` gave and the measurement (``values``)."""
+    with the verdict :func:`record` gave and the measurement (``values``); glues
+    ``sc_claims``, the :func:`claims_table` of its claims box."""
     lines = [
         f"The exact claims of this chapter hold at the {S.name} scale (asserted above)."
     ]
-    if verdicts:
+    if verdicts:  # the table at the top of the page: {glue:md} sc_claims
+        from IPython.display import Markdown  # the book's dependency, as myst-nb
+
+        glue("sc_claims", Markdown(claims_table(verdicts)), display=False)
         lines.append("Its claims on the scorecard, by the rule:")
         width = max(map(len, verdicts))
         for cid, v in verdicts.items():
@@ -302,16 +355,6 @@ BADGES = {
 def badge(v: str) -> str:
     """``v`` as a MyST badge role: {bdg-success}`reproduced`."""
     return f"{{bdg-{BADGES[v]}}}`{v}`"
-
-
-_PAPER_FIGURE = re.compile(r"(?<![\w'’.])(?<!paper's )(?<!paper’s )(Fig) (\d)")
-
-
-def paper_figures(text: str) -> str:
-    """The paper's figures named as the paper's ("the paper's Fig 3(b)") on a page
-    whose own figures are "Fig. N" (issue 49)."""
-    named = _PAPER_FIGURE.sub(r"the paper's \1 \2", text)
-    return "The" + named[3:] if _PAPER_FIGURE.match(text) else named
 
 
 def _row(verdict: str, c: Claim, measured: str, setting: str) -> list[str]:

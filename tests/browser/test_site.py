@@ -63,6 +63,9 @@ PAGES = (
     else []
 )
 CHROMIUM_FLAGS = [
+    # offline: every host but 127.0.0.1 (bypassed as loopback) through a proxy at a
+    # closed port of this machine, so nothing leaves it (_offline records any attempt)
+    "--proxy-server=http://127.0.0.1:9",
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
@@ -262,6 +265,56 @@ SCORECARD_JS = """() => { const t = document.querySelector('#tab-scorecard') ||
     link: (r.querySelector('td:last-child a[href]') || {}).href || null })); }"""
 
 
+# a chapter's claims box (issue 49): its table's rows, and the box's text outside it
+CLAIMS_BOX_JS = """() => { const box = [...document.querySelectorAll('.admonition')]
+    .find(a => a.querySelector('table.claims-table'));
+  if (!box) return null;
+  const rest = box.cloneNode(true); rest.querySelector('table').remove();
+  return {rest: rest.textContent.trim().split(/\\s+/).length,
+    rows: [...box.querySelectorAll('table.claims-table tbody tr')].map(r => ({
+      badge: !!r.querySelector('td:first-child .sd-badge'),
+      cells: [...r.querySelectorAll(':scope > td')].map(td => td.textContent.trim()),
+      details: !!r.querySelector('td details.sd-dropdown:not([open])')}))}; }"""
+
+
+# "Fig N" in a page's text that is neither the book's own (a numbered reference or a
+# caption's number) nor named as the paper's ("the paper's Fig 3(b)", issue 49)
+BARE_FIGURES_JS = """() => { const c = document.querySelector('main, article, body')
+    .cloneNode(true);
+  c.querySelectorAll('pre, code, script, style, mjx-container, .caption-number, '
+    + 'a[href*="#fig-"]').forEach(e => e.remove());
+  const text = c.textContent.replace(/\\s+/g, ' ');
+  return [...text.matchAll(/\\bFigs?\\.? ?\\d/g)]
+    .filter(m => !/paper[\x27\u2019]s $/
+      .test(text.slice(Math.max(0, m.index - 8), m.index)))
+    .map(m => text.slice(Math.max(0, m.index - 40), m.index + 12)); }"""
+
+
+def _check_claims_box(stem: str, box) -> None:
+    """Each of the chapter's scorecard claims on one line of its claims box: a badge,
+    the claim with its details one click away, runs or a value, an interval; the box's
+    prose around it short (it was 14-20 lines of bold text with five intervals)."""
+    from markovlib.companion.claims import CLAIMS
+    from markovlib.companion.scorecard import VERDICTS
+
+    mine = [c for c in CLAIMS if c.chapter == stem]
+    if not mine:
+        assert box is None, f"{stem}: a claims table without claims"
+        return
+    assert box is not None, f"{stem}: no claims table in the claims box"
+    assert len(box["rows"]) == len(mine), (stem, len(box["rows"]), len(mine))
+    for c, row in zip(mine, box["rows"]):
+        verdict, claim_text, runs, interval = row["cells"]
+        assert row["badge"] and verdict in VERDICTS, (c.id, verdict)
+        assert row["details"], (c.id, "no closed Details dropdown")
+        assert re.search(r"\d", runs) or "not shipped" in runs, (c.id, runs)
+        assert interval == "—" or re.fullmatch(r"(\d+–\d+ %(; )?)+", interval), (
+            c.id,
+            interval,
+        )
+    assert box["rest"] <= 120, f"{stem}: {box['rest']} words around the claims table"
+
+
 def displayed_pt(scale: float) -> float:
     """Size as displayed of the smallest figure text: MIN_FONT_PT points at DPI pixels
     per inch is MIN_FONT_PT * DPI / 72 image pixels, shown at ``scale`` CSS pixels each
@@ -296,18 +349,17 @@ def _check_scorecard(rows) -> None:
 
 
 def _offline(context, external: list) -> None:
-    """Let ``context`` load only from 127.0.0.1 (and data: or blob: URLs); every other
-    request is aborted and its URL appended to ``external``."""
+    """Append to ``external`` the URL of every request of ``context`` that is not for
+    127.0.0.1 (or a data: or blob: URL). The browser cannot reach any other host: its
+    proxy is a closed local port (:data:`CHROMIUM_FLAGS`). A listener, not a route: a
+    route sent every request through this process (a quarter of a page's time)."""
 
-    def route(r):
-        url = urlparse(r.request.url)
-        if url.scheme in ("data", "blob") or url.hostname == "127.0.0.1":
-            r.continue_()
-        else:
-            external.append(r.request.url)
-            r.abort()
+    def seen(request):
+        url = urlparse(request.url)
+        if url.scheme not in ("data", "blob") and url.hostname != "127.0.0.1":
+            external.append(request.url)
 
-    context.route("**/*", route)
+    context.on("request", seen)
 
 
 @pytest.mark.skipif(
@@ -392,6 +444,8 @@ caption: cap ? cap.textContent.trim() : ''}; }""",
         if displayed_pt(scale) < 9
     ]
     scorecard = pg.evaluate(SCORECARD_JS) if stem == "scorecard" else None
+    claims_box = pg.evaluate(CLAIMS_BOX_JS)
+    bare_figures = pg.evaluate(BARE_FIGURES_JS)
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")
@@ -445,6 +499,11 @@ caption: cap ? cap.textContent.trim() : ''}; }""",
     assert not small_text, f"{page}: figure text below 9 pt as displayed: {small_text}"
     if scorecard is not None:
         _check_scorecard(scorecard)
+    if (BOOK / f"{stem}.ipynb").exists():
+        _check_claims_box(stem, claims_box)
+    assert not bare_figures, (
+        f"{page}: a figure not named as the paper's: {bare_figures}"
+    )
     assert not external, f"{page} requested resources outside the site: {external[:5]}"
     assert not errors, f"{page}: {errors[:5]}"
     assert all(w > 0 and h > 0 for _, w, h in images), (
