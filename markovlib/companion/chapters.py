@@ -827,7 +827,7 @@ def initialisation_trap_text(
         f"From the standard initialisation the reduced flow sends "
         f"{np.mean(pred_local):.0%} of the theory model's runs on this chain to a "
         f"local minimum; in {{doc}}`bad_local_minima` {theory_local:.0%} of them ended "
-        f"nearer H(π) than H_rate (`{scale}` scale)."
+        f"nearer $H(\\pi)$ than $H_{{\\rm rate}}$ (`{scale}` scale)."
     )
     return text, headline
 
