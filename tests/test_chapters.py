@@ -304,8 +304,8 @@ def test_crossover_text_counts_runs_at_the_unigram_loss():
     )
     text = chapters.crossover_text(cross)
     first, second = text.split("; ")
-    assert first == "gd from θ_π + noise: 2 of 2 at H(π)"
-    assert second == "adamw from standard init: 0 of 3 at H(π)"
+    assert first == r"gd from $\theta_\pi$ + noise: 2 of 2 at $H(\pi)$"
+    assert second == r"adamw from standard init: 0 of 3 at $H(\pi)$"
 
 
 def test_plateau_ends_only_above_the_line_nan_when_never():

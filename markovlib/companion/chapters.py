@@ -446,14 +446,14 @@ def appendix_d_steps(result, x, length: int) -> pd.DataFrame:
         row = {
             "attention ratio": d["ratio_mean"],
             "positional spread": d["spread"],
-            "mean ‖p_n − p̄‖": float((pos - pos.mean(0)).norm(dim=-1).mean()),
-            "‖e_1 − e_0‖": float((emb[1] - emb[0]).norm()),
+            "mean ‖pₙ − p̄‖": float((pos - pos.mean(0)).norm(dim=-1).mean()),
+            "‖e₁ − e₀‖": float((emb[1] - emb[0]).norm()),
         }
         for name, s in d["svals"].items():
             if name.endswith(APPD_MATRICES):
-                short = name.split(".")[-2]
-                row[f"{short} s_1"], row[f"{short} s_2"] = float(s[0]), float(s[1])
-                row[f"{short} s_2/s_1"] = d["rank_ratio"][name]
+                short = name.split(".")[-2].replace("_1", "₁").replace("_2", "₂")
+                row[f"{short} s₁"], row[f"{short} s₂"] = float(s[0]), float(s[1])
+                row[f"{short} s₂/s₁"] = d["rank_ratio"][name]
         rows[result.train_config.steps if step is None else int(step)] = row
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("step")
 
@@ -660,12 +660,16 @@ def zero_share_text(table: pd.DataFrame, rows: Sequence[str]) -> str:
 
 def crossover_text(cross) -> str:
     """Runs at H(π) per optimiser and start of a
-    :func:`markovlib.analysis.optimizer_crossover`: "gd from θ_π + noise: k of n at
-    H(π); ..."."""
+    :func:`markovlib.analysis.optimizer_crossover`, as MyST: "gd from $\\theta_\\pi$ +
+    noise: k of n at $H(\\pi)$; ..."."""
     return "; ".join(
-        f"{opt} from {start}: {cross.at_unigram((opt, start))} of {len(v)} at H(π)"
+        f"{opt} from {_STARTS.get(start, start)}: {cross.at_unigram((opt, start))} of "
+        f"{len(v)} at $H(\\pi)$"
         for (opt, start), v in cross.losses.items()
     )
+
+
+_STARTS = {"θ_π + noise": r"$\theta_\pi$ + noise"}  # the starts as MyST maths
 
 
 def crossover_lines(cross) -> str:
@@ -799,7 +803,7 @@ def _kink_escape_text(runs, local: np.ndarray) -> str:
         "reduced model's local basin stays there: those 'local minima' sit on the "
         "kink of the ReLU neuron (its pre-activation is 0 at e = 0), and the full "
         "model leaves them off the manifold; at the end the embeddings' common "
-        f"mode ‖E_0 + E_1‖/2 is {common:.2f} (median; 0 on the manifold). "
+        f"mode $\\|E_0 + E_1\\|/2$ is {common:.2f} (median; 0 on the manifold). "
     )
 
 
@@ -814,8 +818,9 @@ def initialisation_trap_text(
     text = (
         f"Measured at the `{scale}` scale: the reduced flow puts "
         f"{np.mean(pred_local):.0%} of the theory model's standard initialisations in "
-        f"the local basin; {theory_local:.0%} of those runs ended nearer H(π) than "
-        f"H_rate (per-run agreement {per_run:.0%}), and {wide.mean():.0%} of the GPT-2 "
+        f"the local basin; {theory_local:.0%} of those runs ended nearer $H(\\pi)$ "
+        f"than $H_{{\\rm rate}}$ (per-run agreement {per_run:.0%}), and "
+        f"{wide.mean():.0%} of the GPT-2 "
         "runs initialised at 0.2 (a model with layer norm, outside the reduction). "
     )
     if not converges:

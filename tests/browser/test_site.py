@@ -290,6 +290,22 @@ BARE_FIGURES_JS = """() => { const c = document.querySelector('main, article, bo
     .map(m => text.slice(Math.max(0, m.index - 40), m.index + 12)); }"""
 
 
+# maths written as plain text (issue 49: "H_rate", "θ_π", "s_2/s_1", "2^16" on pages):
+# the text outside code, printed output and typeset maths
+PSEUDO_TEX_JS = r"""() => { const c = document.querySelector('main, article, body')
+    .cloneNode(true);
+  c.querySelectorAll('pre, code, script, style, mjx-container, .math')
+    .forEach(e => e.remove());
+  const text = c.textContent.replace(/\s+/g, ' ');
+  const alone = '(?<![A-Za-z0-9_.])';  // not a name's part (ff.W_1)
+  const tex = new RegExp([
+    'H_rate',
+    alone + '[A-Za-z\u03c0\u03b8]_(?:\\d|\\{|\u03c0|rate|n(?![A-Za-z]))',
+    alone + '\\d+\\^\\{?\\d'].join('|'), 'g');
+  return [...text.matchAll(tex)]
+    .map(m => text.slice(Math.max(0, m.index - 30), m.index + 15)); }"""
+
+
 def _check_claims_box(stem: str, box) -> None:
     """Each of the chapter's scorecard claims on one line of its claims box: a badge,
     the claim with its details one click away, runs or a value, an interval; the box's
@@ -451,6 +467,7 @@ caption: cap ? cap.textContent.trim() : ''}; }""",
     scorecard = pg.evaluate(SCORECARD_JS) if stem == "scorecard" else None
     claims_box = pg.evaluate(CLAIMS_BOX_JS)
     bare_figures = pg.evaluate(BARE_FIGURES_JS)
+    pseudo_tex = pg.evaluate(PSEUDO_TEX_JS)
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")
@@ -509,6 +526,7 @@ caption: cap ? cap.textContent.trim() : ''}; }""",
     assert not bare_figures, (
         f"{page}: a figure not named as the paper's: {bare_figures}"
     )
+    assert not pseudo_tex, f"{page}: maths as plain text: {pseudo_tex[:5]}"
     assert not external, f"{page} requested resources outside the site: {external[:5]}"
     # the icon a browser asks of a page that names none (the root's redirect page,
     # when its load is slow enough to ask) is no error of the site
