@@ -71,18 +71,21 @@ def run(stages: list[str], beside: str | None, start_with: str | None) -> int:
             if subprocess.run(_make(stage), cwd=ROOT).returncode != 0:
                 print(f"make test: {stage} failed", file=sys.stderr)
                 return 2
-            print(f"make test: {stage} passed in {time.monotonic() - start:.0f} s")
+            passed = f"make test: {stage} passed in {time.monotonic() - start:.0f} s"
+            print(passed, flush=True)  # before the next stage's own output
         if job is None:
             return 0
         proc, log, start = job
         code = proc.wait()
         sys.stdout.write(log.read_text())
+        sys.stdout.flush()
         if code != 0:
             print(f"make test: {beside} failed", file=sys.stderr)
             return 2
         print(
             f"make test: {beside} passed in {time.monotonic() - start:.0f} s "
-            f"(beside {', '.join(stages[stages.index(start_with) :])})"
+            f"(beside {', '.join(stages[stages.index(start_with) :])})",
+            flush=True,
         )
         return 0
     except KeyboardInterrupt:
