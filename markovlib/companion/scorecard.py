@@ -175,17 +175,26 @@ def _claim_line(c: Claim, v: str, value: str, counts: tuple) -> list[str]:
         interval = "; ".join(_interval(k, n) for _, k, n in counts)
     else:
         runs, interval = as_maths(value), "—"
+    whole = f"{as_maths(c.measure)}: {as_maths(with_intervals(c, value, counts))}"
     return [
         f"* - {badge(v)}",
-        f"  - {paper_figures(as_maths(c.claim))} ({c.source})",
-        "",
-        "    :::{dropdown} Details",
-        f"    {paper_figures(as_maths(c.setting))}",
-        "",
-        f"    {as_maths(c.measure)}: {as_maths(with_intervals(c, value, counts))}",
-        "    :::",
+        *_claim_cell(c, "Details", c.setting, whole),
         f"  - {runs}",
         f"  - {interval}",
+    ]
+
+
+def _claim_cell(c: Claim, title: str, setting: str, *more: str) -> list[str]:
+    """A list-table cell: the claim and its source, then ``setting`` (and ``more``
+    paragraphs) in a closed dropdown named ``title``."""
+    paragraphs = [paper_figures(as_maths(setting)), *more]
+    body = "\n\n".join(f"    {text}" for text in paragraphs).split("\n")
+    return [
+        f"  - {paper_figures(as_maths(c.claim))} ({c.source})",
+        "",
+        f"    :::{{dropdown}} {title}",
+        *body,
+        "    :::",
     ]
 
 
@@ -367,11 +376,7 @@ def _row(verdict: str, c: Claim, measured: str, setting: str) -> list[str]:
     )
     return [
         f"* - {verdict}",
-        f"  - {paper_figures(as_maths(c.claim))} ({c.source})",
-        "",
-        "    :::{dropdown} Setting",
-        f"    {paper_figures(as_maths(setting))}",
-        "    :::",
+        *_claim_cell(c, "Setting", setting),
         f"  - {measured}",
         f"  - {where}",
     ]

@@ -23,7 +23,6 @@ only when the Ray executor runs: ``import markovlib`` never loads it.
 from __future__ import annotations
 
 import atexit
-import functools
 import logging
 import os
 import signal
@@ -133,7 +132,7 @@ def train_chunks(
             )
         chunks = list(chunks)
         on_cpu = resolve_device(device).type == "cpu"
-        if workers > 1 and len(chunks) > 1 and on_cpu and not compile:
+        if pooled(len(chunks), workers) and on_cpu and not compile:
             return _pool_chunks(chunks, workers, stop_after, on_steps)
         return (
             (
@@ -228,25 +227,30 @@ def _counter(chunk: Chunk, on_steps):
     return lambda step: on_steps(per_step)
 
 
+def pooled(chunks: int, workers: int) -> bool:
+    """Whether ``chunks`` ensembles on the CPU go to a pool of ``workers`` processes."""
+    return workers > 1 and chunks > 1
+
+
 def pool_started(workers: int) -> bool:
     """Whether this process already holds a pool of ``workers`` (its start is paid)."""
     return workers in _POOLS
 
 
-_POOLS: set[int] = set()
+_POOLS: dict[int, tuple] = {}  # workers: (the pool, its progress queue)
 
 
-@functools.cache
 def _pool(workers: int):
     """``workers`` spawned processes of one torch thread each, kept for the session
     (a chapter sweeps group after group); shut down at exit."""
-    import multiprocessing as mp
+    if workers not in _POOLS:
+        import multiprocessing as mp
 
-    ctx = mp.get_context("spawn")
-    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread)
-    atexit.register(pool.shutdown, cancel_futures=True)
-    _POOLS.add(workers)
-    return pool, ctx.Manager().Queue()
+        ctx = mp.get_context("spawn")
+        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread)
+        atexit.register(pool.shutdown, cancel_futures=True)
+        _POOLS[workers] = pool, ctx.Manager().Queue()
+    return _POOLS[workers]
 
 
 def _one_thread() -> None:
@@ -294,7 +298,6 @@ def _stop_pool(workers: int) -> None:
     for process in list(getattr(pool, "_processes", {}).values()):
         process.terminate()
     pool.shutdown(wait=False, cancel_futures=True)
-    _pool.cache_clear()
     _POOLS.clear()
 
 

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from .._checks import check_int
 from ..device import resolve_device
 from ..train import TrainResult
-from .executors import pool_started, train_chunks
+from .executors import pool_started, pooled, train_chunks
 from .shipped import shipped_data
 from .spec import RunSpec, ensembles
 from .store import ResultStore, check_seeds, default_results_dir
@@ -195,8 +195,8 @@ def _cpu_estimate(
         return ""
     where = "one CPU thread" if workers == 1 else f"{workers} CPU processes"
     if chunks is not None:
-        pooled = workers > 1 and len(chunks) > 1  # a pool of workers trains them
-        seconds = makespan(chunks, workers, not pooled or pool_started(workers))
+        cold = pooled(len(chunks), workers) and not pool_started(workers)
+        seconds = makespan(chunks, workers, pool_started=not cold)
     else:
         seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
     if seconds < 1:
