@@ -277,33 +277,35 @@ CLAIMS_BOX_JS = """() => { const box = [...document.querySelectorAll('.admonitio
       details: !!r.querySelector('td details.sd-dropdown:not([open])')}))}; }"""
 
 
-# "Fig N" in a page's text that is neither the book's own (a numbered reference or a
-# caption's number) nor named as the paper's ("the paper's Fig 3(b)", issue 49)
-BARE_FIGURES_JS = """() => { const c = document.querySelector('main, article, body')
-    .cloneNode(true);
-  c.querySelectorAll('pre, code, script, style, mjx-container, .caption-number, '
-    + 'a[href*="#fig-"]').forEach(e => e.remove());
-  const text = c.textContent.replace(/\\s+/g, ' ');
-  return [...text.matchAll(/\\bFigs?\\.? ?\\d/g)]
-    .filter(m => !/paper[\x27\u2019]s $/
-      .test(text.slice(Math.max(0, m.index - 8), m.index)))
-    .map(m => text.slice(Math.max(0, m.index - 40), m.index + 12)); }"""
+# a page's text with ``drop`` (CSS selectors) removed, whitespace runs as one space
+TEXT_WITHOUT_JS = r"""(drop) => {
+  const c = document.querySelector('main, article, body').cloneNode(true);
+  c.querySelectorAll(drop).forEach(e => e.remove());
+  return c.textContent.replace(/\s+/g, ' '); }"""
+NOT_PROSE = "pre, code, script, style, mjx-container"
+# "Fig N" neither the book's own (a numbered reference or a caption's number) nor
+# named as the paper's ("the paper's Fig 3(b)", issue 49)
+FIGURE = re.compile(r"\bFigs?\.? ?\d")
+# maths written as plain text (issue 49: "H_rate", "θ_π", "s_2/s_1", "2^16" on pages),
+# not a name's part (ff.W_1)
+PSEUDO_TEX = re.compile(
+    r"H_rate|(?<![A-Za-z0-9_.])[A-Za-zπθ]_(?:\d|\{|π|rate|n(?![A-Za-z]))"
+    r"|(?<![A-Za-z0-9_.])\d+\^\{?\d"
+)
 
 
-# maths written as plain text (issue 49: "H_rate", "θ_π", "s_2/s_1", "2^16" on pages):
-# the text outside code, printed output and typeset maths
-PSEUDO_TEX_JS = r"""() => { const c = document.querySelector('main, article, body')
-    .cloneNode(true);
-  c.querySelectorAll('pre, code, script, style, mjx-container, .math')
-    .forEach(e => e.remove());
-  const text = c.textContent.replace(/\s+/g, ' ');
-  const alone = '(?<![A-Za-z0-9_.])';  // not a name's part (ff.W_1)
-  const tex = new RegExp([
-    'H_rate',
-    alone + '[A-Za-z\u03c0\u03b8]_(?:\\d|\\{|\u03c0|rate|n(?![A-Za-z]))',
-    alone + '\\d+\\^\\{?\\d'].join('|'), 'g');
-  return [...text.matchAll(tex)]
-    .map(m => text.slice(Math.max(0, m.index - 30), m.index + 15)); }"""
+def _bare_figures(text: str) -> list[str]:
+    return [
+        text[max(0, m.start() - 40) : m.start() + 12]
+        for m in FIGURE.finditer(text)
+        if not re.search(r"paper['’]s $", text[max(0, m.start() - 8) : m.start()])
+    ]
+
+
+def _pseudo_tex(text: str) -> list[str]:
+    return [
+        text[max(0, m.start() - 30) : m.start() + 15] for m in PSEUDO_TEX.finditer(text)
+    ]
 
 
 def _check_claims_box(stem: str, box) -> None:
@@ -466,8 +468,9 @@ caption: cap ? cap.textContent.trim() : ''}; }""",
     ]
     scorecard = pg.evaluate(SCORECARD_JS) if stem == "scorecard" else None
     claims_box = pg.evaluate(CLAIMS_BOX_JS)
-    bare_figures = pg.evaluate(BARE_FIGURES_JS)
-    pseudo_tex = pg.evaluate(PSEUDO_TEX_JS)
+    figure_text = f"{NOT_PROSE}, .caption-number, a[href*='#fig-']"
+    bare_figures = _bare_figures(pg.evaluate(TEXT_WITHOUT_JS, figure_text))
+    pseudo_tex = _pseudo_tex(pg.evaluate(TEXT_WITHOUT_JS, f"{NOT_PROSE}, .math"))
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + ".png")
