@@ -100,3 +100,19 @@ def test_sweep_command_writes_the_store(tmp_path):
     assert "8 runs" in first.stdout and "(8 new)" in first.stdout
     second = run(*args)
     assert "(0 new)" in second.stdout
+
+
+def test_the_cli_and_a_sweep_import_neither_ray_nor_scipy():
+    """Every CLI call and sweep worker process pays its imports: Ray only where the Ray
+    executor runs, SciPy (0.5 s, issue 51) only where a manifold start or the exact
+    dynamics need it."""
+    code = (
+        "import sys, markovlib, markovlib.runs.sweep, markovlib.runs.executors, "
+        "markovlib.runs.verify, markovlib.cli; "
+        "print(sorted({'ray', 'scipy'} & set(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -160,23 +160,6 @@ def _counting_puts(store: ResultStore) -> list[str]:
     return keys
 
 
-def test_importing_markovlib_does_not_import_ray():
-    code = (
-        "import sys, markovlib, markovlib.runs.sweep, markovlib.runs.executors, "
-        "markovlib.cli; "
-        "print('ray' in sys.modules)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
-
-
 def test_ray_sweep_equals_local_bit_for_bit(cluster, local_rows, tmp_path):
     store = ResultStore(tmp_path)
     puts = _counting_puts(store)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import torch
 
 from ..chains import Chain, binary, lag_switching, random_kth_order, symmetric
-from ..dynamics import lowrank_model
 from ..model import TransformerConfig
 from ..train import Execution, TrainConfig, TrainResult, train, train_many
 
@@ -129,6 +128,8 @@ def start_weights(spec: RunSpec) -> dict | None:
         )
     if spec.chain.get("kind") != "binary":
         raise ValueError(f"a manifold start needs a binary chain; got {spec.chain!r}")
+    from ..dynamics import lowrank_model  # SciPy's import (0.5 s) only where needed
+
     pq = (spec.chain["p"], spec.chain["q"])
     model = lowrank_model(
         float(init["e"]), float(init["w"]), None, pq, spec.config, torch.float32

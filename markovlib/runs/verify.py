@@ -533,57 +533,61 @@ def _check_ensembles(data: ShippedData) -> int:
 
 
 def _consistent_part(directory: str, keys: list[str], threads: int | None):
-    """(largest kernel |Δ|, largest loss |Δ| / tolerance) of :func:`_consistent` over
-    ``keys``; run by a worker process of :func:`_check_runs` on ``threads`` threads."""
+    """(largest kernel |Δ|, largest loss |Δ| / tolerance, CPU seconds) of
+    :func:`_consistent` over ``keys``; run by a worker process of :func:`_check_runs`
+    on ``threads`` threads."""
     if threads is not None:
         torch.set_num_threads(threads)
-    data = ShippedData(directory)
+    cpu0, data = time.process_time(), ShippedData(directory)
     kernel, loss = 0.0, 0.0
     for key in keys:
         k, share = _consistent(data, key)
         kernel, loss = max(kernel, k), max(loss, share)
-    return kernel, loss
+    return kernel, loss, time.process_time() - cpu0
 
 
-def _check_runs(data: ShippedData, log, jobs: int = 1) -> None:
+def _check_runs(data: ShippedData, log, jobs: int = 1, meanwhile=None):
     """Every run consistent without training (:func:`_check_ensembles`,
     :func:`_consistent`), over ``jobs`` processes of one torch thread each; one line
-    of summary."""
+    of summary. ``meanwhile()`` (the re-training and recomputing) runs in this process
+    while ``jobs`` > 1 processes check, so that neither leaves a core idle (issue 51:
+    their minute ran alone after the checks), else after them; returns its value."""
     import multiprocessing
-    import resource
-    from concurrent.futures import ProcessPoolExecutor
 
-    t0, cpu0 = time.perf_counter(), time.process_time()
-    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
     trainings = _check_ensembles(data)
-    keys = sorted(data.index())
-    if jobs == 1:
-        parts = [_consistent_part(str(data.directory), keys, None)]
-    else:  # spawned: a forked child of a process that ran torch's threads can hang
-        spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
-            chunks = [keys[i::jobs] for i in range(jobs)]
-            parts = list(
-                pool.map(
-                    _consistent_part, [str(data.directory)] * jobs, chunks, [1] * jobs
-                )
-            )
-    kernel, loss = (max(values) for values in zip(*parts))
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (
-        time.process_time()
-        - cpu0
-        + sum(
-            getattr(children, f) - getattr(children0, f)
-            for f in ("ru_utime", "ru_stime")
-        )
-    )
+    keys, directory = sorted(data.index()), str(data.directory)
     log(
         f"every run's results are its own ({trainings} trainings: each run listed by "
         "its ensemble, or trained alone)"
     )
+    if jobs == 1:
+        cpu0 = time.process_time()
+        parts = [_consistent_part(directory, keys, None)]
+        _log_checks(log, parts, time.perf_counter() - t0, time.process_time() - cpu0, 1)
+        return meanwhile() if meanwhile else None
+    chunks = [(directory, keys[i::jobs], 1) for i in range(jobs)]
+    ended = []
+    # spawned: a forked child of a process that ran torch's threads can hang; the
+    # pool's exit kills its processes (an error or Ctrl-C here stops them at once)
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        checking = pool.starmap_async(
+            _consistent_part,
+            chunks,
+            callback=lambda _: ended.append(time.perf_counter()),
+        )
+        out = meanwhile() if meanwhile else None
+        parts = checking.get()
+    cpu = sum(part[2] for part in parts)
+    _log_checks(log, parts, ended[0] - t0, cpu, jobs)
+    return out
+
+
+def _log_checks(log, parts, seconds: float, cpu: float, jobs: int) -> None:
+    """The one line of :func:`_check_runs`: the largest |Δ| over every part."""
+    kernel, loss = (max(part[i] for part in parts) for i in (0, 1))
     log(
-        f"every run checked without training in {time.perf_counter() - t0:.0f} s "
+        f"every run checked without training in {seconds:.0f} s "
         f"({cpu:.0f} s of CPU, {jobs} process{'es' if jobs > 1 else ''}): its stored "
         "weights give its "
         f"learnt kernel (max |Δ| {kernel:.2g} <= {KERNEL_TOLERANCE:g}) and a test loss "
@@ -1031,15 +1035,17 @@ def verify(
     else:
         what = "the edition"
     _check_edition(index, edition, complete, log, what)
-    if checks:
-        _check_runs(data, log, jobs)
-    if sample == 0:
-        log("no run re-trained (--sample 0)")
-        return 0
-    if checks:  # a second, re-training-only verify does not recompute them again
-        _recompute_derived(data, derived_sample(sample), seed, log)
-    units = _draw(data, sample, seed, max_seconds, exact_only, quick, log)
-    return _retrain(data, units, quick, executor, address, log)
+
+    def retrain() -> int:
+        if sample == 0:
+            log("no run re-trained (--sample 0)")
+            return 0
+        if checks:  # a second, re-training-only verify does not recompute them again
+            _recompute_derived(data, derived_sample(sample), seed, log)
+        units = _draw(data, sample, seed, max_seconds, exact_only, quick, log)
+        return _retrain(data, units, quick, executor, address, log)
+
+    return _check_runs(data, log, jobs, retrain) if checks else retrain()
 
 
 def _nothing_left(max_seconds: float | None, exact_only: bool) -> str:
