@@ -806,6 +806,14 @@ def _failure(error) -> str:
     return f"{error.ename}: {' '.join(str(error.evalue).split())}"
 
 
+def _quiet_interrupt(signum, frame):
+    """Ctrl-C in a worker of ``book``: nothing more from it on the terminal (its dying
+    kernel's "Kernel died" and asyncio's "Task exception was never retrieved" with a
+    traceback, seen under load); the main process says it in one line."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    raise KeyboardInterrupt
+
+
 def _execute_one(source: Path, target: Path, given: dict, threads: str | None):
     """Execute one chapter with papermill (in a worker process of ``book --jobs``);
     its seconds, or the one-line reason it failed."""
@@ -813,6 +821,7 @@ def _execute_one(source: Path, target: Path, given: dict, threads: str | None):
 
     if threads is not None:  # the kernel inherits it: one torch thread per worker
         os.environ["OMP_NUM_THREADS"] = threads
+    signal.signal(signal.SIGINT, _quiet_interrupt)
     start = time.perf_counter()
     try:
         _papermill(source, target, given, progress_bar=False)

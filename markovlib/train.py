@@ -299,6 +299,9 @@ class TrainResult:
         None  # weights were also saved after this step (verification)
     )
     checkpoint: dict | None = None
+    # the metrics stored with the run (learnt kernel, entropies, ...), where it was read
+    # back from a result store or the shipped data; empty for a run trained here
+    metrics: dict = field(default_factory=dict)
 
     @property
     def test_seed(self) -> int:

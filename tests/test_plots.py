@@ -31,16 +31,16 @@ from markovlib.companion.figures import (
 def _clean_matplotlib():
     """rcParams restored after each test (set_style() changes them), and every figure
     the test drew has its legends off the data (issue 49: legends over the loss
-    curves of bad_local_minima, trapped and saddles)."""
+    curves of bad_local_minima, trapped and saddles) and no TeX typed as plain text in
+    any of its texts (issue 49: "θ_π" in a legend)."""
     with matplotlib.rc_context():
         yield
-        covered = [
-            f"figure {n}: {where}"
-            for n in plt.get_fignums()
-            for where in style.legends_over_data(plt.figure(n))
-        ]
+        figures = [plt.figure(n) for n in plt.get_fignums()]
+        covered = [f"{where}" for f in figures for where in style.legends_over_data(f)]
+        typed = [text for f in figures for text in style.pseudo_tex(f)]
     plt.close("all")
     assert not covered, covered
+    assert not typed, f"pseudo-TeX in a figure (mathtext: $...$): {typed}"
 
 
 def _history(seed: int, steps: int = 40, eval_every: int = 10) -> pd.DataFrame:
@@ -286,7 +286,7 @@ def test_every_text_of_the_helpers_is_at_least_min_font():
         {"tied": [_history(0), _history(1)], "untied": _history(2)}, chain, axes[0]
     )
     style.probability_along(
-        np.arange(10), np.full(10, 0.4), {"p": 0.5, "π_1": 0.38}, axes[1]
+        np.arange(10), np.full(10, 0.4), {"p": 0.5, r"$\pi_1$": 0.38}, axes[1]
     )
     fig2, ax2 = plt.subplots()
     grid = [0.2, 0.5, 0.8]
@@ -475,10 +475,13 @@ def test_probability_panels_and_loss_slices():
     style.set_style()
     pos, probs = np.arange(5), np.full(5, 0.4)
     fig = style.probability_panels(
-        {"at θ_π": (pos, probs, "gpt2, seed 3"), "escaped": (pos, probs, "gpt2")},
+        {
+            r"at $\theta_\pi$": (pos, probs, "gpt2, seed 3"),
+            "escaped": (pos, probs, "gpt2"),
+        },
         {"p": 0.5},
     )
-    assert [ax.get_title() for ax in fig.axes] == ["at θ_π", "escaped"]
+    assert [ax.get_title() for ax in fig.axes] == [r"at $\theta_\pi$", "escaped"]
     assert fig.axes[1].get_ylabel() == "" and fig.axes[0].get_ylabel()
     ts = np.linspace(-1, 1, 5)
     fig = global_minimum_figures.loss_slices(
@@ -770,3 +773,36 @@ def test_portrait_pair_marks_starts_as_predicted_or_not():
     )
     assert len(bad2.get_xydata()) == 0
     assert fig.legends and first.get_title() == "this chain: p + q = 1.30"
+
+
+def test_trapped_figures_label_their_series_in_mathtext_off_the_data():
+    """The trapped chapter's survival, gradient and per-cell figures (their texts
+    swept by the fixture: "loss × 2^16" was plain text, issue 49), each series labelled
+    and the references drawn: the authors' budget, half of the runs."""
+    from markovlib.analysis import Survival
+
+    style.set_style()
+    steps = np.array([0, 100, 200, 400])
+    curves = {
+        "GPT-2, fp16": Survival(steps, np.array([1.0, 1.0, 0.5, 0.5]), (None, 300)),
+        "GPT-2, float32": Survival(steps, np.array([1.0, 0.5, 0.0, 0.0]), (50, 150)),
+    }
+    ax = trapped_figures.survival_curves(curves, mark=400)
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == [
+        "GPT-2, fp16 (2 runs)",
+        "GPT-2, float32 (2 runs)",
+        "the authors' 400 iterations",
+    ]
+    table = pd.DataFrame(
+        {"fp16 zero share": [0.9, 0.1], "fp16-scaled zero share": [0.0, 0.0]},
+        index=["blocks.0.attn.W_Q.weight", "wte.weight"],
+    )
+    ax = trapped_figures.gradient_bars(table, title="fp16 gradients")
+    assert ax.get_legend_handles_labels()[1][1] == r"fp16, loss × $2^{16}$"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["attn.W_Q", "wte"]
+    cells = pd.DataFrame(
+        dict(p=[0.6, 0.8], q=[0.5, 0.4], runs=3, trapped=[2, 0], share=[2 / 3, 0.0])
+    ).assign(low=[0.21, 0.0], high=[0.94, 0.56])
+    ax = trapped_figures.cell_trap_shares(cells)
+    assert 0.5 in [line.get_ydata()[0] for line in ax.lines]

@@ -431,11 +431,12 @@ def test_make_test_runs_the_browser_check():
 
 def _fake_make(tmp_path: Path, fail: str = "") -> dict:
     """An environment whose $MAKE runs stage ``x`` as: sleep for ``x``'s number of
-    tenths of a second (``beside`` 300), note its thread count, fail if ``fail``."""
+    tenths of a second (``beside`` 300), note its thread count and niceness, fail if
+    ``fail``."""
     make = tmp_path / "make"
     make.write_text(
         "#!/bin/sh\n"
-        'stage=$2; echo "$stage $OMP_NUM_THREADS" >> "$TRACE"\n'
+        'stage=$2; echo "$stage $OMP_NUM_THREADS $(nice)" >> "$TRACE"\n'
         f'[ "$stage" = "{fail}" ] && exit 3\n'
         "case $stage in beside) sleep 30;; *) sleep 0.2;; esac\n"
         'echo "$stage done"\n'
@@ -446,20 +447,23 @@ def _fake_make(tmp_path: Path, fail: str = "") -> dict:
 
 def test_make_tests_stage_beside_the_others_is_stopped_with_them(tmp_path):
     """tools/test_stages.py: the stages in turn, each's time printed; the stage beside
-    them starts with --from, one thread a process; a failing stage stops it (exit 2,
-    nothing left running), and a failing beside stage fails the run."""
+    them starts with --from, one thread a process, at the niceness --nice adds; a
+    failing stage stops it (exit 2, nothing left running), and a failing beside stage
+    fails the run."""
     tool = [sys.executable, str(ROOT / "tools" / "test_stages.py")]
     env = {**_fake_make(tmp_path, fail="b"), "OMP_NUM_THREADS": "2"}
     t0 = time.monotonic()
     out = subprocess.run(
-        [*tool, "a", "b", "--beside", "beside", "--from", "a"],
+        [*tool, "a", "b", "--beside", "beside", "--from", "a", "--nice", "7"],
         capture_output=True, text=True, env=env, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2 and "make test: b failed" in out.stderr
     assert time.monotonic() - t0 < 10, "the stage beside was waited for, not stopped"
     assert re.search(r"^make test: a passed in \d+ s$", out.stdout, re.M)
     trace = (tmp_path / "trace").read_text().split("\n")
-    assert "beside 1" in trace and trace.index("beside 1") < trace.index("b 2")
+    own = os.nice(0)
+    beside, b = f"beside 1 {min(own + 7, 19)}", f"b 2 {own}"
+    assert beside in trace and trace.index(beside) < trace.index(b), trace
     assert not _running("sleep 30"), "the stage beside still runs"
     make = (tmp_path / "make").read_text().replace("sleep 30", "sleep 0.5")
     (tmp_path / "make").write_text(
@@ -607,26 +611,39 @@ def test_reproducibility_page_helpers():
 def test_build_checks_fail_on_a_broken_build():
     import pandas as pd
 
+    from markovlib.runs import edition
+    from markovlib.runs.shipped import ShippedData
+
     info = {"versions": {"markovlib": "1.0", "torch": "2.0"}}
     defaults = {f"ch{i}": {"seed": 0, "scale": "auto"} for i in range(6)}
     progress = pd.DataFrame({"runs": [3] * 21, "shipped": [3] * 21})
-    assert all(notebook.build_checks(info, defaults, progress).values())
+    assert all(notebook.build_checks(info, defaults, progress, (63, 63, 63)).values())
     broken = {
         "markovlib and torch installed": (
             {"versions": {"markovlib": "not installed", "torch": "2.0"}},
             defaults,
             progress,
+            (63, 63, 63),
         ),
         "every chapter takes seed, scale auto": (
             info,
             {**defaults, "ch0": {"seed": 0, "scale": "cpu"}},
             progress,
+            (63, 63, 63),
         ),
-        "edition progress": (info, defaults, progress.assign(shipped=4)),
+        "edition progress": (info, defaults, progress.assign(runs=2), (63, 63, 63)),
+        # the page's "k of n runs shipped" is the manifest's k (issue 49: the groups'
+        # sum counted a run of two groups twice: 1 046 for the manifest's 1 038)
+        "runs shipped as the manifest lists": (info, defaults, progress, (63, 63, 64)),
     }
     for name, args in broken.items():
         checks = notebook.build_checks(*args)
         assert [k for k, ok in checks.items() if not ok] == [name]
+    # the shipped data: what the page counts is what the manifest lists
+    shipped, wanted, listed = edition.shipped_runs()
+    assert shipped == listed == len(ShippedData(ROOT / "data" / "paper")) <= wanted
+    checks = notebook.build_checks(info, defaults, edition.progress())
+    assert checks["runs shipped as the manifest lists"]
 
 
 def _lowest_python(specifiers) -> str:

@@ -40,7 +40,9 @@ def test_longest_first_puts_the_ensembles_of_most_steps_first():
     assert [len(c) for _, c in _ordered(groups, 1, longest_first=True)] == [1] * 4
 
 
-def test_two_processes_train_each_run_once_and_as_one_process_would(tmp_path):
+def test_two_processes_train_each_run_once_and_as_one_process_would(
+    tmp_path, monkeypatch
+):
     groups = _groups()
     one = ResultStore(tmp_path / "one")
     assert produce(groups, one, ensemble_size=2, **QUIET) == 4
@@ -50,6 +52,10 @@ def test_two_processes_train_each_run_once_and_as_one_process_would(tmp_path):
     for spec in (s for _, specs in groups for s in specs):
         # the same ensembles, one thread each: bit for bit
         assert one.load(spec).final_test_loss == two.load(spec).final_test_loss
+    # resumed when done: nothing trained, and no process started
+    monkeypatch.setattr(
+        "multiprocessing.get_context", lambda *a: pytest.fail("spawned")
+    )
     assert produce_parallel(groups, tmp_path / "two", workers=2, ensemble_size=2) == 0
 
 

@@ -23,6 +23,7 @@ from markovlib.runs.store import ResultStore
 from markovlib.runs.sweep import sweep_results
 from markovlib.runs.verify import VerificationError, verify
 
+ROOT = Path(__file__).resolve().parents[1]
 # 16 test paths per evaluation: enough for verify to estimate the sampling noise
 SMALL = dict(steps=60, batch_size=4, seq_len=32, eval_every=10, eval_batches=4)
 
@@ -430,3 +431,24 @@ def test_status_reads_the_shipped_data_without_a_store(edition):
         ("untied", 2, 2),
         ("again", 1, 1),
     ]
+
+
+def test_a_read_back_runs_record_takes_its_stored_kernel():
+    """A chapter's record of a shipped or stored run takes the learnt kernel stored with
+    it (issue 51: recomputing it was a third of reading shipped runs): the kernel its
+    weights give, to verify's tolerance; a stored kernel changed is what the record
+    reads; a run trained here computes its own."""
+    from markovlib.companion.measures import record_of
+    from markovlib.runs.spec import RunSpec
+    from markovlib.runs.verify import KERNEL_TOLERANCE
+
+    data = ShippedData(ROOT / "data" / "paper")
+    key = sorted(data.index())[0]
+    run = data.load(RunSpec.from_dict(data.record(key)["spec"]))
+    stored = np.asarray(run.metrics["learnt_kernel"])
+    np.testing.assert_array_equal(record_of(run).kernel, stored)
+    np.testing.assert_allclose(run.learnt_kernel(), stored, atol=KERNEL_TOLERANCE)
+    run.metrics = {**run.metrics, "learnt_kernel": (stored + 0.25).tolist()}
+    np.testing.assert_array_equal(record_of(run).kernel, stored + 0.25)
+    run.metrics = {}  # as a run just trained
+    np.testing.assert_array_equal(record_of(run).kernel, run.learnt_kernel())

@@ -109,8 +109,14 @@ class RunRecord:
 
 @one_thread()  # the learnt kernel runs the model on a few short paths: small tensors
 def record_of(result, spec=None) -> RunRecord:
-    """A :class:`RunRecord` of a trained run (its learnt kernel computed here)."""
-    kernel = result.learnt_kernel() if isinstance(result.chain, MarkovChain) else None
+    """A :class:`RunRecord` of a trained run: its learnt kernel as stored with it (a
+    stored or shipped run: the same computation, which ``markovlib verify`` checks
+    against its weights; a third of a chapter's time reading shipped runs), else
+    computed here."""
+    kernel = None
+    if isinstance(result.chain, MarkovChain):
+        stored = result.metrics.get("learnt_kernel")
+        kernel = result.learnt_kernel() if stored is None else np.asarray(stored)
     history = result.test_history[["step", "test_loss"]].reset_index(drop=True)
     return RunRecord(result.chain, kernel, history, spec, "", result.diverged_step)
 

@@ -518,10 +518,17 @@ def settings_table() -> pd.DataFrame:
     return table.assign(source=table["source"].map(paper_figures))
 
 
-def build_checks(info: dict, defaults: dict, progress: pd.DataFrame) -> dict:
+def build_checks(
+    info: dict, defaults: dict, progress: pd.DataFrame, counts=None
+) -> dict:
     """The Reproducibility page's claims as values: three scales, ``auto`` one of them,
     every chapter's ``defaults`` with ``seed`` and ``scale = "auto"``, markovlib and
-    torch in ``info``, and the edition's ``progress`` shipping no more than it has."""
+    torch in ``info``, the edition's ``progress`` shipping no more than it has, and
+    the page's count of runs shipped the manifest's (``counts``: runs shipped, wanted,
+    listed, :func:`~markovlib.runs.edition.shipped_runs` by default)."""
+    from ..runs import edition
+
+    shipped, wanted, listed = counts or edition.shipped_runs()
     return {
         "three scales": set(PRESETS) == {"smoke", "cpu", "paper"}
         and len(scales_table()) == 3,
@@ -532,6 +539,7 @@ def build_checks(info: dict, defaults: dict, progress: pd.DataFrame) -> dict:
         not in (info["versions"]["markovlib"], info["versions"]["torch"]),
         "edition progress": len(progress) > 20
         and bool((progress["shipped"] <= progress["runs"]).all()),
+        "runs shipped as the manifest lists": shipped == listed <= wanted,
     }
 
 

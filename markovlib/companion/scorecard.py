@@ -673,7 +673,7 @@ PRECISION_TEXT = {
     "fp32": "float32",
     "bf16": "bf16 autocast",
     "fp16": "fp16 autocast without loss scaling",
-    "fp16-scaled": "fp16 autocast with a 2^16 loss scale",
+    "fp16-scaled": "fp16 autocast with a loss scale of 65536",
 }
 
 

@@ -155,8 +155,14 @@ def produce_parallel(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    ResultStore(store).check_writable()  # refused before any process starts
-    job = dict(groups=list(groups), store=str(store), shipped_dir=shipped_dir, **kwargs)
+    groups, held = list(groups), ResultStore(store)
+    held.check_writable()  # refused before any process starts
+    done = held.keys() | (
+        set(ShippedData(shipped_dir).index()) if shipped_dir else set()
+    )
+    if all(s.key in done for _, specs in groups for s in specs):
+        return 0  # nothing left: no process started (a resumed edition that is done)
+    job = dict(groups=groups, store=str(store), shipped_dir=shipped_dir, **kwargs)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         return sum(pool.map(_produce_one, [dict(job) for _ in range(workers)]))
@@ -180,6 +186,17 @@ def settings_table():
             }
         )
     return pd.DataFrame(rows)
+
+
+def shipped_runs(data=None) -> tuple[int, int, int]:
+    """Runs of :func:`~markovlib.runs.experiments.paper_edition` shipped and wanted,
+    each counted once (a run of two groups is one run, as ``markovlib verify`` counts
+    them; the groups of :func:`progress` count it twice), and the runs the manifest
+    lists."""
+    directory = data or default_data_dir()
+    index = ShippedData(directory).index() if directory is not None else {}
+    keys = {s.key for _, specs in paper_edition() for s in specs}
+    return len(keys & set(index)), len(keys), len(index)
 
 
 def progress(data=None):

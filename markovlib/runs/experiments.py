@@ -493,7 +493,7 @@ def trapped_groups(
         "GPT-2, float32": traps["gpt2", "fp32"],
         "theory, float32": traps["theory", "fp32"],
         f"GPT-2, float32, {S_long.trap_train.steps} it.": long,
-        "GPT-2, fp16 × 2^16": precision_variants(p, q, S, seed)["fp16-scaled"],
+        "GPT-2, fp16, loss × 65536": precision_variants(p, q, S, seed)["fp16-scaled"],
     }
 
 

@@ -659,4 +659,5 @@ def result_from_record(
         provenance=prov,
         checkpoint_step=record["checkpoint_step"],
         checkpoint=record["checkpoint"],
+        metrics=record["metrics"],
     )

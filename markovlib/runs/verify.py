@@ -1030,10 +1030,8 @@ def verify(
         f"{len(data.derived)} derived values, every SHA-256 and "
         "spec key checked, keys unique, no unlisted file"
     )
-    if edition is None:
-        edition, what = experiments.paper_edition(), "paper_edition()"
-    else:
-        what = "the edition"
+    what = "paper_edition()" if edition is None else "the edition"
+    edition = experiments.paper_edition() if edition is None else edition
     _check_edition(index, edition, complete, log, what)
 
     def retrain() -> int:

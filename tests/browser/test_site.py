@@ -37,6 +37,10 @@ import nbformat
 import pytest
 from filelock import FileLock
 
+# maths written as plain text (issue 49: "H_rate", "θ_π", "s_2/s_1", "2^16" on pages),
+# not a name's part (ff.W_1): the rule the figures' texts are held to too
+from markovlib.companion.figures.style import PSEUDO_TEX
+
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(
     os.environ.get("MARKOVLIB_SITE") or ROOT / "_build" / "strict" / "_build" / "html"
@@ -286,12 +290,6 @@ NOT_PROSE = "pre, code, script, style, mjx-container"
 # "Fig N" neither the book's own (a numbered reference or a caption's number) nor
 # named as the paper's ("the paper's Fig 3(b)", issue 49)
 FIGURE = re.compile(r"\bFigs?\.? ?\d")
-# maths written as plain text (issue 49: "H_rate", "θ_π", "s_2/s_1", "2^16" on pages),
-# not a name's part (ff.W_1)
-PSEUDO_TEX = re.compile(
-    r"H_rate|(?<![A-Za-z0-9_.])[A-Za-zπθ]_(?:\d|\{|π|rate|n(?![A-Za-z]))"
-    r"|(?<![A-Za-z0-9_.])\d+\^\{?\d"
-)
 
 
 def _bare_figures(text: str) -> list[str]:

@@ -16,6 +16,7 @@ it).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -351,3 +352,18 @@ def legends_over_data(fig) -> list[str]:
                     f"points of {artist.get_label()!r}"
                 )
     return found
+
+
+# TeX typed as plain text: "H_rate", "π_1", "θ_π", "s_2", "x_n", "2^16" (issue 49); a
+# figure writes them in mathtext ($H_{\mathrm{rate}}$), a page in MyST maths
+PSEUDO_TEX = re.compile(
+    r"H_rate|(?<![A-Za-z0-9_.])[A-Za-zπθ]_(?:\d|\{|π|rate|n(?![A-Za-z]))"
+    r"|(?<![A-Za-z0-9_.])\d+\^\{?\d"
+)
+
+
+def pseudo_tex(fig) -> list[str]:
+    """Every text of ``fig`` (titles, labels, ticks, legends, annotations) with
+    :data:`PSEUDO_TEX` outside its mathtext ($…$); [] when there is none."""
+    texts = (t.get_text() for t in fig.findobj(plt.Text))
+    return [t for t in texts if PSEUDO_TEX.search(re.sub(r"\$[^$]*\$", "", t))]

@@ -57,7 +57,7 @@ def gradient_bars(table: pd.DataFrame, ax=None, *, title: str = ""):
     for offset, (column, label, color) in enumerate(
         (
             ("fp16 zero share", "fp16, no loss scaling", COLORS["tied"]),
-            ("fp16-scaled zero share", "fp16, loss × 2^16", COLORS["untied"]),
+            ("fp16-scaled zero share", r"fp16, loss × $2^{16}$", COLORS["untied"]),
         )
     ):
         ax.barh(y + 0.4 * offset - 0.2, table[column], 0.4, label=label, color=color)
