@@ -48,13 +48,12 @@ book: $(STAMP)
 	echo "Book built in $$(( $$(date +%s) - start )) s. Open: file://$(CURDIR)/_build/html/index.html"
 
 # The stages in turn, each one's wall-clock seconds on a line of its own as it passes (CI's log shows where
-# the time goes); verify, which needs none of them, runs beside them all at niceness 19: it takes the cores
-# they leave idle (tests waiting on a signal or a Ray cluster, the strict build's one Sphinx process, the
-# browser check) and both once they end; its output printed when it ends (tools/test_stages.py)
+# the time goes); verify, which needs none of them, runs beside book-strict and browser (they leave a core
+# idle part of the time), its output printed when it ends (tools/test_stages.py)
 TEST_STAGES := lint unit book-strict browser
 BESIDE := verify
 test: $(STAMP)
-	@$(BIN)/python tools/test_stages.py $(TEST_STAGES) --beside $(BESIDE) --from lint --nice 19
+	@$(BIN)/python tools/test_stages.py $(TEST_STAGES) --beside $(BESIDE) --from book-strict
 
 # ruff format (88 columns) and ruff check over the library, tests, tools and the notebooks (pyproject.toml);
 # import-linter's contracts on the library's layers

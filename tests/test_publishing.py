@@ -431,12 +431,12 @@ def test_make_test_runs_the_browser_check():
 
 def _fake_make(tmp_path: Path, fail: str = "") -> dict:
     """An environment whose $MAKE runs stage ``x`` as: sleep for ``x``'s number of
-    tenths of a second (``beside`` 300), note its thread count and niceness, fail if
-    ``fail``."""
+    tenths of a second (``beside`` 300), note its thread count and process group,
+    fail if ``fail``."""
     make = tmp_path / "make"
     make.write_text(
         "#!/bin/sh\n"
-        'stage=$2; echo "$stage $OMP_NUM_THREADS $(nice)" >> "$TRACE"\n'
+        'stage=$2; echo "$stage $OMP_NUM_THREADS $(ps -o pgid= $$)" >> "$TRACE"\n'
         f'[ "$stage" = "{fail}" ] && exit 3\n'
         "case $stage in beside) sleep 30;; *) sleep 0.2;; esac\n"
         'echo "$stage done"\n'
@@ -447,23 +447,26 @@ def _fake_make(tmp_path: Path, fail: str = "") -> dict:
 
 def test_make_tests_stage_beside_the_others_is_stopped_with_them(tmp_path):
     """tools/test_stages.py: the stages in turn, each's time printed; the stage beside
-    them starts with --from, one thread a process, at the niceness --nice adds; a
+    them starts with --from, one thread a process, in a process group of its own; a
     failing stage stops it (exit 2, nothing left running), and a failing beside stage
     fails the run."""
     tool = [sys.executable, str(ROOT / "tools" / "test_stages.py")]
     env = {**_fake_make(tmp_path, fail="b"), "OMP_NUM_THREADS": "2"}
     t0 = time.monotonic()
     out = subprocess.run(
-        [*tool, "a", "b", "--beside", "beside", "--from", "a", "--nice", "7"],
+        [*tool, "a", "b", "--beside", "beside", "--from", "a"],
         capture_output=True, text=True, env=env, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2 and "make test: b failed" in out.stderr
     assert time.monotonic() - t0 < 10, "the stage beside was waited for, not stopped"
     assert re.search(r"^make test: a passed in \d+ s$", out.stdout, re.M)
     trace = (tmp_path / "trace").read_text().split("\n")
-    own = os.nice(0)
-    beside, b = f"beside 1 {min(own + 7, 19)}", f"b 2 {own}"
-    assert beside in trace and trace.index(beside) < trace.index(b), trace
+    lines = {ln.split()[0]: ln.split()[1:] for ln in trace if ln}
+    assert lines["beside"][0] == "1" and lines["b"][0] == "2", trace
+    assert lines["beside"][1] != lines["b"][1], "the stage beside is in their group"
+    assert trace.index(" ".join(["beside", *lines["beside"]])) < trace.index(
+        " ".join(["b", *lines["b"]])
+    )
     assert not _running("sleep 30"), "the stage beside still runs"
     make = (tmp_path / "make").read_text().replace("sleep 30", "sleep 0.5")
     (tmp_path / "make").write_text(

@@ -1,15 +1,15 @@
 """`make test`'s stages in turn, one of them beside the others.
 
 Usage: ``python tools/test_stages.py lint unit book-strict browser --beside verify
---from lint --nice 19``: each stage is ``make <stage> SHOTS=screen``, its wall-clock
+--from book-strict``: each stage is ``make <stage> SHOTS=screen``, its wall-clock
 seconds printed as it passes ("make test: unit passed in 369 s", what CI's log
 shows); the ``--beside`` stage starts with the ``--from`` stage in a process group of
-its own at niceness ``--nice``, its output in ``_build/<stage>.log`` (printed when it
-ends), one torch thread per process. Niced, it takes the cores the stages leave idle
-(a test waiting on a signal or a Ray cluster, the strict build's one Sphinx process,
-the browser check: 70 s of CPU in 86 s on 2 cores, 2026-11-27) and all of them once
-they end. A failing stage stops everything (exit 2; Ctrl-C or SIGTERM: 130), the
-stage beside it included."""
+its own, its output in ``_build/<stage>.log`` (printed when it ends), one torch thread
+per process. It shares the machine with stages that leave a core idle (the strict
+build's one Sphinx process; the browser check: 70 s of CPU in 86 s on 2 cores,
+2026-11-27). Beside every stage at niceness 19 it slowed them more than it gained
+(680 s against 631 s after set-up, 2026-11-27). A failing stage stops everything
+(exit 2; Ctrl-C or SIGTERM: 130), the stage beside it included."""
 
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ def _make(stage: str) -> list[str]:
     ]
 
 
-def _start_beside(stage: str, nice: int = 0) -> tuple[subprocess.Popen, Path, float]:
-    """``make stage`` in a process group of its own (stopped as a group) at niceness
-    ``nice``, output to a log. Not in a session of its own: Linux gives each session
-    an equal share of the CPU (autogroups), whatever its niceness."""
+def _start_beside(stage: str) -> tuple[subprocess.Popen, Path, float]:
+    """``make stage`` in a process group of its own (stopped as a group), output to a
+    log; in this session, where the CPU is shared by process (Linux gives each session
+    an equal share, autogroups)."""
     log = ROOT / "_build" / f"{stage}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {
@@ -47,7 +47,7 @@ def _start_beside(stage: str, nice: int = 0) -> tuple[subprocess.Popen, Path, fl
         proc = subprocess.Popen(
             _make(stage), cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out,
             stderr=subprocess.STDOUT, env=env,
-            process_group=0, preexec_fn=lambda: os.nice(nice),
+            process_group=0,
         )  # fmt: skip
     print(f"make test: {stage} started beside the next stages (log: {log})", flush=True)
     return proc, log, time.monotonic()
@@ -63,17 +63,14 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run(
-    stages: list[str], beside: str | None, start_with: str | None, nice: int = 0
-) -> int:
-    """The stages in turn and ``beside`` from ``start_with`` on (at niceness
-    ``nice``); the exit status."""
+def run(stages: list[str], beside: str | None, start_with: str | None) -> int:
+    """The stages in turn and ``beside`` from ``start_with`` on; the exit status."""
     job = None
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         for stage in stages:
             if beside and stage == start_with:
-                job = _start_beside(beside, nice)
+                job = _start_beside(beside)
             start = time.monotonic()
             if subprocess.run(_make(stage), cwd=ROOT).returncode != 0:
                 print(f"make test: {stage} failed", file=sys.stderr)
@@ -107,13 +104,12 @@ def main() -> None:
     parser.add_argument("stages", nargs="+")
     parser.add_argument("--beside", help="a stage that runs beside the others")
     parser.add_argument("--from", dest="start_with", help="the stage it starts with")
-    parser.add_argument("--nice", type=int, default=0, help="its niceness (0-19)")
     args = parser.parse_args()
     if (args.beside is None) != (args.start_with is None):
         parser.error("--beside and --from go together")
     if args.start_with is not None and args.start_with not in args.stages:
         parser.error(f"--from {args.start_with}: not one of the stages {args.stages}")
-    sys.exit(run(args.stages, args.beside, args.start_with, args.nice))
+    sys.exit(run(args.stages, args.beside, args.start_with))
 
 
 if __name__ == "__main__":

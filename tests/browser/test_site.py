@@ -287,6 +287,10 @@ TEXT_WITHOUT_JS = r"""(drop) => {
   c.querySelectorAll(drop).forEach(e => e.remove());
   return c.textContent.replace(/\s+/g, ' '); }"""
 NOT_PROSE = "pre, code, script, style, mjx-container"
+# TeX left in the text once MathJax ran: display or inline delimiters, environments;
+# on a re-run page also a lone $ or an unrendered {glue}/{doc} role
+RAW_TEX = re.compile(r"\$\$|\\\(|\\\[|\\begin\{")
+RERUN_RAW = re.compile(r"\$|\\\(|\\\[|\{glue|\{doc\}")
 # "Fig N" neither the book's own (a numbered reference or a caption's number) nor
 # named as the paper's ("the paper's Fig 3(b)", issue 49)
 FIGURE = re.compile(r"\bFigs?\.? ?\d")
@@ -425,13 +429,9 @@ i.loading = 'eager';
         untypeset: [...document.querySelectorAll('.math')].filter(e => \
 !e.querySelector('mjx-container')).length,
         errors: document.querySelectorAll('mjx-merror').length,
-        raw: (() => { const c = document.querySelector('main, article, \
-body').cloneNode(true);
-                      c.querySelectorAll('pre, code, script, style, mjx-container, \
-textarea').forEach(e => e.remove());
-                      return \
-(c.textContent.match(/\\$\\$|\\\\\\(|\\\\\\[|\\\\begin\\{/g) || []).length; })(),
     })""")
+    prose = pg.evaluate(TEXT_WITHOUT_JS, NOT_PROSE + ", textarea")
+    math["raw"] = len(RAW_TEX.findall(prose))
     figures = {
         name: pg.evaluate(
             """(id) => { const f = document.getElementById(id);
@@ -599,11 +599,7 @@ SUMMARY = re.compile(
 )
 # What a reader sees: visible text (innerText skips what CSS hides) and the prose,
 # tables and glued values without code, printed output or typeset maths.
-READER_TEXT_JS = """() => {
-  const c = document.querySelector('article, main, body').cloneNode(true);
-  c.querySelectorAll('pre, code, script, style, mjx-container, .cell_input, \
-.highlight').forEach(e => e.remove());
-  return {visible: document.body.innerText, prose: c.textContent}; }"""
+READER_HIDES = NOT_PROSE + ", .cell_input, .highlight"
 # Per scorecard row: the verdict cell's box, and the table's right edge, in CSS pixels.
 SCORECARD_PHONE_JS = """() => { const t = document.querySelector('#tab-scorecard');
   if (!t) return null;
@@ -710,7 +706,10 @@ def test_page_reads_for_a_reader_on_a_phone(page, browser, server):
         "() => window.MathJax && MathJax.startup ? "
         "MathJax.startup.promise.then(() => true) : true"
     )
-    text = pg.evaluate(READER_TEXT_JS)
+    text = {
+        "visible": pg.evaluate("() => document.body.innerText"),
+        "prose": pg.evaluate(TEXT_WITHOUT_JS, READER_HIDES),
+    }
     phone = pg.evaluate(SCORECARD_PHONE_JS) if stem == "scorecard" else None
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / (page.replace("/", "__").removesuffix(".html") + "-phone.png")
@@ -738,11 +737,6 @@ MATH_STATE_JS = """() => ({
   math: document.querySelectorAll('.math').length,
   untypeset: [...document.querySelectorAll('.math')].filter(e => \
 !e.querySelector('mjx-container')).length,
-  raw: (() => { const c = document.querySelector('article').cloneNode(true);
-    c.querySelectorAll('pre, code, script, style, mjx-container').forEach(e => \
-e.remove());
-    return (c.textContent.match(/\\$|\\\\\\(|\\\\\\[|\\{glue|\\{doc\\}/g) || \
-[]).length; })(),
   theme: !!document.querySelector('.bd-header, .bd-sidebar-primary'),
   figures: [...document.querySelectorAll('figure img')].filter(i => \
 i.naturalWidth > 0).length,
@@ -789,6 +783,7 @@ def test_a_rerun_page_reads_in_the_books_look_offline(browser, rerun_page):
         "MathJax.startup.promise.then(() => true) : false"
     )
     state = pg.evaluate(MATH_STATE_JS)
+    state["raw"] = len(RERUN_RAW.findall(pg.evaluate(TEXT_WITHOUT_JS, NOT_PROSE)))
     SHOTS.mkdir(parents=True, exist_ok=True)
     pg.screenshot(path=str(SHOTS / "rerun__framework.png"), full_page=FULL_PAGE)
     context.close()
