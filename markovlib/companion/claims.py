@@ -415,7 +415,7 @@ CLAIMS: tuple[Claim, ...] = (
         "depth",
         "paper",
         "Introduction: deeper models converge regardless of initialization",
-        "depth 2, GPT-2, tied, (0.5, 0.8), from the seeds that trap depth 1",
+        "depth 2, GPT-2, tied, (0.5, 0.8), from the seeds that trap one layer",
         "runs that escaped",
         "fig-depth-fig1",
         groups=("depth-fig1-fp16-L2-trapstarts",),
