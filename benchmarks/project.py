@@ -16,8 +16,12 @@ Usage: ``python benchmarks/project.py [--what test,book,rerun] [--chapters a,b]
   chapter printed before it trained.
 
 Every command runs with the machine's environment minus markovlib's variables; the
-report (a Markdown table and, with --json, JSON) names the date, the commit, the CPU and
-the load average before and after. Stop anything else that runs for numbers to quote.
+report (a Markdown table and, with --json, JSON) names the date, the commit, the CPU,
+the load average before and after, and the machine's speed then: the seconds of a fixed
+single-thread torch workload (:func:`yardstick`) before and after. This machine's speed
+varies within a day (the yardstick, ``import torch`` and ``make test`` all took about
+1.4 times as long at 21:45 UTC as at 20:00 UTC on 2026-11-27), so two reports compare
+only with their yardsticks. Stop anything else that runs for numbers to quote.
 """
 
 from __future__ import annotations
@@ -159,10 +163,37 @@ def facts(repo: Path) -> dict:
     }
 
 
+YARDSTICK = (
+    "import time, torch; torch.set_num_threads(1); "
+    "a = torch.randn(256, 256, generator=torch.Generator().manual_seed(0)); "
+    "t = time.perf_counter(); [a @ a for _ in range(2000)]; "
+    "print(time.perf_counter() - t)"
+)
+
+
+def yardstick(repo: Path) -> float:
+    """Seconds of a fixed single-thread workload (2 000 products of 256 × 256
+    float32 matrices) in the clone's Python, best of three: the machine's speed."""
+    python = repo / ".venv" / "bin" / "python"
+    python = python if python.exists() else Path(sys.executable)
+    runs = [
+        float(subprocess.run([str(python), "-c", YARDSTICK], capture_output=True,
+                             text=True, check=True).stdout)
+        for _ in range(3)
+    ]  # fmt: skip
+    return min(runs)
+
+
 def report(rows: list[dict], info: dict) -> str:
+    speed = ""
+    if "yardstick_before" in info:
+        speed = (
+            f"; yardstick {info['yardstick_before']:.2f} s before, "
+            f"{info['yardstick_after']:.2f} s after"
+        )
     lines = [
         f"Measured {info['date']} on {info['cpu']} (commit {info['commit']}, load "
-        f"{info['load_before']:.2f} before, {info['load_after']:.2f} after):",
+        f"{info['load_before']:.2f} before, {info['load_after']:.2f} after{speed}):",
         "",
         "| what | seconds | estimate printed |",
         "|---|---:|---:|",
@@ -215,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     logs = work / "logs"
     logs.mkdir()
     repo = clone(work / "clone")
-    info = {**facts(repo), "load_before": os.getloadavg()[0]}
+    info = {
+        **facts(repo),
+        "load_before": os.getloadavg()[0],
+        "yardstick_before": yardstick(repo),
+    }
     rows = []
     if "test" in what:
         rows += test_rows(repo, logs)
@@ -231,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     if "rerun" in what:
         rows += rerun_rows(repo, logs, chapters or _chapters(), args.scale)
     info["load_after"] = os.getloadavg()[0]
+    info["yardstick_after"] = yardstick(repo)
     print(report(rows, info))
     print(f"logs: {logs}")
     if args.json:
