@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from .._checks import one_thread
 from ..model import Transformer
 from ..train import (
     TrainResult,
@@ -576,7 +577,8 @@ def _check_runs(data: ShippedData, log, jobs: int = 1, meanwhile=None):
             chunks,
             callback=lambda _: ended.append(time.perf_counter()),
         )
-        out = meanwhile() if meanwhile else None
+        with one_thread():  # beside two busy processes: no spinning threads
+            out = meanwhile() if meanwhile else None
         parts = checking.get()
     cpu = sum(part[2] for part in parts)
     _log_checks(log, parts, ended[0] - t0, cpu, jobs)
