@@ -529,10 +529,8 @@ caption: cap ? cap.textContent.trim() : ''}; }""",
     )
     assert not pseudo_tex, f"{page}: maths as plain text: {pseudo_tex[:5]}"
     assert not external, f"{page} requested resources outside the site: {external[:5]}"
-    # the icon a browser asks of a page that names none (the root's redirect page,
-    # when its load is slow enough to ask) is no error of the site
-    if missing and all(urlparse(u).path == "/favicon.ico" for _, u in missing):
-        errors = [e for e in errors if "Failed to load resource" not in e]
+    # (the root's redirect page names no icon: a browser asks /favicon.ico, which the
+    # site serves, html_extra_path; its 404 failed 2 of 4 fresh-clone runs)
     assert not errors, f"{page}: {errors[:5]}; failed responses {missing[:5]}"
     assert all(w > 0 and h > 0 for _, w, h in images), (
         f"{page}: images not loaded: {[i for i in images if not i[1]]}"
