@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import json
 import os
 import re
@@ -37,11 +38,21 @@ import nbformat
 import pytest
 from filelock import FileLock
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rule(path: Path):
+    """The module at ``path`` alone: markovlib's package imports torch, 5 s in each
+    browser process (2026-11-27)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 # maths written as plain text (issue 49: "H_rate", "θ_π", "s_2/s_1", "2^16" on pages),
 # not a name's part (ff.W_1): the rule the figures' texts are held to too
-from markovlib.companion.figures.style import PSEUDO_TEX
-
-ROOT = Path(__file__).resolve().parents[2]
+PSEUDO_TEX = _rule(ROOT / "markovlib" / "companion" / "texts.py").PSEUDO_TEX
 SITE = Path(
     os.environ.get("MARKOVLIB_SITE") or ROOT / "_build" / "strict" / "_build" / "html"
 ).resolve()

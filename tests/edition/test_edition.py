@@ -67,6 +67,14 @@ def test_every_page_was_built():
         assert (html / f"{page}.html").is_file(), page
 
 
+def test_the_build_executes_no_page_again():
+    """Every page is built from the notebook papermill executed for this edition: none
+    asks the build to execute it (Reproducibility does in the book's sources, for
+    ``make book``; executed twice it cost the strict build 10 s, 2026-11-27)."""
+    for source in SOURCES:
+        assert "execution_mode" not in _executed(source.stem).metadata.get("mystnb", {})
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_chapter_ran_with_the_readers_parameters(path):
     """The binary chapters get the reader's (p, q), the k-state and CCMC chapters keep

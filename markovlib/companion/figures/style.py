@@ -26,6 +26,7 @@ import seaborn as sns
 from matplotlib.font_manager import font_scalings
 
 from ...chains import MarkovChain
+from ..texts import PSEUDO_TEX
 
 __all__ = [
     "probability_panels",
@@ -352,14 +353,6 @@ def legends_over_data(fig) -> list[str]:
                     f"points of {artist.get_label()!r}"
                 )
     return found
-
-
-# TeX typed as plain text: "H_rate", "π_1", "θ_π", "s_2", "x_n", "2^16" (issue 49); a
-# figure writes them in mathtext ($H_{\mathrm{rate}}$), a page in MyST maths
-PSEUDO_TEX = re.compile(
-    r"H_rate|(?<![A-Za-z0-9_.])[A-Za-zπθ]_(?:\d|\{|π|rate|n(?![A-Za-z]))"
-    r"|(?<![A-Za-z0-9_.])\d+\^\{?\d"
-)
 
 
 def pseudo_tex(fig) -> list[str]:
