@@ -806,3 +806,40 @@ def test_trapped_figures_label_their_series_in_mathtext_off_the_data():
     ).assign(low=[0.21, 0.0], high=[0.94, 0.56])
     ax = trapped_figures.cell_trap_shares(cells)
     assert 0.5 in [line.get_ydata()[0] for line in ax.lines]
+
+
+def test_show_stops_a_chapter_on_tex_typed_as_text_in_one_line():
+    """Issue 49: a label that comes from a chapter's data ("GPT-2, fp16 × 2^16") was
+    found by reading the built page. Every chapter now shows its figures through
+    style.show(), which checks the texts of what it shows, in every build."""
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], label="GPT-2, fp16 × 2^16")
+    ax.legend(loc="upper left")
+    ax.set_title("$H_{\\rm rate}$ and H(π)")  # mathtext and plain text: both allowed
+    with pytest.raises(style.FigureTextError) as caught:
+        style.show()
+    assert caught.value._render_traceback_() == [
+        "FigureTextError: the figure text 'GPT-2, fp16 × 2^16' has TeX typed as plain "
+        "text: write it in mathtext ($...$)"
+    ]
+    assert plt.get_fignums() == []  # closed: the page does not show it
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], label="GPT-2, fp16, loss × $2^{16}$")
+    ax.legend(loc="upper left")
+    style.show()  # passes; Agg shows nothing, the figure stays for the fixture's checks
+    assert plt.get_fignums() == [fig.number]
+
+
+def test_every_chapter_shows_its_figures_through_the_check():
+    from pathlib import Path
+
+    import nbformat
+
+    book = Path(__file__).resolve().parents[1] / "book"
+    for path in sorted(book.glob("*.ipynb")):
+        code = "\n".join(
+            c.source for c in nbformat.read(path, 4).cells if c.cell_type == "code"
+        )
+        assert "plt.show()" not in code, f"{path.name}: plt.show() (use style.show())"
+        if "figures import" in code:
+            assert "style.show()" in code, path.name

@@ -360,3 +360,26 @@ def pseudo_tex(fig) -> list[str]:
     :data:`PSEUDO_TEX` outside its mathtext ($…$); [] when there is none."""
     texts = (t.get_text() for t in fig.findobj(plt.Text))
     return [t for t in texts if PSEUDO_TEX.search(re.sub(r"\$[^$]*\$", "", t))]
+
+
+class FigureTextError(ValueError):
+    """A figure text the pages may not show; in a notebook IPython shows this sentence
+    alone (``_render_traceback_``), not the stack."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+def show() -> None:
+    """Show the open figures (``plt.show``) once their texts pass the pages' rule: TeX
+    typed as text (:func:`pseudo_tex`) stops the chapter in one line and closes them.
+    Each chapter shows its figures here, so a label that comes from the chapter's data
+    is checked in every build (issue 49: "GPT-2, fp16 × 2^16" was found by reading)."""
+    typed = [t for n in plt.get_fignums() for t in pseudo_tex(plt.figure(n))]
+    if typed:
+        plt.close("all")
+        raise FigureTextError(
+            f"the figure text {typed[0]!r} has TeX typed as plain text: write it in "
+            "mathtext ($...$)"
+        )
+    plt.show()
