@@ -171,15 +171,15 @@ YARDSTICK = (
 )
 
 
-def yardstick(repo: Path) -> float:
+def yardstick(repo: Path, rounds: int = 3) -> float:
     """Seconds of a fixed single-thread workload (2 000 products of 256 × 256
-    float32 matrices) in the clone's Python, best of three: the machine's speed."""
+    float32 matrices) in the clone's Python, best of ``rounds``: the machine's speed."""
     python = repo / ".venv" / "bin" / "python"
     python = python if python.exists() else Path(sys.executable)
     runs = [
         float(subprocess.run([str(python), "-c", YARDSTICK], capture_output=True,
                              text=True, check=True).stdout)
-        for _ in range(3)
+        for _ in range(rounds)
     ]  # fmt: skip
     return min(runs)
 

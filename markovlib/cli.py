@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import fcntl
+import importlib.util
 import json
 import os
 import re
@@ -50,7 +51,7 @@ from .companion.notebook import (
 from .companion.scorecard import by_source, compute, source_counts
 from .model import TransformerConfig
 from .runs.edition import produce, produce_parallel, status
-from .runs.executors import ClusterUnreachable, InfeasibleRequest
+from .runs.executors import ClusterUnreachable, InfeasibleRequest, probe_address
 from .runs.experiments import paper_edition
 from .runs.export import export
 from .runs.shipped import (
@@ -511,16 +512,35 @@ def _sweep_into(store: ResultStore, specs: list, args) -> pd.DataFrame:
     except InfeasibleRequest as e:
         raise UsageError(f"argument {e.option}: {e}") from None
     except ClusterUnreachable as e:
-        hint = f"; {e.hint}" if e.hint else ""
-        raise UsageError(
-            f"argument --address: cannot reach a Ray cluster at {e.address}{hint}"
-        ) from None
+        raise _unreachable(e) from None
     except ModuleNotFoundError as e:
         if e.name != "ray":
             raise
-        raise UsageError(
-            "argument --executor: ray is not installed (pip install 'markovlib[ray]')"
-        ) from None
+        raise UsageError(NO_RAY) from None
+
+
+NO_RAY = "argument --executor: ray is not installed (pip install 'markovlib[ray]')"
+
+
+def _unreachable(e: ClusterUnreachable) -> UsageError:
+    hint = f"; {e.hint}" if e.hint else ""
+    return UsageError(
+        f"argument --address: cannot reach a Ray cluster at {e.address}{hint}"
+    )
+
+
+def _usable_executor(args) -> None:
+    """A Ray executor the sweep cannot use is refused before the result store is
+    created: ray not installed, or an address that no cluster answers (one line)."""
+    if args.executor != "ray":
+        return
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError(NO_RAY)
+    if args.address not in (None, "auto"):
+        try:
+            probe_address(args.address)
+        except ClusterUnreachable as e:
+            raise _unreachable(e) from None
 
 
 RESULTS_DEFAULT = (
@@ -547,6 +567,7 @@ def _results_dir(args) -> Path:
 
 def cmd_sweep(args) -> int:
     specs = _sweep_specs(args)
+    _usable_executor(args)
     store = ResultStore(_results_dir(args))
     before = len(store)
     try:

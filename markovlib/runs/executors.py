@@ -165,7 +165,7 @@ def train_chunks(
     return _ray_chunks(ray, started, chunks, (device, compile, stop_after), cpus, gpus)
 
 
-def _probe(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+def probe_address(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
     """Raise :class:`ClusterUnreachable` unless a TCP connection to host:port opens
     within ``timeout`` seconds (``ray.init`` itself retries an unreachable address for
     minutes)."""
@@ -194,7 +194,7 @@ def connect(address: str | None = None):
             )
         return ray, False
     if address not in (None, "auto", "local"):
-        _probe(address)
+        probe_address(address)
     previous = signal.getsignal(signal.SIGTERM)
     try:
         ray.init(address=address, logging_level=logging.WARNING)
