@@ -584,28 +584,24 @@ def shipped_records(data, specs) -> list:
 
     index, out = data.index(), []
     for spec in specs:
-        if spec.key not in index:
+        key = spec.key  # a hash of the spec: once a run
+        if key not in index:
             continue
-        row = data.row(spec.key)
+        row = data.row(key)
         metrics = json.loads(row["metrics"])
-        history = pd.DataFrame(
-            {
-                name: np.asarray(row[column], dtype=dtype)
-                for name, column, dtype in (
-                    ("step", "history_step", np.int64),
-                    ("train_loss", "train_loss", np.float64),
-                    ("test_loss", "test_loss", np.float64),
-                )
-            }
-        )
+        step = np.asarray(row["history_step"], dtype=np.int64)
+        test = np.asarray(row["test_loss"], dtype=np.float64)
+        train = np.asarray(row["train_loss"], dtype=np.float64)
+        history = pd.DataFrame({"step": step, "train_loss": train, "test_loss": test})
+        tested = ~np.isnan(test)  # the evaluations, built at once (dropna: 2 ms a run)
         kernel = metrics.get("learnt_kernel")
         out.append(
             RunRecord(
                 make_chain(spec.chain),
                 None if kernel is None else np.asarray(kernel),
-                history[["step", "test_loss"]].dropna().reset_index(drop=True),
+                pd.DataFrame({"step": step[tested], "test_loss": test[tested]}),
                 spec,
-                spec.key,
+                key,
                 diverged_step(history, spec.train),
             )
         )
