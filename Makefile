@@ -83,7 +83,8 @@ book-strict: $(STAMP)
 	  --confcutdir tests/edition
 
 # Every page of the strict build in headless Chromium (installs Debian's chromium if missing and run as root),
-# two browsers at a time (pytest-xdist; 118 s against 149 s for one, 2026-11-27)
+# two browsers at a time (pytest-xdist; 118 s against 149 s for one, 2026-11-27); each page loaded once
+# for the desktop, phone (the viewport resized) and dark-mode checks: 92 -> 60 s alone (2026-11-28)
 # SHOTS=screen: screenshots of the first screen only (`make test`), else of whole pages. Neither suite
 # loads tests/conftest.py (--confcutdir) nor imports markovlib's package: each of the three processes
 # started 8 s sooner (torch, seaborn; 2026-11-27)
