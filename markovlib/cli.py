@@ -513,13 +513,6 @@ def _sweep_into(store: ResultStore, specs: list, args) -> pd.DataFrame:
         raise UsageError(f"argument {e.option}: {e}") from None
     except ClusterUnreachable as e:
         raise _unreachable(e) from None
-    except ModuleNotFoundError as e:
-        if e.name != "ray":
-            raise
-        raise UsageError(NO_RAY) from None
-
-
-NO_RAY = "argument --executor: ray is not installed (pip install 'markovlib[ray]')"
 
 
 def _unreachable(e: ClusterUnreachable) -> UsageError:
@@ -535,7 +528,9 @@ def _usable_executor(args) -> None:
     if args.executor != "ray":
         return
     if importlib.util.find_spec("ray") is None:
-        raise UsageError(NO_RAY)
+        raise UsageError(
+            "argument --executor: ray is not installed (pip install 'markovlib[ray]')"
+        )
     if args.address not in (None, "auto"):
         try:
             probe_address(args.address)

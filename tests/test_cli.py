@@ -116,3 +116,27 @@ def test_the_cli_and_a_sweep_import_neither_ray_nor_scipy():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_sweep_without_ray_is_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    """--executor ray where ray is not installed: refused before the result store is
+    created."""
+    import importlib.util
+
+    import inprocess
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "ray" else find_spec(name, *a),
+    )
+    out = inprocess.run(
+        "sweep", "--p", "0.2", "--q", "0.3", "--scale", "smoke", "--executor", "ray",
+        "--results", tmp_path / "results",
+    )  # fmt: skip
+    assert out.returncode == 2 and out.stderr == (
+        "markovlib sweep: error: argument --executor: ray is not installed (pip "
+        "install 'markovlib[ray]')\n"
+    )
+    assert not (tmp_path / "results").exists()

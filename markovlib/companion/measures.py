@@ -117,10 +117,17 @@ def record_of(result, spec=None) -> RunRecord:
     if isinstance(result.chain, MarkovChain):
         stored = result.metrics.get("learnt_kernel")
         kernel = result.learnt_kernel() if stored is None else np.asarray(stored)
-    step, test = (result.history[c].to_numpy() for c in ("step", "test_loss"))
-    tested = ~np.isnan(test)  # test_history's rows, built at once (2 ms a run less)
-    history = pd.DataFrame({"step": step[tested], "test_loss": test[tested]})
+    history = evaluations(
+        *(result.history[c].to_numpy() for c in ("step", "test_loss"))
+    )
     return RunRecord(result.chain, kernel, history, spec, "", result.diverged_step)
+
+
+def evaluations(step: np.ndarray, test_loss: np.ndarray) -> pd.DataFrame:
+    """A :class:`RunRecord`'s history: step and test loss where it was evaluated
+    (not NaN), built at once (``dropna`` took 2 ms a run)."""
+    tested = ~np.isnan(test_loss)
+    return pd.DataFrame({"step": step[tested], "test_loss": test_loss[tested]})
 
 
 def records_of(results, specs) -> list[RunRecord]:
