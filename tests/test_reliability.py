@@ -370,7 +370,7 @@ def test_kill_9_mid_sweep_keeps_the_store_whole(tmp_path):
     con = sqlite3.connect(store.path)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
-    again = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    again = inprocess.run(*args[3:])  # issue 51: the resume needs no interpreter
     assert again.returncode == 0, again.stderr
     assert f"12 runs in {store.path} ({12 - before} new)" in again.stdout
 

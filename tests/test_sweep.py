@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import inprocess
 import numpy as np
 import pandas as pd
 import pytest
@@ -173,7 +174,7 @@ def test_interrupted_sweep_loses_nothing_and_resumes(tmp_path, sig, workers):
     if workers == "2" or sig != signal.SIGINT:
         return  # the store they leave is read above; one case resumes it (issue 51)
     # re-run: only the rest is trained, the finished rows are kept as they were
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    done = inprocess.run(*cmd[3:], env=env)  # issue 51: the resume needs no interpreter
     assert done.returncode == 0, done.stderr
     assert f"({12 - len(first)} new)" in done.stdout
     final = ResultStore(results).frame().set_index("key")
