@@ -4,10 +4,9 @@ judgements run by run and verdict by verdict."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
+import inprocess
 import pytest
 
 from markovlib.companion.replication import compare, report_markdown
@@ -101,12 +100,7 @@ def test_retrain_refuses_in_one_line_before_work(tmp_path, args, message):
         if torch.cuda.is_available():
             pytest.skip("a GPU is here")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    done = subprocess.run(
-        [sys.executable, "-m", "markovlib", "edition", "retrain", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    done = inprocess.run("edition", "retrain", *args)  # issue 51: no new interpreter
     assert done.returncode == 2 and message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
