@@ -53,6 +53,12 @@ def _claim(directory: Path, key: str):
         os.close(fd)
 
 
+def _done(store: ResultStore | None, shipped=None) -> set[str]:
+    """The keys of the runs held: in ``store`` or in the ``shipped`` data."""
+    done = set(store.keys()) if store is not None else set()
+    return done | (set(shipped.index()) if shipped is not None else set())
+
+
 def status(
     groups: Sequence[tuple[str, Sequence[RunSpec]]],
     store: ResultStore | None,
@@ -60,8 +66,7 @@ def status(
 ) -> list[dict]:
     """Per group: runs, runs done (stored or shipped), seconds of training stored;
     ``store`` None: the shipped runs only (no store is created)."""
-    done = set(store.keys()) if store is not None else set()
-    done |= set(shipped.index()) if shipped is not None else set()
+    done = _done(store, shipped)
     frame = store.frame() if store is not None else ()
     seconds = dict(zip(frame["key"], frame["seconds"])) if len(frame) else {}
     return [
@@ -97,22 +102,21 @@ def produce(
     """
     store = store if isinstance(store, ResultStore) else ResultStore(store)
     store.check_writable()  # refused before any training, not after
-    skip = set(shipped.index()) if shipped is not None else set()
     torch.set_num_threads(threads)
     locks = store.directory / "claims"
     trained = 0
     for name, chunk in _ordered(groups, ensemble_size, longest_first):
-        done = skip | store.keys()  # one query per ensemble, not one per run
+        done = _done(store, shipped)  # one query per ensemble, not one per run
         if any(s.key not in done for s in chunk):
-            trained += _train_claimed(name, chunk, store, skip, locks, device, log)
+            trained += _train_claimed(name, chunk, store, shipped, locks, device, log)
     return trained
 
 
-def _train_claimed(name, chunk, store, skip, locks, device, log) -> int:
-    """Train the members of ``chunk`` not done yet if no other process claimed it; the
-    runs trained."""
+def _train_claimed(name, chunk, store, shipped, locks, device, log) -> int:
+    """Train the members of ``chunk`` not done yet (:func:`_done`) if no other process
+    claimed it; the runs trained."""
     with _claim(locks, spec_key({"ensemble": [s.key for s in chunk]})) as mine:
-        done = skip | store.keys()
+        done = _done(store, shipped)
         todo = [s for s in chunk if s.key not in done]
         if not mine or not todo:
             return 0
@@ -157,9 +161,7 @@ def produce_parallel(
 
     groups, held = list(groups), ResultStore(store)
     held.check_writable()  # refused before any process starts
-    done = held.keys() | (
-        set(ShippedData(shipped_dir).index()) if shipped_dir else set()
-    )
+    done = _done(held, ShippedData(shipped_dir) if shipped_dir else None)
     if all(s.key in done for _, specs in groups for s in specs):
         return 0  # nothing left: no process started (a resumed edition that is done)
     job = dict(groups=groups, store=str(store), shipped_dir=shipped_dir, **kwargs)
