@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import inprocess
 import pytest
 
 from markovlib.cli import main
@@ -13,8 +14,6 @@ from markovlib.cli import main
 def run(*args: str) -> subprocess.CompletedProcess:
     """``markovlib ARGS`` in this process (issue 51: a new interpreter's imports took
     3 of each call's 3.5-5 s; what needs one keeps ``subprocess``)."""
-    import inprocess
-
     return inprocess.run(*args)
 
 
@@ -121,8 +120,6 @@ def test_a_sweep_without_ray_is_one_line_and_writes_nothing(tmp_path, monkeypatc
     """--executor ray where ray is not installed: refused before the result store is
     created."""
     import importlib.util
-
-    import inprocess
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(
