@@ -463,7 +463,7 @@ def test_make_tests_stage_beside_the_others_is_stopped_with_them(tmp_path):
     assert lines["beside"][1] != lines["b"][1], "the stage beside is in their group"
     order = [ln.split()[0] for ln in trace if ln]
     assert order.index("beside") < order.index("b"), trace
-    assert not _running("sleep 30"), "the stage beside still runs"
+    assert not _group_runs(int(lines["beside"][1])), "the stage beside still runs"
     make = (tmp_path / "make").read_text().replace("sleep 30", "sleep 0.5")
     (tmp_path / "make").write_text(
         make.replace('= "b" ] && exit 3', '= "beside" ] && exit 3')
@@ -476,8 +476,20 @@ def test_make_tests_stage_beside_the_others_is_stopped_with_them(tmp_path):
     assert "make test: b passed in" in out.stdout
 
 
-def _running(pattern: str) -> bool:
-    return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` runs (a zombie does not). (A pattern,
+    ``pgrep -f "sleep 30"``, also found a developer's own ``sleep 300`` and failed a
+    fresh clone's run.)"""
+    import psutil
+
+    for proc in psutil.process_iter(["status"]):
+        try:
+            mine = os.getpgid(proc.pid) == pgid
+        except ProcessLookupError:
+            continue
+        if mine and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            return True
+    return False
 
 
 # --- the code a reader sees (issue 14) ------------------------------------------------
