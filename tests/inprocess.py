@@ -69,3 +69,20 @@ def cli(*args, cwd=None, env=None, timeout=300, process=False):
         env=env,
         timeout=timeout,
     )
+
+
+# every module that binds paper_edition (verify reads it through experiments)
+EDITION_USERS = (
+    "markovlib.cli",
+    "markovlib.runs.edition",
+    "markovlib.runs.experiments",
+    "markovlib.companion.replication",
+    "markovlib.companion.scorecard",
+)
+
+
+def use_edition(monkeypatch, groups) -> None:
+    """:func:`run`'s commands see ``groups`` as the paper edition (restored by
+    ``monkeypatch`` after the test)."""
+    for module in EDITION_USERS:
+        monkeypatch.setattr(f"{module}.paper_edition", lambda: groups)

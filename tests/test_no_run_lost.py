@@ -179,7 +179,7 @@ def test_edition_produce_writes_to_markovlib_results(tmp_path, monkeypatch):
     here, results = tmp_path / "here", tmp_path / "store"
     here.mkdir()
     tiny = [("tiny-tied", grid([0.3], [0.4], tied=[True], seeds=[0], train=SPECS))]
-    monkeypatch.setattr("markovlib.cli.paper_edition", lambda: tiny)
+    inprocess.use_edition(monkeypatch, tiny)
     out = inprocess.run(
         "edition",
         "produce",

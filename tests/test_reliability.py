@@ -1054,8 +1054,7 @@ def test_a_full_disk_during_edition_export_names_the_file_and_folder(
     """Today's main says 'No space left on device' and names nothing. (In this process,
     issue 51: two new interpreters took 6 of its 9.7 s.)"""
     tiny = [("tiny-tied", grid([0.3], [0.4], tied=[True], seeds=[0, 1], train=SPECS))]
-    for module in ("markovlib.cli", "markovlib.runs.edition"):
-        monkeypatch.setattr(f"{module}.paper_edition", lambda: tiny)
+    inprocess.use_edition(monkeypatch, tiny)
 
     def edition(*args):
         return cli("edition", *args, env=_env(), timeout=300)

@@ -223,11 +223,7 @@ def test_foreign_files_are_named(tmp_path):
 def _verify_cli(monkeypatch, *args):
     """``markovlib verify ARGS`` in this process (issue 51: a new interpreter cost 2-4 s
     per call), its paper edition :func:`_groups`."""
-    import markovlib.cli
-    import markovlib.runs.experiments
-
-    for module in (markovlib.cli, markovlib.runs.experiments):
-        monkeypatch.setattr(module, "paper_edition", _groups)
+    inprocess.use_edition(monkeypatch, _groups())
     return inprocess.run("verify", *args)
 
 
