@@ -66,6 +66,49 @@ def test_a_claim_about_runs_is_judged_by_the_interval_of_its_share(counts, expec
     assert scorecard.verdict(False, SMOKE, exact=True, counts=counts) == "differs"
 
 
+@pytest.mark.parametrize(
+    ("counts", "short", "expected"),
+    [
+        ((("escaped", 12, 12),), False, "reproduced"),  # 74-100 %: decided
+        ((("at H(π)", 0, 12),), False, "differs"),  # 0-26 %: decided
+        ((("at H(π)", 3, 6),), False, "not tested at this scale"),  # partly
+        ((("escaped", 3, 3),), False, "not tested at this scale"),  # too few runs
+        ((("escaped", 12, 12), ("at H(π)", 4, 6)), False, "not tested at this scale"),
+        ((("at H(π)", 12, 12),), True, "not tested at this scale"),  # may still leave
+        ((("at H(π)", 0, 12),), True, "not tested at this scale"),
+    ],
+)
+def test_a_reduced_scale_leaves_what_its_runs_cannot_decide_untested(
+    counts, short, expected
+):
+    """Issue 46: at ``cpu`` (fewer and shorter runs than the paper edition's) an
+    undecided share, and a claim that runs stay at H(π) on runs shorter than the
+    authors', are not tested; the paper scale keeps every verdict."""
+    assert scorecard.smaller_than_the_paper(
+        CPU
+    ) and not scorecard.smaller_than_the_paper(PAPER)
+    assert not scorecard.smaller_than_the_paper(SMOKE)  # not tested at all
+    assert scorecard.verdict(True, CPU, counts=counts, short=short) == expected
+    at_paper = scorecard.verdict(True, PAPER, counts=counts, short=short)
+    assert at_paper == scorecard.verdict(True, PAPER, counts=counts)
+    assert scorecard.verdict(False, CPU, exact=True, short=True) == "differs"
+
+
+def test_shorter_than_the_authors_reads_the_claim_and_the_scale():
+    """Fig 5's tied runs stay at H(π) for the authors' 5 000 iterations: a cpu re-run
+    of 400 cannot show it; Fig 3(a)'s 400 can; a claim that runs escape never is."""
+    fig5, fig3a, fig3b = (claims.claim(c) for c in ("fig5", "fig3a", "fig3b"))
+    multi = resolve("cpu", "multi_state", environ=False)
+    assert multi.steps == 400 and scorecard.shorter_than_the_authors(fig5, multi)
+    assert not scorecard.shorter_than_the_authors(
+        fig5, resolve("paper", "multi_state", environ=False)
+    )
+    assert not scorecard.shorter_than_the_authors(
+        fig3a, resolve("cpu", "trapped", environ=False)
+    )
+    assert not scorecard.shorter_than_the_authors(fig3b, multi)
+
+
 def test_counts_text_gives_each_parts_interval():
     assert scorecard.counts_text((("at H(π)", 25, 32),)) == "95 % interval 60–91 %"
     assert scorecard.counts_text((("a", 3, 3), ("b", 0, 8))) == (

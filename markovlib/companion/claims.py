@@ -32,6 +32,9 @@ class Claim:
     authors: str | None = None
     # how a control at the authors' settings differs from their experiment by design
     design: str = ""
+    # the claim says runs stay at H(π) (to the end of the authors' runs): runs shorter
+    # than theirs cannot test it (a run at H(π) may still leave it)
+    stays: bool = False
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -154,6 +157,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fig-trapped-survival",
         groups=("trap400-gpt2-tied-fp16",),
         authors="fig3",
+        stays=True,
     ),
     Claim(
         "fig3c",
@@ -223,6 +227,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fig-trapped-survival",
         groups=("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp32"),
         authors="fig3",
+        stays=True,
     ),
     Claim(
         "thm3",
@@ -271,6 +276,7 @@ CLAIMS: tuple[Claim, ...] = (
             "fig4-400-untied-fp16",
         ),
         authors="fig4",
+        stays=True,
     ),
     Claim(
         "fig4_3runs",
@@ -284,6 +290,7 @@ CLAIMS: tuple[Claim, ...] = (
         authors="fig4",
         design="seed i starts from the same weights in every cell, so the cells' runs "
         "are not independent",
+        stays=True,
     ),
     Claim(
         "below_line",
@@ -319,6 +326,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fig-ms-fig5",
         groups=("fig5-k5-theory-fp16-tied", "fig5-k5-theory-fp16-untied"),
         authors="fig5",
+        stays=True,
     ),
     Claim(
         "fig5_figure",
@@ -344,6 +352,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fig-ms-fig5",
         groups=("fig5-k5-fp16-tied", "fig5-k5-fp16-untied"),
         authors="fig5",
+        stays=True,
     ),
     Claim(
         "fig5_fp32",
@@ -355,6 +364,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fig-ms-fig5",
         groups=("fig5-k5-tied", "fig5-k5-untied"),
         authors="fig5",
+        stays=True,
     ),
     Claim(
         "k_threshold",
@@ -376,6 +386,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fig-depth-fig1",
         groups=tuple(f"depth-fig1-fp16-L{L}" for L in (1, 2, 4, 8)),
         authors="fig1",
+        stays=True,
     ),
     Claim(
         "depth_plateau",

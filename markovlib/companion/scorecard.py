@@ -15,7 +15,10 @@ The rule (:func:`verdict`, stated on the page):
   trained claim at a scale whose runs are long enough to claim convergence
   (``cpu``, ``paper``);
 * **not tested at this scale** — a trained claim at a scale that claims nothing about
-  convergence (``smoke``), whatever its check says;
+  convergence (``smoke``), whatever its check says; at a reduced scale (``cpu``: fewer
+  and shorter runs than the paper edition's), a trained claim its runs leave undecided
+  (too few runs, partly), or one that says runs stay at H(π) judged on runs shorter
+  than the authors' (``short``);
 * **not applicable to this chain** — the reader's chain is outside the claim's setting
   (e.g. a claim about p + q > 1 on a chain with p + q < 1).
 """
@@ -98,22 +101,41 @@ def verdict(
     exact: bool = False,
     applicable: bool = True,
     counts: tuple = (),
+    short: bool = False,
 ) -> str:
     """The page's rule: see the module docstring. ``scale`` is a
     :class:`~markovlib.presets.Scale`; ``counts``: the runs that behave as a trained
     claim says, per part, (part, k, n), judged by
-    :func:`~markovlib.analysis.claim_outcome` (the worst part decides)."""
+    :func:`~markovlib.analysis.claim_outcome` (the worst part decides); ``short``: the
+    claim says runs stay at H(π) and its runs are shorter than the authors'."""
     if not isinstance(ok, bool):
         ok = bool(ok)
     if not applicable:
         return NOT_APPLICABLE
     if not exact and (scale is None or not scale.converges):
         return NOT_TESTED
+    v = REPRODUCED if ok else DIFFERS
     if counts and not exact:
         outcomes = [_OUTCOME[claim_outcome(k, n)] for _, k, n in counts]
         worst = (REPRODUCED, TOO_FEW, PARTLY, DIFFERS)
-        return max(outcomes, key=worst.index)
-    return REPRODUCED if ok else DIFFERS
+        v = max(outcomes, key=worst.index)
+    cut = not exact and smaller_than_the_paper(scale)
+    return NOT_TESTED if cut and (short or v in (TOO_FEW, PARTLY)) else v
+
+
+def smaller_than_the_paper(scale) -> bool:
+    """Whether ``scale`` trains fewer or shorter runs than the paper edition's and
+    claims convergence (``cpu``, a reader's re-run; issue 46)."""
+    return scale is not None and scale.converges and scale.name != "paper"
+
+
+def shorter_than_the_authors(c: Claim, scale) -> bool:
+    """Whether ``c`` says runs stay at H(π) and the runs of ``scale`` stop before the
+    authors' runs of its figure (:data:`~markovlib.presets.AUTHORS`)."""
+    authors = AUTHORS.get(c.authors) if c.authors else None
+    return bool(
+        c.stays and authors and scale is not None and scale.steps < authors.steps
+    )
 
 
 def _interval(k: int, n: int) -> str:
@@ -156,7 +178,10 @@ def record(
         raise TypeError(
             f"value must be the number as the chapter prints it (a str); got {value!r}"
         )
-    v = verdict(ok, scale, exact=c.exact, applicable=applicable, counts=counts)
+    short = shorter_than_the_authors(c, scale)
+    v = verdict(
+        ok, scale, exact=c.exact, applicable=applicable, counts=counts, short=short
+    )
     glue(f"sc_{c.id}_value", with_intervals(c, value, counts), display=False)
     glue(f"sc_{c.id}_verdict", v, display=False)
     _RECORDED[c.id] = (v, value, tuple(counts))
@@ -316,7 +341,13 @@ convergence. The
   book reports what it measures: a *differs* row does not fail the build;
 - *not tested at this scale*: a trained claim at the `smoke` scale, or whose runs are \
 not all
-  shipped yet;
+  shipped yet; at a reader's `cpu` re-run (fewer and shorter runs than the paper \
+edition's), a
+  trained claim whose runs leave it undecided (too few runs, partly), or that says \
+runs stay at
+  $H(\\pi)$ judged on runs shorter than the authors' (the rule's change of 2026-11-28, \
+issue 46;
+  the row keeps its k of n and interval);
 - *not applicable to this chain*: the chain is outside the claim's setting.
 
 """
