@@ -6,8 +6,9 @@ pinned from the shipped runs).
 Usage: ``python benchmarks/paper_chain.py [--chapters a,b] [--out DIR]`` (default out:
 a temporary folder; the result store is ``DIR/store``, shared by the chapters as a
 reader's would be). Prints a Markdown table and writes it to
-``benchmarks/results/paper-chain.md``; a cpu verdict "differs" where the paper edition
-reads otherwise is what this check exists to catch (exit status 1).
+``benchmarks/results/paper-chain.md``; a cpu verdict that is neither the paper
+edition's nor "not tested at this scale" is what this check exists to catch (exit
+status 1; issue 46).
 """
 
 from __future__ import annotations
@@ -112,11 +113,7 @@ def main(argv=None) -> int:
         + "\n"
     )
     print("\n".join(lines))
-    return (
-        1
-        if any(line.endswith("| no |") and "| differs |" in line for line in lines)
-        else 0
-    )
+    return 1 if any(line.endswith("| no |") for line in lines) else 0
 
 
 if __name__ == "__main__":
