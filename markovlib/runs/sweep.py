@@ -61,11 +61,7 @@ def sigterm_as_interrupt():
 # ensembles of 1-12 runs of the GPT-2 and the theory model, lengths 128-1024 (AMD
 # EPYC, 2026-11-27: 41 cases, each within 0.74-1.28 of its fit). The uni-embedding
 # model (one logit, App. D) costs UNI_EMBEDDING of that (measured at d 4; at d 8 in
-# global_minimum's re-run: 47 s for an fp16 ensemble estimated at 69 s before). fp16:
-# 0.65 -> 0.57, between two measurements that disagree: that re-run's first sweep
-# (two fp16 ensembles at d 8) took 76, 64 and 55 s in three fresh clones of
-# 2026-11-27/28 against 77 s estimated (68 s now), while step_cost.py's ensemble of 4
-# at d 4 is now estimated at 0.73 of its time (0.83 before).
+# global_minimum's re-run: 47 s for an fp16 ensemble estimated at 69 s before).
 # An ensemble of n runs costs n + 0.3 runs a step; a run from the low-rank manifold,
 # whose attention stays 0 and is skipped, a fifth (initialisation's re-run,
 # 2026-11-27: 3-5 ms a run-step at length 256 against 19 ms); k states cost
@@ -73,7 +69,7 @@ def sigterm_as_interrupt():
 # cost dominates (multi_state's two re-runs at k = 4: float32 1.2-1.5 times the
 # two-state estimate, fp16 0.96-1.09 times).
 CPU_STEP_SECONDS = {"fp32": (0.0166, 1.61), "fp16": (0.0525, 1.42)}
-UNI_EMBEDDING = {"fp32": 0.94, "fp16": 0.57}
+UNI_EMBEDDING = {"fp32": 0.94, "fp16": 0.65}
 ENSEMBLE_OVERHEAD = 0.3
 ATTENTION_SKIPPED = 0.2
 STATES_POWER = {"fp32": 0.5, "fp16": 0.0}
