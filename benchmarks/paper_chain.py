@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from markovlib.runs.store import ResultStore
+
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = (
     "global_minimum",
@@ -109,6 +111,8 @@ def main(argv=None) -> int:
         r["id"]: r["verdict"]
         for r in json.loads((ROOT / "tests/scorecard_paper.json").read_text())
     }
+    store = out / "store" / "runs.sqlite"
+    held = len(ResultStore(store.parent)) if store.exists() else 0
     found = {}
     for chapter in chapters:
         found[chapter] = rerun(chapter, out)
@@ -117,11 +121,22 @@ def main(argv=None) -> int:
     lines = table(found, paper)
     page = ROOT / "benchmarks" / "results" / "paper-chain.md"
     page.parent.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y-%m-%d")
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    start = (
+        f"{held} runs already in the result store {store.parent} (trained by an "
+        "earlier call with this --out: the seconds are the chapters' execution only)"
+        if held
+        else "an empty result store (the seconds include training)"
+    )
     page.write_text(
-        f"Re-runs at scale cpu on the paper's chains ({stamp}):\n\n"
-        + "\n".join(lines)
-        + "\n"
+        f"Re-runs at scale cpu on the paper's chains ({stamp}, commit {commit}; "
+        f"{start}):\n\n" + "\n".join(lines) + "\n"
     )
     print("\n".join(lines))
     return 1 if any(line.endswith("| no |") for line in lines) else 0
