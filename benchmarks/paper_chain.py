@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from project import facts  # benchmarks/ is this script's folder, on sys.path
+
 from markovlib.runs.store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,13 +123,7 @@ def main(argv=None) -> int:
     lines = table(found, paper)
     page = ROOT / "benchmarks" / "results" / "paper-chain.md"
     page.parent.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    info = facts(ROOT)  # date, commit and CPU, as benchmarks/project.py reports them
     start = (
         f"{held} runs already in the result store {store.parent} (trained by an "
         "earlier call with this --out: the seconds are the chapters' execution only)"
@@ -135,7 +131,8 @@ def main(argv=None) -> int:
         else "an empty result store (the seconds include training)"
     )
     page.write_text(
-        f"Re-runs at scale cpu on the paper's chains ({stamp}, commit {commit}; "
+        f"Re-runs at scale cpu on the paper's chains ({info['date']}, commit "
+        f"{info['commit']}, {info['cpu']}; "
         f"{start}):\n\n" + "\n".join(lines) + "\n"
     )
     print("\n".join(lines))
