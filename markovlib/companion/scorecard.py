@@ -695,7 +695,8 @@ def thm2_point(chain, length: int = THM2_LENGTH) -> Measure:
     )
 
 
-ROUNDING = 1e-12  # float64 rounding of these sums moves with the CPU (1.7e-16 to 2.5e-16)
+# float64 rounding of thm2's sums moves with the CPU (1.7e-16 on one, 2.5e-16 on another)
+ROUNDING = 1e-12
 
 
 def _rounding(x: float) -> str:
