@@ -390,6 +390,56 @@ def test_makespan_gives_each_ensemble_to_the_least_loaded_worker():
     assert cold == pytest.approx(big + POOL_START_SECONDS)
 
 
+def test_the_estimate_is_timed_on_this_cpu(monkeypatch):
+    """A sweep's estimate scales the table by the first steps of its largest
+    ensemble of each group, timed here on one thread: a probe that took
+    twice the table's time doubles the estimate of its runs and leaves the others'; one
+    probe per group and size in a process; the thread count is given back;
+    $MARKOVLIB_CPU_SPEED fixes the factor, and a bad one is refused in one line."""
+    from markovlib.runs import sweep as S
+
+    monkeypatch.delenv(S.SPEED_VAR, raising=False)
+    monkeypatch.setattr(S, "_SPEEDS", {})
+    sizes = dict(steps=400, batch_size=16, tied=[True])
+    long = grid([0.2], [0.3], seeds=range(8), seq_len=256, **sizes)
+    short = grid([0.2], [0.3], seeds=range(4), seq_len=128, **sizes)
+    chunks = [long[:4], long[4:], short]
+    now, trained = [0.0], []
+    monkeypatch.setattr(S, "perf_counter", lambda: now[0])
+
+    def timed_train(specs, *, device, stop_after, on_step):
+        trained.append((specs[0].train.seq_len, len(specs), stop_after))
+        assert device == "cpu" and torch.get_num_threads() == 1
+        slower = 2.0 if specs[0].train.seq_len == 256 else 1.0
+        for step in range(1, stop_after + 1):
+            now[0] += slower * S.estimate_seconds(specs, 1) / 400
+            on_step(step)
+
+    monkeypatch.setattr(S, "train_specs", timed_train)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        speed = S.cpu_speed(chunks)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    slow, fast = long[0].group, short[0].group
+    assert speed == pytest.approx({slow: 2.0, fast: 1.0})
+    steps = S.PROBE_WARMUP + S.PROBE_STEPS
+    assert trained == [(256, 4, steps), (128, 4, steps)]
+    assert S.cpu_speed(chunks) == speed and len(trained) == 2  # once a process
+    each = sum(S.estimate_seconds(c, 1) * f for c, f in zip(chunks, (2, 2, 1)))
+    assert S.makespan(chunks, 1, False, speed) == pytest.approx(
+        each + 3 * S.ENSEMBLE_SECONDS + S.POOL_START_SECONDS
+    )
+    monkeypatch.setenv(S.SPEED_VAR, "3")
+    assert S.cpu_speed(chunks) == {slow: 3.0, fast: 3.0}
+    monkeypatch.setenv(S.SPEED_VAR, "fast")
+    with pytest.raises(ValueError, match=r"^\$MARKOVLIB_CPU_SPEED must be a posit"):
+        S.cpu_speed(chunks)
+    assert len(trained) == 2
+
+
 def test_fixed_seconds_are_those_measured():
     """ENSEMBLE_SECONDS and POOL_START_SECONDS round benchmarks/step_cost.py --fixed."""
     from markovlib.runs.sweep import ENSEMBLE_SECONDS, POOL_START_SECONDS

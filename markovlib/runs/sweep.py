@@ -14,8 +14,10 @@ from collections import Counter
 from collections.abc import Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
+from time import perf_counter
 
 import pandas as pd
+import torch
 from tqdm import tqdm
 
 from .._checks import check_int
@@ -23,7 +25,7 @@ from ..device import resolve_device
 from ..train import TrainResult
 from .executors import pool_started, pooled, train_chunks
 from .shipped import shipped_data
-from .spec import RunSpec, ensembles
+from .spec import RunSpec, ensembles, train_specs
 from .store import ResultStore, check_seeds, default_results_dir
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "training_note",
     "estimate_seconds",
     "makespan",
+    "cpu_speed",
     "sigterm_as_interrupt",
 ]
 
@@ -82,15 +85,77 @@ STATES_POWER = {"fp32": 0.5, "fp16": 0.0}
 ENSEMBLE_SECONDS = 0.3
 POOL_START_SECONDS = 7.5
 WORKERS_VAR = "MARKOVLIB_WORKERS"  # local worker processes of a sweep (default 1)
+# The table is one CPU's. Another CPU differs by a factor that moves with the model,
+# length and precision (an Intel Xeon of 2 cores against it, 2026-11-28,
+# benchmarks/results/step-cost-intel.json: 0.17-0.62; one layer 0.64 and two 0.50 on
+# depth's lag chain), so a sweep on a CPU times the first steps of its largest
+# ensemble of each group (architecture and settings), at most PROBE_RUNS runs of it,
+# here on one thread (PROBE_STEPS after a warm-up, thrown away), and scales the
+# table's estimate of the group by what they took over the table's estimate of them.
+PROBE_RUNS, PROBE_WARMUP, PROBE_STEPS = 4, 2, 10
+SPEED_VAR = "MARKOVLIB_CPU_SPEED"  # a fixed factor instead ("1": the table's CPU)
+_SPEEDS: dict[tuple, float] = {}  # this process's probes, by group and ensemble size
 
 
-def estimate_seconds(todo: Sequence[RunSpec], ensembles: int) -> float:
+def estimate_seconds(
+    todo: Sequence[RunSpec], ensembles: int, speed: dict | None = None
+) -> float:
     """About how many seconds ``todo`` takes on one CPU thread in ``ensembles``
-    batched steps of equal size (:data:`CPU_STEP_SECONDS`, measured)."""
+    batched steps of equal size (:data:`CPU_STEP_SECONDS`, measured), each spec's
+    time times ``speed`` of its group (:func:`cpu_speed`; 1 if not given)."""
     n = len(todo) / max(ensembles, 1)
+    speed = speed or {}
     return (1 + ENSEMBLE_OVERHEAD / max(n, 1.0)) * sum(
-        _run_step_seconds(s) * s.train.steps for s in todo
+        _run_step_seconds(s) * s.train.steps * speed.get(s.group, 1.0) for s in todo
     )
+
+
+def cpu_speed(chunks: Sequence[Sequence[RunSpec]]) -> dict[str, float]:
+    """This CPU's time over the table's (:data:`CPU_STEP_SECONDS`) for each group of
+    ``chunks``: ``$MARKOVLIB_CPU_SPEED`` where set, else measured on the group's
+    largest ensemble (:func:`_probe`)."""
+    fixed = os.environ.get(SPEED_VAR, "").strip()
+    largest: dict[str, Sequence[RunSpec]] = {}
+    for chunk in chunks:
+        group = chunk[0].group
+        if group not in largest or len(chunk) > len(largest[group]):
+            largest[group] = chunk
+    if fixed:
+        try:
+            factor = float(fixed)
+        except ValueError:
+            factor = 0.0
+        if factor <= 0:
+            raise ValueError(f"${SPEED_VAR} must be a positive number; got {fixed!r}")
+        return dict.fromkeys(largest, factor)
+    return {group: _probe(chunk[:PROBE_RUNS]) for group, chunk in largest.items()}
+
+
+def _probe(specs: Sequence[RunSpec]) -> float:
+    """Seconds of :data:`PROBE_STEPS` steps of the ensemble ``specs`` on one thread
+    after :data:`PROBE_WARMUP` (trained here and thrown away) over the table's
+    estimate of them; once per group and size in a process."""
+    cached = (specs[0].group, len(specs))
+    last = min(PROBE_WARMUP + PROBE_STEPS, specs[0].train.steps)
+    if last <= PROBE_WARMUP:  # too short to time: the table as it is
+        return 1.0
+    if cached not in _SPEEDS:
+        ends: dict[int, float] = {}
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            train_specs(
+                list(specs),
+                device="cpu",
+                stop_after=last,
+                on_step=lambda step: ends.__setitem__(step, perf_counter()),
+            )
+        finally:
+            torch.set_num_threads(threads)
+        took = ends[last] - ends[PROBE_WARMUP]
+        table = estimate_seconds(specs, 1) / specs[0].train.steps
+        _SPEEDS[cached] = took / (table * (last - PROBE_WARMUP))
+    return _SPEEDS[cached]
 
 
 def _run_step_seconds(spec: RunSpec) -> float:
@@ -146,14 +211,19 @@ def _runs_of(n: int) -> str:
 
 
 def makespan(
-    chunks: Sequence[Sequence[RunSpec]], workers: int, pool_started: bool = True
+    chunks: Sequence[Sequence[RunSpec]],
+    workers: int,
+    pool_started: bool = True,
+    speed: dict | None = None,
 ) -> float:
     """About how many seconds ``chunks`` (ensembles) take on ``workers`` CPU processes
     that each take the next ensemble: the largest first, each to the least loaded,
     each ensemble :data:`ENSEMBLE_SECONDS` more, and :data:`POOL_START_SECONDS` first
-    where the pool is not ``pool_started``."""
+    where the pool is not ``pool_started``; ``speed`` as in :func:`estimate_seconds`
+    (the fixed seconds stay the table CPU's: an Intel Xeon took 0.53 and 0.46 times
+    them, a second or two of a re-run's sweeps)."""
     loads = [0.0] * max(1, workers)
-    for cost in sorted((estimate_seconds(c, 1) for c in chunks), reverse=True):
+    for cost in sorted((estimate_seconds(c, 1, speed) for c in chunks), reverse=True):
         loads[loads.index(min(loads))] += cost + ENSEMBLE_SECONDS
     return max(loads) + (0.0 if pool_started else POOL_START_SECONDS)
 
@@ -196,7 +266,8 @@ def _cpu_estimate(
     where = "one CPU thread" if workers == 1 else f"{workers} CPU processes"
     if chunks is not None:
         cold = pooled(len(chunks), workers) and not pool_started(workers)
-        seconds = makespan(chunks, workers, pool_started=not cold)
+        speed = cpu_speed(chunks)
+        seconds = makespan(chunks, workers, pool_started=not cold, speed=speed)
     else:
         seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
     if seconds < 1:
