@@ -4,7 +4,9 @@ runs, per model kind, precision and sequence length, batch 16, evaluated every 2
 steps on 4 batches (the ``cpu`` scale's cadence).
 
 Usage: ``python benchmarks/step_cost.py [--quick]``; writes
-``benchmarks/results/step-cost.json`` and prints each case beside the estimate.
+``benchmarks/results/step-cost.json`` (``step-cost-intel.json`` on the Intel Xeon of
+``markovlib.runs.sweep.INTEL_XEON``) and prints each case beside this CPU's table's
+estimate (the AMD EPYC's on a CPU of no table).
 ``--fixed``: the fixed seconds of a sweep on two worker processes instead (the pool's
 start, each ensemble's own; ``ENSEMBLE_SECONDS`` and ``POOL_START_SECONDS``), into
 ``benchmarks/results/sweep-fixed.json``.
@@ -25,11 +27,17 @@ import torch
 from markovlib import TransformerConfig, binary
 from markovlib.chains import symmetric
 from markovlib.runs.spec import RunSpec
-from markovlib.runs.sweep import estimate_seconds
+from markovlib.runs.sweep import AMD_EPYC, INTEL_XEON, estimate_seconds, this_cpu_table
 from markovlib.train import Execution, TrainConfig, train_many
 
-OUT = Path(__file__).resolve().parent / "results" / "step-cost.json"
-FIXED = OUT.with_name("sweep-fixed.json")
+TABLE = this_cpu_table() or AMD_EPYC
+INTEL = TABLE is INTEL_XEON
+OUT = (
+    Path(__file__).resolve().parent
+    / "results"
+    / ("step-cost-intel.json" if INTEL else "step-cost.json")
+)
+FIXED = OUT.with_name("sweep-fixed-intel.json" if INTEL else "sweep-fixed.json")
 KINDS = {
     "gpt2": dict(layer_norm=True, activation="gelu"),
     "theory": dict(),
@@ -66,7 +74,7 @@ def case(kind: str, precision: str, n: int, length: int) -> dict:
     config = TransformerConfig(max_len=length, **KINDS[kind])
     train = TrainConfig(steps=1, batch_size=16, seq_len=length, precision=precision)
     spec = RunSpec({"kind": "binary", "p": 0.3, "q": 0.9}, config, train, seed=0)
-    estimate = estimate_seconds([spec] * n, 1)
+    estimate = estimate_seconds([spec] * n, 1, table=TABLE)
     m = 20 * min(10, max(1, math.ceil(3 / (20 * estimate))))
     seconds = (
         min(

@@ -319,15 +319,24 @@ def test_a_sweep_says_how_many_runs_it_will_train_before_it_trains(tmp_path, cap
     assert "markovlib: training" not in capsys.readouterr().err  # all stored
 
 
-def test_the_estimate_follows_every_measured_step():
-    """The estimate before training against benchmarks/step_cost.py's 41 measurements
-    (one thread; GPT-2 and theory models, uni-embedding at d 4, fp32 and fp16,
-    lengths 128-1024, ensembles of 1-12): each within a factor 1.4, the median within
-    a tenth; and the line a sweep prints for Fig 3(a)'s 8 fp16 runs."""
-    from markovlib.runs.experiments import paper_edition
-    from markovlib.runs.sweep import estimate_seconds, training_note
+TABLES = {  # each CPU kind's table and the measurements it was fitted on
+    "AMD_EPYC": ("step-cost.json", "sweep-fixed.json", 1.4),
+    "INTEL_XEON": ("step-cost-intel.json", "sweep-fixed-intel.json", 1.45),
+}
 
-    rows = json.loads((ROOT / "benchmarks/results/step-cost.json").read_text())["rows"]
+
+@pytest.mark.parametrize("name", TABLES)
+def test_the_estimate_follows_every_measured_step(name):
+    """Each CPU kind's table against benchmarks/step_cost.py's measurements on it (one
+    thread; GPT-2 and theory models, uni-embedding at d 4, fp32 and fp16, lengths
+    128-1024, ensembles of 1-12): each within the factor its fit left (AMD EPYC 1.28,
+    Intel Xeon 1.42), the median within a tenth; and the line a sweep prints for Fig
+    3(a)'s 8 fp16 runs by the AMD EPYC's table."""
+    from markovlib.runs import sweep as S
+    from markovlib.runs.experiments import paper_edition
+
+    table, (steps, _, bound) = getattr(S, name), TABLES[name]
+    rows = json.loads((ROOT / "benchmarks/results" / steps).read_text())["rows"]
     assert len(rows) >= 30
     ratios = []
     for row in rows:
@@ -336,19 +345,25 @@ def test_the_estimate_follows_every_measured_step():
             steps=1, batch_size=16, seq_len=row["length"], precision=row["precision"]
         )
         spec = RunSpec({"kind": "binary", "p": 0.3, "q": 0.9}, config, train, seed=0)
-        ratios.append(estimate_seconds([spec] * row["n"], 1) / row["seconds"])
-        assert 1 / 1.4 < ratios[-1] < 1.4, row
+        ratios.append(
+            S.estimate_seconds([spec] * row["n"], 1, table=table) / row["seconds"]
+        )
+        assert 1 / bound < ratios[-1] < bound, row
     assert 0.9 < np.median(ratios) < 1.1
     specs = dict(paper_edition())["trap400-gpt2-tied-fp16"][:8]
-    note = training_note(specs, 1, "cpu", "results")
+    note = S.training_note(specs, 1, "cpu", "results")
     assert note.startswith("markovlib: training 8 runs (400 steps, batch 16")
     assert "on cpu, about 21 min on one CPU thread: neither shipped nor" in note
 
 
-def test_two_worker_processes_train_the_runs_one_process_trains(tmp_path, capsys):
+def test_two_worker_processes_train_the_runs_one_process_trains(
+    tmp_path, capsys, monkeypatch
+):
     """workers=2 (a reader's re-run on both cores): the same ensembles trained in two
     spawned processes of one torch thread give the runs of one process bit for bit,
-    and the bar counts every run with the time left."""
+    and the bar counts every run with the time left (the estimate by the AMD EPYC's
+    table: $MARKOVLIB_CPU_SPEED=1)."""
+    monkeypatch.setenv("MARKOVLIB_CPU_SPEED", "1")
     specs = grid([0.2, 0.6], [0.3], tied=[True], seeds=range(8), **TINY)
     from markovlib.runs.executors import pool_started
 
@@ -372,12 +387,10 @@ def test_two_worker_processes_train_the_runs_one_process_trains(tmp_path, capsys
 
 
 def test_makespan_gives_each_ensemble_to_the_least_loaded_worker():
-    from markovlib.runs.sweep import (
-        ENSEMBLE_SECONDS,
-        POOL_START_SECONDS,
-        estimate_seconds,
-        makespan,
-    )
+    from markovlib.runs.sweep import AMD_EPYC, estimate_seconds, makespan
+
+    ENSEMBLE_SECONDS = AMD_EPYC.ensemble_seconds
+    POOL_START_SECONDS = AMD_EPYC.pool_start_seconds
 
     specs = grid([0.2], [0.3], tied=[True], seeds=range(12), **TINY)
     chunks = [specs[:6], specs[6:9], specs[9:]]  # costs 6 : 3 : 3 (about)
@@ -423,14 +436,14 @@ def test_the_estimate_is_timed_on_this_cpu(monkeypatch):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
-    slow, fast = long[0].group, short[0].group
+    slow, fast = S._kind(long[0]), S._kind(short[0])
     assert speed == pytest.approx({slow: 2.0, fast: 1.0})
     steps = S.PROBE_WARMUP + S.PROBE_STEPS
     assert trained == [(256, 4, steps), (128, 4, steps)]
     assert S.cpu_speed(chunks) == speed and len(trained) == 2  # once a process
     each = sum(S.estimate_seconds(c, 1) * f for c, f in zip(chunks, (2, 2, 1)))
     assert S.makespan(chunks, 1, False, speed) == pytest.approx(
-        each + 3 * S.ENSEMBLE_SECONDS + S.POOL_START_SECONDS
+        each + 3 * S.AMD_EPYC.ensemble_seconds + S.AMD_EPYC.pool_start_seconds
     )
     monkeypatch.setenv(S.SPEED_VAR, "3")
     assert S.cpu_speed(chunks) == {slow: 3.0, fast: 3.0}
@@ -440,13 +453,48 @@ def test_the_estimate_is_timed_on_this_cpu(monkeypatch):
     assert len(trained) == 2
 
 
-def test_fixed_seconds_are_those_measured():
-    """ENSEMBLE_SECONDS and POOL_START_SECONDS round benchmarks/step_cost.py --fixed."""
-    from markovlib.runs.sweep import ENSEMBLE_SECONDS, POOL_START_SECONDS
+@pytest.mark.parametrize("name", TABLES)
+def test_fixed_seconds_are_those_measured(name):
+    """Each table's fixed seconds round benchmarks/step_cost.py --fixed on its CPU."""
+    from markovlib.runs import sweep as S
 
-    found = json.loads((ROOT / "benchmarks/results/sweep-fixed.json").read_text())
-    assert ENSEMBLE_SECONDS == pytest.approx(found["ensemble_seconds"], rel=0.2)
-    assert POOL_START_SECONDS == pytest.approx(found["pool_start_seconds"], rel=0.1)
+    table, (_, fixed, _) = getattr(S, name), TABLES[name]
+    found = json.loads((ROOT / "benchmarks/results" / fixed).read_text())
+    assert table.ensemble_seconds == pytest.approx(found["ensemble_seconds"], rel=0.2)
+    assert table.pool_start_seconds == pytest.approx(
+        found["pool_start_seconds"], rel=0.1
+    )
+
+
+def test_a_cpu_of_a_measured_kind_reads_its_table(monkeypatch):
+    """The CPU's model name and flags pick its table (no probe then); another CPU gets
+    none (and is probed); /proc/cpuinfo as an Intel Xeon and an AMD EPYC show it."""
+    from markovlib.runs import sweep as S
+
+    def cpu(name: str, flags: str) -> S.CpuTable | None:
+        info = f"processor : 0\nmodel name : {name}\nflags : fpu {flags} sse\n"
+        monkeypatch.setattr(S.Path, "read_text", lambda self: info)
+        S.this_cpu_table.cache_clear()
+        try:
+            return S.this_cpu_table()
+        finally:
+            S.this_cpu_table.cache_clear()
+
+    assert cpu("Intel(R) Xeon(R) Processor", "avx2 amx_tile avx512_fp16") is (
+        S.INTEL_XEON
+    )
+    assert cpu("Intel(R) Xeon(R) Processor", "avx2") is None  # no AMX: another Xeon
+    assert cpu("AMD EPYC 7B13 64-Core Processor", "avx2") is S.AMD_EPYC
+    assert cpu("Apple M2", "") is None
+    monkeypatch.setattr(S, "this_cpu_table", lambda: S.INTEL_XEON)
+    monkeypatch.setattr(S, "_probe", lambda specs: pytest.fail("probed"))
+    sizes = dict(steps=400, batch_size=16, seq_len=256)
+    specs = grid([0.2], [0.3], tied=[True], seeds=range(8), **sizes)
+    chunks = [specs[:4], specs[4:]]
+    note = S._cpu_estimate(specs, 2, "cpu", 2, chunks)
+    started = S.pool_started(2) or not S.pooled(2, 2)
+    seconds = S.makespan(chunks, 2, started, None, S.INTEL_XEON)
+    assert f"about {S._duration(seconds)} on 2 CPU processes" in note
 
 
 def test_workers_share_the_runs_in_ensembles_of_at_least_four():

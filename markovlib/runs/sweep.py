@@ -7,12 +7,15 @@ The top of the run layer: it uses spec, store, shipped and executors.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
+import statistics
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
 
@@ -35,6 +38,9 @@ __all__ = [
     "estimate_seconds",
     "makespan",
     "cpu_speed",
+    "CpuTable",
+    "CPU_TABLES",
+    "this_cpu_table",
     "sigterm_as_interrupt",
 ]
 
@@ -58,68 +64,116 @@ def sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-# Seconds of one training step of one run on one CPU thread (batch 16, one layer,
-# d = 8, length 256, evaluated every 20 steps on 4 batches), and the power of L/256
-# it grows with, per precision: least squares by ``benchmarks/step_cost.py`` on
-# ensembles of 1-12 runs of the GPT-2 and the theory model, lengths 128-1024 (AMD
-# EPYC, 2026-11-27: 41 cases, each within 0.74-1.28 of its fit). The uni-embedding
-# model (one logit, App. D) costs UNI_EMBEDDING of that (measured at d 4; at d 8 in
-# global_minimum's re-run: 47 s for an fp16 ensemble estimated at 69 s before).
-# An ensemble of n runs costs n + 0.3 runs a step; a run from the low-rank manifold,
-# whose attention stays 0 and is skipped, a fifth (initialisation's re-run,
-# 2026-11-27: 3-5 ms a run-step at length 256 against 19 ms); k states cost
-# (k/2)^0.5 times as much as two in float32, as much in fp16, where autocast's own
-# cost dominates (multi_state's two re-runs at k = 4: float32 1.2-1.5 times the
-# two-state estimate, fp16 0.96-1.09 times).
-CPU_STEP_SECONDS = {"fp32": (0.0166, 1.61), "fp16": (0.0525, 1.42)}
-UNI_EMBEDDING = {"fp32": 0.94, "fp16": 0.65}
+@dataclass(frozen=True)
+class CpuTable:
+    """What training costs on one kind of CPU, measured there by
+    ``benchmarks/step_cost.py`` (and ``--fixed``): seconds of one step of one run on
+    one thread (batch 16, one layer, d = 8, length 256, evaluated every 20 steps on 4
+    batches) and the power of L/256 it grows with, per precision; the uni-embedding
+    model's share; a sweep's fixed seconds on two worker processes."""
+
+    name: str  # the words of the CPU's model name that pick this table
+    flags: tuple[str, ...]  # and the instruction sets it must have
+    step: dict  # precision -> (seconds at length 256, power of L/256)
+    uni: dict  # precision -> the uni-embedding model's share (App. D, one logit)
+    ensemble_seconds: float  # each ensemble: its models, last evaluation, results
+    pool_start_seconds: float  # the first sweep of a process: the pool starts
+    source: str
+
+
+# Least squares in logs on ensembles of 1-12 runs of the GPT-2 and the theory model,
+# lengths 128-1024. AMD EPYC (2026-11-27): 41 cases, each within 0.74-1.28 of its fit;
+# the uni-embedding share measured at d 4 (at d 8, global_minimum's re-run took 47 s
+# for an fp16 ensemble estimated at 69 s before, hence 0.65); its pool starts in 7.45
+# s (3.0 s: two spawned interpreters import torch), each ensemble 0.28 s (without
+# them depth's sweeps of 12-22 s read 26-33 % low). Intel Xeon with AMX and AVX-512
+# FP16 (2026-11-28): 50 cases, each within 0.73-1.42 of its fit; 0.17-0.62 times the
+# AMD EPYC's time by model, length and precision (depth's re-run estimated from the
+# AMD table: 2 min for a sweep that took 58 s there).
+AMD_EPYC = CpuTable(
+    "AMD EPYC",
+    ("avx2",),
+    {"fp32": (0.0166, 1.61), "fp16": (0.0525, 1.42)},
+    {"fp32": 0.94, "fp16": 0.65},
+    0.3,
+    7.5,
+    "benchmarks/results/step-cost.json, sweep-fixed.json",
+)
+INTEL_XEON = CpuTable(
+    "Intel(R) Xeon(R)",
+    ("amx_tile", "avx512_fp16"),
+    {"fp32": (0.0068, 1.24), "fp16": (0.0146, 0.96)},
+    {"fp32": 0.69, "fp16": 0.89},
+    0.13,
+    3.9,
+    "benchmarks/results/step-cost-intel.json, sweep-fixed-intel.json",
+)
+CPU_TABLES = (AMD_EPYC, INTEL_XEON)
+# On both: an ensemble of n runs costs n + 0.3 runs a step; a run from the low-rank
+# manifold, whose attention stays 0 and is skipped, a fifth (initialisation's re-run,
+# 2026-11-27: 3-5 ms a run-step at length 256 against 19 ms); k states (k/2)^0.5 times
+# as much as two in float32, as much in fp16, where autocast's own cost dominates
+# (multi_state's two re-runs at k = 4: float32 1.2-1.5 times the two-state estimate,
+# fp16 0.96-1.09 times; an Intel Xeon's steps at k = 4: 1.27 and 1.09 times).
 ENSEMBLE_OVERHEAD = 0.3
 ATTENTION_SKIPPED = 0.2
 STATES_POWER = {"fp32": 0.5, "fp16": 0.0}
-# Fixed seconds of a sweep on two worker processes (``benchmarks/step_cost.py
-# --fixed``, benchmarks/results/sweep-fixed.json; AMD EPYC, 2026-11-27): each ensemble
-# 0.28 s (its models, its final evaluation, its results sent back); the first sweep of
-# a process 7.45 s more, while the pool starts (3.0 s: two spawned interpreters import
-# torch) and each worker warms up. Without them the depth chapter's sweeps of 12-22 s
-# read 26-33 % low.
-ENSEMBLE_SECONDS = 0.3
-POOL_START_SECONDS = 7.5
 WORKERS_VAR = "MARKOVLIB_WORKERS"  # local worker processes of a sweep (default 1)
-# The table is one CPU's. Another CPU differs by a factor that moves with the model,
-# length and precision (an Intel Xeon of 2 cores against it, 2026-11-28,
-# benchmarks/results/step-cost-intel.json: 0.17-0.62; one layer 0.64 and two 0.50 on
-# depth's lag chain), so a sweep on a CPU times the first steps of its largest
-# ensemble of each group (architecture and settings), at most PROBE_RUNS runs of it,
-# here on one thread (PROBE_STEPS after a warm-up, thrown away), and scales the
-# table's estimate of the group by what they took over the table's estimate of them.
+# On a CPU of no table, a sweep times the first steps of its largest ensemble of each
+# group (architecture and settings), at most PROBE_RUNS runs of it, here on one thread
+# (the median of PROBE_STEPS steps after a warm-up, thrown away), and scales the AMD
+# EPYC's estimate of the group by it. Such a probe lasts a fraction of a second, and
+# the CPU's speed moves within seconds: on the Intel Xeon the same probe read 0.57-0.95
+# of the AMD table in three fresh processes (a table: steady steps 0.50-0.64), so it
+# serves only where no table was measured.
 PROBE_RUNS, PROBE_WARMUP, PROBE_STEPS = 4, 2, 10
-SPEED_VAR = "MARKOVLIB_CPU_SPEED"  # a fixed factor instead ("1": the table's CPU)
+SPEED_VAR = "MARKOVLIB_CPU_SPEED"  # a fixed factor on the AMD EPYC's table instead
 _SPEEDS: dict[tuple, float] = {}  # this process's probes, by group and ensemble size
 
 
+@functools.cache
+def this_cpu_table() -> CpuTable | None:
+    """The table of this machine's CPU kind (its model name and flags in
+    /proc/cpuinfo), or None."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    name = next((ln for ln in info.splitlines() if ln.startswith("model name")), "")
+    flags = next((ln for ln in info.splitlines() if ln.startswith("flags")), "")
+    for table in CPU_TABLES:
+        if table.name in name and all(f in flags.split() for f in table.flags):
+            return table
+    return None
+
+
 def estimate_seconds(
-    todo: Sequence[RunSpec], ensembles: int, speed: dict | None = None
+    todo: Sequence[RunSpec],
+    ensembles: int,
+    speed: dict | None = None,
+    table: CpuTable = AMD_EPYC,
 ) -> float:
     """About how many seconds ``todo`` takes on one CPU thread in ``ensembles``
-    batched steps of equal size (:data:`CPU_STEP_SECONDS`, measured), each spec's
-    time times ``speed`` of its group (:func:`cpu_speed`; 1 if not given)."""
+    batched steps of equal size by ``table`` (measured), each spec's time times
+    ``speed`` of its group (:func:`cpu_speed`; 1 if not given)."""
     n = len(todo) / max(ensembles, 1)
     speed = speed or {}
     return (1 + ENSEMBLE_OVERHEAD / max(n, 1.0)) * sum(
-        _run_step_seconds(s) * s.train.steps * speed.get(s.group, 1.0) for s in todo
+        _run_step_seconds(s, table) * s.train.steps * speed.get(_kind(s), 1.0)
+        for s in todo
     )
 
 
-def cpu_speed(chunks: Sequence[Sequence[RunSpec]]) -> dict[str, float]:
-    """This CPU's time over the table's (:data:`CPU_STEP_SECONDS`) for each group of
-    ``chunks``: ``$MARKOVLIB_CPU_SPEED`` where set, else measured on the group's
-    largest ensemble (:func:`_probe`)."""
+def cpu_speed(chunks: Sequence[Sequence[RunSpec]]) -> dict[tuple, float]:
+    """This CPU's time over the AMD EPYC table's for each group of ``chunks`` (and
+    start: drawn or given, :func:`_kind`): ``$MARKOVLIB_CPU_SPEED`` where set, else
+    measured on its largest ensemble (:func:`_probe`)."""
     fixed = os.environ.get(SPEED_VAR, "").strip()
-    largest: dict[str, Sequence[RunSpec]] = {}
+    largest: dict[tuple, Sequence[RunSpec]] = {}
     for chunk in chunks:
-        group = chunk[0].group
-        if group not in largest or len(chunk) > len(largest[group]):
-            largest[group] = chunk
+        kind = _kind(chunk[0])
+        if kind not in largest or len(chunk) > len(largest[kind]):
+            largest[kind] = chunk
     if fixed:
         try:
             factor = float(fixed)
@@ -128,14 +182,20 @@ def cpu_speed(chunks: Sequence[Sequence[RunSpec]]) -> dict[str, float]:
         if factor <= 0:
             raise ValueError(f"${SPEED_VAR} must be a positive number; got {fixed!r}")
         return dict.fromkeys(largest, factor)
-    return {group: _probe(chunk[:PROBE_RUNS]) for group, chunk in largest.items()}
+    return {kind: _probe(chunk[:PROBE_RUNS]) for kind, chunk in largest.items()}
+
+
+def _kind(spec: RunSpec) -> tuple[str, bool]:
+    """What a probe's speed holds for: the group, and whether the runs start from given
+    weights (from the low-rank manifold, attention skipped: another cost)."""
+    return (spec.group, spec.init is not None)
 
 
 def _probe(specs: Sequence[RunSpec]) -> float:
-    """Seconds of :data:`PROBE_STEPS` steps of the ensemble ``specs`` on one thread
-    after :data:`PROBE_WARMUP` (trained here and thrown away) over the table's
-    estimate of them; once per group and size in a process."""
-    cached = (specs[0].group, len(specs))
+    """The median seconds of :data:`PROBE_STEPS` steps of the ensemble ``specs`` on
+    one thread after :data:`PROBE_WARMUP` (trained here and thrown away) over the
+    table's estimate of a step; once per group and size in a process."""
+    cached = (*_kind(specs[0]), len(specs))
     last = min(PROBE_WARMUP + PROBE_STEPS, specs[0].train.steps)
     if last <= PROBE_WARMUP:  # too short to time: the table as it is
         return 1.0
@@ -152,20 +212,21 @@ def _probe(specs: Sequence[RunSpec]) -> float:
             )
         finally:
             torch.set_num_threads(threads)
-        took = ends[last] - ends[PROBE_WARMUP]
-        table = estimate_seconds(specs, 1) / specs[0].train.steps
-        _SPEEDS[cached] = took / (table * (last - PROBE_WARMUP))
+        step = statistics.median(
+            ends[s] - ends[s - 1] for s in range(PROBE_WARMUP + 1, last + 1)
+        )  # the median step: a second's swing of the CPU's speed moves it least
+        _SPEEDS[cached] = step / (estimate_seconds(specs, 1) / specs[0].train.steps)
     return _SPEEDS[cached]
 
 
-def _run_step_seconds(spec: RunSpec) -> float:
+def _run_step_seconds(spec: RunSpec, table: CpuTable = AMD_EPYC) -> float:
     """One step of ``spec`` in an ensemble on one CPU thread."""
     precision = "fp32" if spec.train.precision == "fp32" else "fp16"
-    base, length = CPU_STEP_SECONDS[precision]
+    base, length = table.step[precision]
     return (
         base
         * (spec.train.seq_len / 256) ** length
-        * (UNI_EMBEDDING[precision] if spec.config.embedding == "uni" else 1.0)
+        * (table.uni[precision] if spec.config.embedding == "uni" else 1.0)
         * spec.train.batch_size
         / 16
         * spec.config.n_layers
@@ -215,17 +276,17 @@ def makespan(
     workers: int,
     pool_started: bool = True,
     speed: dict | None = None,
+    table: CpuTable = AMD_EPYC,
 ) -> float:
     """About how many seconds ``chunks`` (ensembles) take on ``workers`` CPU processes
     that each take the next ensemble: the largest first, each to the least loaded,
-    each ensemble :data:`ENSEMBLE_SECONDS` more, and :data:`POOL_START_SECONDS` first
-    where the pool is not ``pool_started``; ``speed`` as in :func:`estimate_seconds`
-    (the fixed seconds stay the table CPU's: an Intel Xeon took 0.53 and 0.46 times
-    them, a second or two of a re-run's sweeps)."""
+    each ensemble the table's fixed seconds more, and the pool's start first where it
+    is not ``pool_started``; ``speed`` and ``table`` as in :func:`estimate_seconds`."""
     loads = [0.0] * max(1, workers)
-    for cost in sorted((estimate_seconds(c, 1, speed) for c in chunks), reverse=True):
-        loads[loads.index(min(loads))] += cost + ENSEMBLE_SECONDS
-    return max(loads) + (0.0 if pool_started else POOL_START_SECONDS)
+    costs = (estimate_seconds(c, 1, speed, table) for c in chunks)
+    for cost in sorted(costs, reverse=True):
+        loads[loads.index(min(loads))] += cost + table.ensemble_seconds
+    return max(loads) + (0.0 if pool_started else table.pool_start_seconds)
 
 
 def training_note(
@@ -266,8 +327,9 @@ def _cpu_estimate(
     where = "one CPU thread" if workers == 1 else f"{workers} CPU processes"
     if chunks is not None:
         cold = pooled(len(chunks), workers) and not pool_started(workers)
-        speed = cpu_speed(chunks)
-        seconds = makespan(chunks, workers, pool_started=not cold, speed=speed)
+        table = None if os.environ.get(SPEED_VAR, "").strip() else this_cpu_table()
+        speed = cpu_speed(chunks) if table is None else None
+        seconds = makespan(chunks, workers, not cold, speed, table or AMD_EPYC)
     else:
         seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
     if seconds < 1:
