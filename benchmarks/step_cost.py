@@ -8,8 +8,9 @@ Usage: ``python benchmarks/step_cost.py [--quick]``; writes
 ``markovlib.runs.sweep.INTEL_XEON``) and prints each case beside this CPU's table's
 estimate (the AMD EPYC's on a CPU of no table).
 ``--fixed``: the fixed seconds of a sweep on two worker processes instead (the pool's
-start, each ensemble's own; ``ENSEMBLE_SECONDS`` and ``POOL_START_SECONDS``), into
-``benchmarks/results/sweep-fixed.json``.
+start, each ensemble's own: a ``CpuTable``'s ``pool_start_seconds`` and
+``ensemble_seconds``), into ``benchmarks/results/sweep-fixed.json`` (the Intel Xeon's:
+``sweep-fixed-intel.json``).
 Run it on an idle machine: it pins one torch thread.
 """
 
