@@ -3,14 +3,13 @@
 runs, per model kind, precision and sequence length, batch 16, evaluated every 20
 steps on 4 batches (the ``cpu`` scale's cadence).
 
-Usage: ``python benchmarks/step_cost.py [--quick]``; writes
-``benchmarks/results/step-cost.json`` (``step-cost-intel.json`` on the Intel Xeon of
-``markovlib.runs.sweep.INTEL_XEON``) and prints each case beside this CPU's table's
-estimate (the AMD EPYC's on a CPU of no table).
+Usage: ``python benchmarks/step_cost.py [--quick]``; writes this CPU's table's
+measurements (``CpuTable.costs`` in ``benchmarks/results``: ``step-cost.json`` for
+the AMD EPYC and a CPU of no table) and prints each case beside that table's
+estimate.
 ``--fixed``: the fixed seconds of a sweep on two worker processes instead (the pool's
 start, each ensemble's own: a ``CpuTable``'s ``pool_start_seconds`` and
-``ensemble_seconds``), into ``benchmarks/results/sweep-fixed.json`` (the Intel Xeon's:
-``sweep-fixed-intel.json``).
+``ensemble_seconds``), into its ``CpuTable.fixed``.
 Run it on an idle machine: it pins one torch thread.
 """
 
@@ -28,17 +27,12 @@ import torch
 from markovlib import TransformerConfig, binary
 from markovlib.chains import symmetric
 from markovlib.runs.spec import RunSpec
-from markovlib.runs.sweep import AMD_EPYC, INTEL_XEON, estimate_seconds, this_cpu_table
+from markovlib.runs.sweep import AMD_EPYC, estimate_seconds, this_cpu_table
 from markovlib.train import Execution, TrainConfig, train_many
 
 TABLE = this_cpu_table() or AMD_EPYC
-INTEL = TABLE is INTEL_XEON
-OUT = (
-    Path(__file__).resolve().parent
-    / "results"
-    / ("step-cost-intel.json" if INTEL else "step-cost.json")
-)
-FIXED = OUT.with_name("sweep-fixed-intel.json" if INTEL else "sweep-fixed.json")
+OUT = Path(__file__).resolve().parent / "results" / TABLE.costs
+FIXED = OUT.with_name(TABLE.fixed)
 KINDS = {
     "gpt2": dict(layer_norm=True, activation="gelu"),
     "theory": dict(),

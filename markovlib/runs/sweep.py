@@ -78,7 +78,8 @@ class CpuTable:
     uni: dict  # precision -> the uni-embedding model's share (App. D, one logit)
     ensemble_seconds: float  # each ensemble: its models, last evaluation, results
     pool_start_seconds: float  # the first sweep of a process: the pool starts
-    source: str
+    costs: str  # the measurements, in benchmarks/results: step_cost.py's
+    fixed: str  # and step_cost.py --fixed's
 
 
 # Least squares in logs on ensembles of 1-12 runs of the GPT-2 and the theory model,
@@ -97,7 +98,8 @@ AMD_EPYC = CpuTable(
     {"fp32": 0.94, "fp16": 0.65},
     0.3,
     7.5,
-    "benchmarks/results/step-cost.json, sweep-fixed.json",
+    "step-cost.json",
+    "sweep-fixed.json",
 )
 INTEL_XEON = CpuTable(
     "Intel(R) Xeon(R)",
@@ -106,7 +108,8 @@ INTEL_XEON = CpuTable(
     {"fp32": 0.69, "fp16": 0.89},
     0.13,
     3.9,
-    "benchmarks/results/step-cost-intel.json, sweep-fixed-intel.json",
+    "step-cost-intel.json",
+    "sweep-fixed-intel.json",
 )
 CPU_TABLES = (AMD_EPYC, INTEL_XEON)
 # On both: an ensemble of n runs costs n + 0.3 runs a step; a run from the low-rank
@@ -168,21 +171,29 @@ def cpu_speed(chunks: Sequence[Sequence[RunSpec]]) -> dict[tuple, float]:
     """This CPU's time over the AMD EPYC table's for each group of ``chunks`` (and
     start: drawn or given, :func:`_kind`): ``$MARKOVLIB_CPU_SPEED`` where set, else
     measured on its largest ensemble (:func:`_probe`)."""
-    fixed = os.environ.get(SPEED_VAR, "").strip()
     largest: dict[tuple, Sequence[RunSpec]] = {}
     for chunk in chunks:
         kind = _kind(chunk[0])
         if kind not in largest or len(chunk) > len(largest[kind]):
             largest[kind] = chunk
-    if fixed:
-        try:
-            factor = float(fixed)
-        except ValueError:
-            factor = 0.0
-        if factor <= 0:
-            raise ValueError(f"${SPEED_VAR} must be a positive number; got {fixed!r}")
+    factor = _fixed_speed()
+    if factor is not None:
         return dict.fromkeys(largest, factor)
     return {kind: _probe(chunk[:PROBE_RUNS]) for kind, chunk in largest.items()}
+
+
+def _fixed_speed() -> float | None:
+    """``$MARKOVLIB_CPU_SPEED`` (a positive number), or None where it is not set."""
+    value = os.environ.get(SPEED_VAR, "").strip()
+    if not value:
+        return None
+    try:
+        factor = float(value)
+    except ValueError:
+        factor = 0.0
+    if factor <= 0:
+        raise ValueError(f"${SPEED_VAR} must be a positive number; got {value!r}")
+    return factor
 
 
 def _kind(spec: RunSpec) -> tuple[str, bool]:
@@ -327,7 +338,7 @@ def _cpu_estimate(
     where = "one CPU thread" if workers == 1 else f"{workers} CPU processes"
     if chunks is not None:
         cold = pooled(len(chunks), workers) and not pool_started(workers)
-        table = None if os.environ.get(SPEED_VAR, "").strip() else this_cpu_table()
+        table = None if _fixed_speed() is not None else this_cpu_table()
         speed = cpu_speed(chunks) if table is None else None
         seconds = makespan(chunks, workers, not cold, speed, table or AMD_EPYC)
     else:
