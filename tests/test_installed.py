@@ -1,16 +1,21 @@
-"""markovlib installed from a wheel (as on Colab), outside any clone: results go to the
-user's cache, never into site-packages, and the commands that need a clone of the book
-say so."""
+"""markovlib installed from a wheel (as on Colab), outside any clone, in an interpreter
+that cannot see the clone's editable install (issue 63: the wheel held no
+``markovlib/companion/`` and this test passed anyway, the editable install's import
+hook supplying the missing modules): every module imports, the command runs, results go
+to the user's cache, the commands that need a clone say so, and a chapter executes."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
+import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,72 +35,135 @@ print(default_data_dir())
 print(r.final_test_loss > 0)
 """
 
+# Every module of the installed package, walked from its own tree; the import hooks of
+# an editable install (setuptools' __editable__ finder) must not be there
+IMPORT_ALL = """
+import importlib, json, pathlib, sys
+import markovlib
+top = pathlib.Path(markovlib.__file__).parent
+names = sorted(
+    ".".join(("markovlib", *p.relative_to(top).with_suffix("").parts))
+    for p in top.rglob("*.py")
+)
+for name in names:
+    if not name.endswith(".__main__"):  # it runs the command: run as python -m
+        importlib.import_module(name.removesuffix(".__init__"))
+hooks = [type(f).__name__ for f in sys.meta_path if "editable" in repr(f).lower()]
+print(json.dumps({"top": str(top), "modules": names, "hooks": hooks}))
+"""
+
+# the last cell of the chapter run from the wheel: which markovlib its kernel imported
+KERNEL_CHECK = """
+import sys, markovlib
+assert not any("editable" in repr(f).lower() for f in sys.meta_path), sys.meta_path
+print("markovlib from", markovlib.__file__)
+"""
+
+
+def clean_copy(into: Path) -> Path:
+    """The files git tracks (and the untracked ones it does not ignore) of the clone,
+    copied to ``into``: what a fresh clone holds, without build/ or egg-info."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        if (ROOT / name).is_file() and not name.startswith("data/"):
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, into / name)
+    return into
+
+
+def pip(*args: str) -> None:
+    """``pip ARGS`` with this interpreter, offline; fails the test with pip's words."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", *args, "--quiet", "--no-index"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def isolated_env(tmp: Path, site: Path) -> dict[str, str]:
+    """The environment of an interpreter run as ``python -S`` (no site module: no
+    ``.pth`` file runs, so no editable install's import hook): ``site`` (the wheel's
+    folder), then this venv's site-packages (the dependencies) on PYTHONPATH; a kernel
+    "isolated" started the same way; caches and home in ``tmp``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARKOVLIB_")}
+    packages = sysconfig.get_paths()["purelib"]
+    kernel = tmp / "jupyter" / "kernels" / "isolated"
+    kernel.mkdir(parents=True, exist_ok=True)
+    (tmp / "home").mkdir(exist_ok=True)
+    argv = [sys.executable, "-S", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec = {"argv": argv, "display_name": "isolated", "language": "python"}
+    (kernel / "kernel.json").write_text(json.dumps(spec))
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(site), packages]),
+        JUPYTER_PATH=str(tmp / "jupyter"),
+        XDG_CACHE_HOME=str(tmp / "cache"),
+        HOME=str(tmp / "home"),
+        MPLBACKEND="Agg",
+    )
+    return env
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
+    """A wheel built from a clean copy of the clone, installed into a folder of its
+    own (``site``)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "source"  # setuptools writes build/ beside the sources: use a copy
-    shutil.copytree(
-        ROOT / "markovlib",
-        source / "markovlib",
-        ignore=shutil.ignore_patterns("__pycache__"),
+    source = clean_copy(tmp / "source")
+    pip(
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(tmp / "dist"),
+        str(source),
     )
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source / name)
-    build = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp / "dist"),
-            str(source),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert build.returncode == 0, build.stderr
     [wheel] = (tmp / "dist").glob("markovlib-*.whl")
-    install = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "-q",
-            "--target",
-            str(tmp / "site"),
-            str(wheel),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert install.returncode == 0, install.stderr
+    pip("install", "--no-deps", "--target", str(tmp / "site"), str(wheel))
     return tmp
 
 
-def _run(tmp, *args, cwd):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MARKOVLIB_")}
-    env.update(
-        PYTHONPATH=str(tmp / "site"),
-        XDG_CACHE_HOME=str(tmp / "cache"),
-        HOME=str(tmp / "home"),
-    )
+def _run(tmp, *args, cwd, env=None):
+    """``python -S ARGS`` in the isolated environment, in ``cwd``."""
+    env = {**isolated_env(tmp, tmp / "site"), **(env or {})}
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, cwd=cwd, env=env
+        [sys.executable, "-S", *args], capture_output=True, text=True, cwd=cwd, env=env
     )
+
+
+def test_every_module_imports_from_the_wheel_alone(installed, tmp_path):
+    """The wheel holds every module of the clone's markovlib/ and each imports in an
+    interpreter that sees no editable install (the old package list: "No module
+    named 'markovlib.companion'")."""
+    out = _run(installed, "-c", IMPORT_ALL, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    found = json.loads(out.stdout)
+    assert Path(found["top"]) == installed / "site" / "markovlib"
+    assert found["hooks"] == []
+    clone = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (ROOT / "markovlib").rglob("*.py")
+    )
+    assert found["modules"] == clone
+    assert not list((installed / "site").rglob("__editable__*"))
+
+
+def test_help_runs_from_the_wheel(installed, tmp_path):
+    out = _run(installed, "-m", "markovlib", "--help", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("usage: markovlib") and "rerun" in out.stdout
 
 
 def test_results_go_to_the_user_cache_not_site_packages(installed, tmp_path):
     out = _run(installed, "-c", SCRIPT, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, out.stderr[-3000:]
     package, results, data, trained = out.stdout.split("\n")[:4]
-    assert Path(package).is_relative_to(installed / "site")  # the wheel, not the clone
+    assert Path(package) == installed / "site" / "markovlib"  # the wheel, not the clone
     assert Path(results) == installed / "cache" / "markovlib" / "results"
     assert (
         (Path(results) / "runs.sqlite").is_file()
@@ -108,19 +176,8 @@ def test_results_go_to_the_user_cache_not_site_packages(installed, tmp_path):
 
 
 def test_book_command_needs_a_clone(installed, tmp_path):
-    out = _run(
-        installed,
-        "-m",
-        "markovlib",
-        "book",
-        "--p",
-        "0.3",
-        "--q",
-        "0.4",
-        "--out",
-        str(tmp_path / "e"),
-        cwd=tmp_path,
-    )
+    args = ["book", "--p", "0.3", "--q", "0.4", "--out", str(tmp_path / "e")]
+    out = _run(installed, "-m", "markovlib", *args, cwd=tmp_path)
     assert out.returncode == 2 and "--source: no clone of the book" in out.stderr
 
 
@@ -134,3 +191,20 @@ def test_scorecard_without_shipped_data_says_how_to_get_it(installed, tmp_path):
     assert out.stderr.startswith("markovlib scorecard: error: no shipped data found")
     assert f"clone {project['urls']['Repository']} and run" in out.stderr
     assert "MARKOVLIB_DATA=" in out.stderr and not any(tmp_path.iterdir())
+
+
+def test_a_chapter_executes_from_the_wheel_outside_the_clone(installed, tmp_path):
+    """papermill runs the framework chapter at smoke in a folder outside the clone,
+    its kernel an isolated interpreter that imports markovlib from the wheel."""
+    nb = nbformat.read(ROOT / "book" / "framework.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(KERNEL_CHECK))
+    nbformat.write(nb, tmp_path / "framework.ipynb")
+    args = ["framework.ipynb", "out.ipynb", "-k", "isolated", "-p", "scale", "smoke"]
+    env = {"MARKOVLIB_RESULTS": str(tmp_path / "results")}
+    out = _run(installed, "-m", "papermill", *args, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    done = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    said = "".join(o.get("text", "") for o in done.cells[-1].outputs)
+    assert (
+        said.strip() == f"markovlib from {installed / 'site' / 'markovlib'}/__init__.py"
+    )
