@@ -48,17 +48,9 @@ def ruff_formatted(source: str) -> str:
 
 
 def install_cell_source() -> str:
-    from markovlib.companion.notebook import install_requirement
+    from markovlib.companion.notebook import colab_cell
 
-    return ruff_formatted(
-        "# In Google Colab, install markovlib (this book's library) first;\n"
-        "# anywhere else this cell does nothing.\n"
-        "import subprocess\n"
-        "import sys\n\n"
-        'if "google.colab" in sys.modules:\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",\n'
-        f'                    "{install_requirement()}"], check=True)'
-    )
+    return ruff_formatted(colab_cell())
 
 
 def rerun_cell_source(path: Path) -> str:

@@ -29,6 +29,7 @@ import torch
 
 from .._checks import one_thread
 from .._version import repository_url
+from ..colab import clone_command
 from ..presets import PRESETS, resolve
 from ..runs.shipped import shipped_data
 from ..runs.sweep import sweep_results
@@ -47,6 +48,7 @@ __all__ = [
     "binder_url",
     "colab_url",
     "install_requirement",
+    "colab_cell",
     "rerun_box",
     "chapter_parameters",
     "build_info",
@@ -319,8 +321,30 @@ def colab_url(chapter: str) -> str:
 
 
 def install_requirement() -> str:
-    """What the Colab cell pip-installs: markovlib from the repository's main branch."""
+    """markovlib from the repository's main branch, as pip takes it (no runs)."""
     return f"markovlib @ git+https://github.com/{REPOSITORY}@{BRANCH}"
+
+
+def colab_cell() -> str:
+    """The source of every chapter's first cell (``tools/notebooks.py furnish``): in
+    Colab, a shallow clone of the repository's main branch (what the Colab link
+    opens) into the working folder, then :func:`markovlib.colab.install` run from it;
+    elsewhere nothing."""
+    clone, url = REPOSITORY.rsplit("/", 1)[-1], f"https://github.com/{REPOSITORY}"
+    git = " ".join(clone_command(url, clone, BRANCH)[:-2])  # then the URL, the folder
+    return (
+        "# In Google Colab: a shallow clone of this book (its library and the paper\n"
+        "# edition's runs, about 70 MB) and markovlib installed from it; anywhere\n"
+        "# else this cell does nothing.\n"
+        "import os\nimport runpy\nimport subprocess\nimport sys\n\n"
+        'if "google.colab" in sys.modules:\n'
+        f"    clone = {clone!r}\n"
+        "    if not os.path.isdir(clone):\n"
+        f"        url = {url!r}\n"
+        f"        git = {git!r}\n"
+        "        subprocess.run([*git.split(), url, clone], check=True)\n"
+        '    print(runpy.run_path(f"{clone}/markovlib/colab.py")["install"](clone))'
+    )
 
 
 def _literal(value) -> str:
