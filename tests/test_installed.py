@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -208,3 +209,50 @@ def test_a_chapter_executes_from_the_wheel_outside_the_clone(installed, tmp_path
     assert (
         said.strip() == f"markovlib from {installed / 'site' / 'markovlib'}/__init__.py"
     )
+
+
+# The Colab cell, run as in Colab (google.colab imported) against this clone, then the
+# chapter at scale paper in a kernel that sees only what the cell installed
+COLAB = """
+import json, sys, types, nbformat, papermill
+sys.modules["google.colab"] = types.ModuleType("google.colab")
+chapter, github, clone_url = sys.argv[1:4]
+nb = nbformat.read(chapter, as_version=4)
+[cell] = [c for c in nb.cells if "colab-install" in c.metadata.get("tags", [])]
+exec(cell.source.replace(github, clone_url), {})
+nb.cells.append(nbformat.v4.new_code_cell(sys.argv[4]))
+nbformat.write(nb, "chapter.ipynb")
+papermill.execute_notebook("chapter.ipynb", "out.ipynb", kernel_name="isolated",
+                           parameters={"scale": "paper"}, progress_bar=False)
+"""
+
+
+def test_the_colab_cell_fetches_the_book_and_a_chapter_reads_its_runs(tmp_path):
+    """The Colab cell, with this clone's URL for GitHub's, in an interpreter that
+    sees no markovlib: a shallow clone, markovlib pip-installed from it (into
+    ``site``, pip's --target standing for Colab's site-packages), one line that
+    says so; then global_minimum at scale paper reads the paper edition's runs from
+    the clone (MARKOVLIB_DATA) and trains nothing."""
+    from markovlib.companion.notebook import REPOSITORY
+
+    site = tmp_path / "site"
+    site.mkdir()
+    pip_env = {"PIP_TARGET": str(site), "PIP_NO_DEPS": "1", "PIP_NO_INDEX": "1"}
+    pip_env["PIP_NO_BUILD_ISOLATION"] = "0"  # pip's env var reads "no" inverted
+    env = {**isolated_env(tmp_path, site), **pip_env}
+    env["MARKOVLIB_RESULTS"] = str(tmp_path / "results")
+    args = [ROOT / "book" / "global_minimum.ipynb", f"https://github.com/{REPOSITORY}"]
+    args += [ROOT.as_uri(), KERNEL_CHECK]
+    argv = [sys.executable, "-S", "-c", COLAB, *map(str, args)]
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    clone = tmp_path / REPOSITORY.rsplit("/", 1)[-1]
+    said = out.stdout.strip()
+    assert said.startswith(f"markovlib: fetched {ROOT.as_uri()} at ")
+    assert said.endswith(f"runs (70 MB): MARKOVLIB_DATA={clone / 'data' / 'paper'}")
+    assert len(said.splitlines()) == 1 and (site / "markovlib" / "colab.py").is_file()
+    done = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    text = "".join(o.get("text", "") for c in done.cells for o in c.get("outputs", []))
+    assert "markovlib: training" not in text and not (tmp_path / "results").exists()
+    assert re.search(r"^  fig3b +reproduced +16 of 16 runs escaped", text, re.M)
+    assert f"markovlib from {site / 'markovlib'}/__init__.py" in text

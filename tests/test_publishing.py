@@ -11,6 +11,7 @@ import ast
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -154,6 +155,85 @@ def test_binder_installs_cpu_torch_and_markovlib():
     assert not (ROOT / "postBuild").exists() and not (ROOT / "environment.yml").exists()
 
 
+# imported by markovlib but not needed by a chapter on Binder: the book build's glue,
+# Ray clusters
+NOT_ON_BINDER = {"myst_nb", "ray"}
+
+
+def test_binder_pins_what_the_chapters_import():
+    """Every distribution the chapters and the library import (the CLI's book builds
+    aside) is pinned in binder/requirements.txt at requirements.txt's version."""
+    from importlib.metadata import packages_distributions
+
+    def pins(path):
+        lines = (ROOT / path).read_text().splitlines()
+        pairs = (ln.split("==") for ln in lines if "==" in ln)
+        return {n.lower().replace("_", "-"): v.split("+")[0] for n, v in pairs}
+
+    sources = [
+        (ROOT / "markovlib" / p).read_text()
+        for p in map(str, (ROOT / "markovlib").rglob("*.py"))
+        if not p.endswith("markovlib/cli.py")
+    ]
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        sources += [c.source for c in nb.cells if c.cell_type == "code"]
+    names = set().union(*map(_imports, sources)) - NOT_ON_BINDER - {"markovlib"}
+    dists = packages_distributions()
+    wanted = {
+        d.lower().replace("_", "-")
+        for n in names - set(sys.stdlib_module_names)
+        for d in dists[n]
+    }
+    binder, root = pins("binder/requirements.txt"), pins("requirements.txt")
+    assert {"torch", "numpy", "ipython", "matplotlib"} <= wanted
+    assert {d: binder.get(d) for d in wanted} == {d: root[d] for d in wanted}
+
+
+def test_binder_postbuild_installs_markovlib_in_a_fresh_venv(tmp_path):
+    """binder/postBuild, run in a copy of the repository with a fresh venv's pip
+    (offline; setuptools at the version Binder pins, from this venv), installs
+    markovlib from the copy."""
+    venv, deps, bin_ = tmp_path / "venv", tmp_path / "deps", tmp_path / "bin"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    import setuptools
+
+    here = Path(setuptools.__file__).parents[1]
+    deps.mkdir()
+    for name in ("setuptools", "pkg_resources", "_distutils_hack"):
+        (deps / name).symlink_to(here / name)
+    dist = f"setuptools-{setuptools.__version__}.dist-info"
+    (deps / dist).symlink_to(here / dist)
+    [packages] = venv.glob("lib/python3*/site-packages")
+    (packages / "deps.pth").write_text(f"{deps}\n")
+    bin_.mkdir()
+    pip = f'#!/bin/sh\nexec {sys.executable} -m pip --python {venv}/bin/python "$@"\n'
+    (bin_ / "pip").write_text(pip)
+    (bin_ / "pip").chmod(0o755)
+    source = tmp_path / "source"
+    for name in ("markovlib", "binder"):
+        shutil.copytree(ROOT / name, source / name, ignore=_PYCACHE)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "PIP_NO_INDEX": "1"}
+    build = subprocess.run(
+        ["bash", "binder/postBuild"], cwd=source, env=env, capture_output=True
+    )
+    assert build.returncode == 0, build.stderr.decode()[-2000:]
+    assert (
+        "setuptools==" + setuptools.__version__
+        in (ROOT / "binder" / "requirements.txt").read_text().splitlines()
+    )
+    where = "import importlib.util as u; print(u.find_spec('markovlib').origin)"
+    found = subprocess.run(
+        [venv / "bin" / "python", "-c", where], capture_output=True, cwd=tmp_path
+    )
+    assert found.stdout.decode().strip() == str(source / "markovlib" / "__init__.py")
+
+
+_PYCACHE = shutil.ignore_patterns("__pycache__")
+
+
 def _sphinx_fixes():
     sys.path.insert(0, str(ROOT / "tools"))
     try:
@@ -222,20 +302,25 @@ def _install_cell(path: Path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_install_cell_installs_only_in_colab(path, monkeypatch):
+def test_install_cell_installs_only_in_colab(path, monkeypatch, tmp_path):
+    """Outside Colab the cell does nothing; in Colab it shallow-clones the
+    repository's main branch into the working folder and installs from it
+    (tests/test_installed.py runs it for real against this clone)."""
+    from markovlib.colab import clone_command
+
     cell = _install_cell(path)
     assert {"hide-output", "colab-install"} <= set(cell.metadata["tags"])
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a[0]))
+    monkeypatch.chdir(tmp_path)
     exec(compile(cell.source, str(path), "exec"), {})
     assert calls == [], "the install cell must do nothing outside Colab"
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
-    exec(compile(cell.source, str(path), "exec"), {})
-    assert len(calls) == 1
-    cmd = calls[0]
-    assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
-    url = f"git+https://github.com/{notebook.REPOSITORY}@{notebook.BRANCH}"
-    assert f"markovlib @ {url}" in cmd
+    with pytest.raises(FileNotFoundError, match="markovlib/colab.py"):
+        exec(compile(cell.source, str(path), "exec"), {})
+    url, clone = f"https://github.com/{notebook.REPOSITORY}", "attention-with-markov"
+    assert calls == [clone_command(url, clone, notebook.BRANCH)]
+    assert calls[0][2:6] == ["--quiet", "--depth", "1", "--branch"]
 
 
 def _imports(source: str) -> set[str]:
