@@ -15,6 +15,7 @@ Bad arguments exit with status 2 and one line naming the argument.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import fcntl
 import importlib.util
@@ -40,9 +41,12 @@ from .companion.notebook import (
     CHAPTER_RULES,
     CHAPTER_SEED_LIMIT,
     SEED_RULE,
+    ChapterProgress,
     chapter_parameters,
+    chapter_report,
     chapter_titles,
     check_chapter_parameters,
+    failure_lines,
     find_repository,
     quiet_kernel_manager,
     render_roles,
@@ -920,6 +924,11 @@ def add_rerun_parser(subs) -> None:
         default=None,
         help="output directory (default: reruns/<chapter>-<parameters> in the clone)",
     )
+    rerun.add_argument(
+        "--verbose",
+        action="store_true",
+        help="papermill's own log: each cell as it runs, with its output",
+    )
     rerun.set_defaults(run=cmd_rerun)
 
 
@@ -1004,7 +1013,7 @@ def cmd_rerun(args) -> int:
     try:
         _write_marker(fd, args)
         with sigterm_as_interrupt():
-            return _rerun(root, source, out, params)
+            return _rerun(root, source, out, params, args.verbose)
     except KeyboardInterrupt as e:
         # nbclient leaves a kernel poll unawaited: no warning about it at exit
         warnings.filterwarnings("ignore", "coroutine", RuntimeWarning)
@@ -1062,34 +1071,70 @@ def _check_rerun(chapter: str, params: dict) -> None:
         raise UsageError(f"argument --{where}: {e} (chapter {chapter})") from None
 
 
-def _rerun(root: Path, source: Path, out: Path, params: dict) -> int:
-    """Execute ``source`` with ``params`` into ``out``: a notebook and an HTML page."""
-    import logging
-
+def _rerun(root: Path, source: Path, out: Path, params: dict, verbose=False) -> int:
+    """Execute ``source`` with ``params`` into ``out``: a notebook and an HTML page.
+    On the terminal: the chapter's progress, what it trains and the training bar, its
+    verdicts and the page (``verbose``: papermill's log of every cell instead)."""
     import nbformat  # optional: the book's dependencies (nbformat, papermill)
     import papermill as pm
 
-    target = out / source.name
-    shown = _shown(params)
+    target, shown = out / source.name, _shown(params)
     print(f"executing {source.name} with {shown}", flush=True)
-    log, handler = logging.getLogger("papermill"), logging.StreamHandler(sys.stderr)
-    log.addHandler(handler)
-    level, log.level = log.level, logging.INFO
+    cells = len(nbformat.read(str(source), as_version=4).cells) + 1  # + injected
+    progress = ChapterProgress(source.stem, cells)
+    options = progress.options() if not verbose else _VERBOSE
+    start = time.perf_counter()
     try:
-        _papermill(source, target, params, log_output=True, progress_bar=True)
+        with _papermill_log(verbose):
+            _papermill(source, target, params, **options)
     except pm.PapermillExecutionError as e:
         if e.ename == "KeyboardInterrupt":  # Ctrl-C reached the kernel first
             raise KeyboardInterrupt from None
+        progress.close()
+        print("\n".join(failure_lines(e)), file=sys.stderr)
         print(
             f"markovlib rerun: error: {source.name} failed ({_failure(e)}); "
-            f"see {target}",
+            f"the partial notebook: {target}",
             file=sys.stderr,
         )
         return 1
     finally:
+        progress.close()
+    return _rerun_page(root, source, out, shown, time.perf_counter() - start)
+
+
+_VERBOSE = {"log_output": True, "progress_bar": True}
+
+
+@contextlib.contextmanager
+def _papermill_log(verbose: bool):
+    """papermill's own log on stderr (each cell as it runs, its output) when
+    ``verbose``; else papermill says nothing."""
+    import logging
+
+    if not verbose:
+        yield
+        return
+    log, handler = logging.getLogger("papermill"), logging.StreamHandler(sys.stderr)
+    log.addHandler(handler)
+    level, log.level = log.level, logging.INFO
+    try:
+        yield
+    finally:
         log.removeHandler(handler)
         log.level = level
+
+
+def _rerun_page(root: Path, source: Path, out: Path, shown: str, seconds: float):
+    """After the chapter ran: its verdicts, then its page built; the paths."""
+    import nbformat
+
+    target = out / source.name
     executed = nbformat.read(str(target), as_version=4)
+    tty = sys.stdout.isatty()
+    width = max(60, shutil.get_terminal_size().columns - 1) if tty else 200
+    report = chapter_report(executed, width)
+    print(f"{source.stem}: ran in {seconds:.0f} s", *report, sep="\n", flush=True)
     titles = chapter_titles(source.parent)
     nbformat.write(render_roles(executed, titles), str(target))  # for Jupyter
     try:

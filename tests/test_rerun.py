@@ -3,6 +3,7 @@ and an HTML page whose Markdown reads like the book's page (no raw MyST roles)."
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -127,7 +128,7 @@ def test_rerun_writes_a_notebook_and_a_page_that_read_like_the_book(tmp_path):
     assert (
         f"notebook: {notebook}" in done.stdout and f"HTML page: {page}" in done.stdout
     )
-    assert "Executing" in done.stderr  # papermill's progress on the terminal
+    assert "framework: ran in" in done.stdout and "Executing" not in done.stderr
     nb = nbformat.read(str(notebook), as_version=4)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert not RAW_ROLE.search(text), RAW_ROLE.findall(text)
@@ -229,7 +230,7 @@ def test_rerun_stopped_says_so_and_sets_the_partial_notebook_aside(
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for line in proc.stderr:  # a few cells in: the kernel is running the chapter
-        if "Executing Cell 4" in line:
+        if line.startswith("markovlib: training"):
             break
     proc.send_signal(sig)
     rest = proc.stderr.read()
@@ -237,6 +238,101 @@ def test_rerun_stopped_says_so_and_sets_the_partial_notebook_aside(
     assert f"markovlib rerun: {says}" in rest and "Traceback" not in rest, rest
     assert not (tmp_path / "out" / "global_minimum.ipynb").exists()
     assert (tmp_path / "out" / "global_minimum.interrupted.ipynb").exists()
+
+
+def test_rerun_terminal_reads_like_a_progress_report(tmp_path):
+    """Issue 63: no papermill cell log, no object reprs nor figure lines; what it
+    trains, the training bar, the chapter's verdicts and its page, in a few lines
+    (the bar's updates apart: its carriage returns); --verbose brings papermill's log
+    back. A cell that fails: its error in a few lines and the partial notebook."""
+    env = {**os.environ, "MARKOVLIB_RESULTS": str(tmp_path / "store")}
+    args = "saddles --p 0.3 --q 0.9 --scale smoke --out".split()
+    done = subprocess.run(
+        [sys.executable, "-m", "markovlib", "rerun", *args, str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )  # bytes: text=True would read the bar's carriage returns as newlines
+    done.stdout, done.stderr = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = done.stdout + done.stderr
+    for never in ("Executing", " at 0x", "<Figure size", "Ending Cell"):
+        assert never not in text, never
+    assert text.count("\n") <= 13, text
+    assert done.stdout.split("\n")[:3] == [
+        "executing saddles.ipynb with seed=0, scale=smoke, p=0.3, q=0.9",
+        done.stdout.split("\n")[1],
+        "The exact claims of this chapter hold at the smoke scale (asserted above).",
+    ] and re.fullmatch(r"saddles: ran in \d+ s", done.stdout.split("\n")[1])
+    assert re.search(r"^  thm3 +reproduced +-0\.0375$", done.stdout, re.M)
+    assert done.stdout.endswith(
+        f"HTML page: {tmp_path / 'out' / 'html' / 'book' / 'saddles.html'}\n"
+    )
+    [note] = [ln for ln in done.stderr.split("\n") if ln.startswith("markovlib:")]
+    assert note.startswith(
+        "markovlib: training 16 runs (30 steps, batch 4 × length 64)"
+    )
+    assert "\rtraining: 100%" in done.stderr and done.stderr.count("\n") == 2
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_chapter_progress_updates_one_line_and_shows_only_training():
+    """On a terminal: "<chapter>: i of n cells" rewritten in place, cleared for a
+    markovlib: line and the training bar (not redrawn over a running bar); figures'
+    reprs, prints and warnings stay in the notebook."""
+    from markovlib.companion.notebook import ChapterProgress
+
+    out = _Terminal()
+    progress = ChapterProgress("saddles", 3, out)
+    assert {
+        ("log_output", False),
+        ("progress_bar", False),
+    } <= progress.options().items()
+    progress.cell_start(cell_index=0)
+    progress.stdout("<Figure size 700x400 with 1 Axes>\nH(pi) = 0.5623\n")
+    progress.cell_start(cell_index=1)
+    progress.stderr("markovlib: training 4 runs on cpu\n\rtraining:   0%|  | 0/4 runs")
+    progress.cell_start(cell_index=2)
+    progress.stderr("\rtraining: 100%|##| 4/4 runs")
+    progress.stderr("\nUserWarning: x\n")
+    progress.stdout("markovlib: a partial")
+    progress.close()
+    assert out.getvalue() == (
+        "\r\x1b[Ksaddles: 0 of 3 cells\r\x1b[Ksaddles: 1 of 3 cells\r\x1b[K"
+        "markovlib: training 4 runs on cpu\n\rtraining:   0%|  | 0/4 runs"
+        "\rtraining: 100%|##| 4/4 runs\n"
+    )
+
+
+def test_rerun_failure_is_a_few_lines_and_names_the_partial_notebook(
+    tmp_path, monkeypatch, capsys
+):
+    """A cell that raises: the cell, the end of its traceback and the notebook."""
+    import papermill as pm
+
+    import markovlib.cli as cli
+
+    def fails(source, target, params, **options):
+        target.write_text("{}")
+        trace = ["\x1b[0;31m---------\x1b[0m", "Cell In[7], line 2", "ValueError: bad"]
+        raise pm.PapermillExecutionError(7, 7, "x", "ValueError", "bad", trace)
+
+    monkeypatch.setattr(cli, "_papermill", fails)
+    source = ROOT / "book" / "framework.ipynb"
+    assert cli._rerun(ROOT, source, tmp_path, {"p": 0.3}) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "cell 7 failed:",
+        "  Cell In[7], line 2",
+        "  ValueError: bad",
+        "markovlib rerun: error: framework.ipynb failed (ValueError: bad); the "
+        f"partial notebook: {tmp_path / 'framework.ipynb'}",
+    ]
 
 
 def test_rerun_refuses_a_read_only_store_before_any_work(tmp_path):
