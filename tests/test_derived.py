@@ -103,6 +103,30 @@ def test_the_key_follows_the_maths_code_not_its_docstrings(monkeypatch, tmp_path
     D.maths_version.cache_clear()
 
 
+def test_a_value_outside_the_maths_layer_follows_its_own_module(monkeypatch, tmp_path):
+    """The curvature at a trained run lives outside MATHS (issue 66: its values were
+    computed while the shipped ones stayed current): its key follows its own module,
+    and the maths layer's keys do not."""
+    from markovlib import curvature
+
+    weights = {"w": torch.zeros(2)}
+    call = (curvature.trap_curvature, (binary(0.3, 0.9), weights), {"batch": 2})
+    maths_call = (analysis.perturb_theta_pi, (binary(0.3, 0.9), "theory"), {"n": 2})
+    before, maths_before = D.derived_key(*call), D.derived_key(*maths_call)
+    package = tmp_path / "markovlib"
+    shutil.copytree(ROOT / "markovlib", package)
+    monkeypatch.setattr(D, "__file__", str(package / "runs" / "derived.py"))
+    module = package / "curvature.py"
+    text = module.read_text()
+    module.write_text(text.replace('"""', '"""Reworded. ', 1))
+    D.maths_version.cache_clear()
+    assert D.derived_key(*call) == before
+    module.write_text(text + "\nCHANGED = 1\n")
+    assert D.derived_key(*call) != before
+    assert D.derived_key(*maths_call) == maths_before
+    D.maths_version.cache_clear()
+
+
 @pytest.fixture
 def shipped(tmp_path, monkeypatch) -> Path:
     """A data folder with one shipped run file (its one run trained alone, 500 steps

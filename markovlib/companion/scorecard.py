@@ -37,6 +37,7 @@ import torch
 
 from .._checks import one_thread
 from ..analysis import (
+    AT_UNIGRAM,
     AT_UNIGRAM_BELOW,
     CLAIM_SHARE,
     ESCAPED_ABOVE,
@@ -65,7 +66,7 @@ from ..theory import (
     unigram_point,
 )
 from ..train import diverged_step
-from . import measures
+from . import measures, thesis
 from .claims import CLAIMS, Claim, claim, paper_figures
 from .measures import Measure, RunRecord, k_threshold
 from .notebook import glue
@@ -578,9 +579,9 @@ def pin(path="tests/scorecard_paper.json", rows=None) -> None:
 # Rows of the paper edition that `markovlib scorecard` computes from the shipped runs
 # and the exact theory; the others (the related papers' chapters) are computed by
 # their chapters when the book is built.
-COMPUTED = tuple(
-    c.id for c in CLAIMS if c.groups or c.id in ("thm1", "thm2", "thm3", "k_threshold")
-)
+EXACT = ("thm1", "thm2", "thm3", "k_threshold", "thm2_grid", "thm3_point")
+EXACT += ("depth_curvature",)
+COMPUTED = tuple(c.id for c in CLAIMS if c.groups or c.id in EXACT)
 
 
 @dataclass(frozen=True)
@@ -667,6 +668,8 @@ def _exact() -> dict:
         f"{out['thm2'].value}; {point.value}", out["thm2"].ok and point.ok
     )
     out["k_threshold"] = k_threshold()
+    out["thm2_grid"], out["thm3_point"] = thesis.thm2_grid(), thesis.thm3_point()
+    out["depth_curvature"] = thesis.depth_rule(thesis.depth_curvature(trap))
     return out
 
 
@@ -812,7 +815,22 @@ RULES = {
     "depth_init": lambda R, g: measures.trapped_starts(R(*g)),
     "higher_order": lambda R, g: measures.higher_order(_depths(R, g)),
     "poster_masking": lambda R, g: measures.masking(R(g[0]), R(g[1])),
+    "thesis_stays_fp32": lambda R, g: _stays(R, g, "fp32"),
+    "thesis_stays_scaled": lambda R, g: _stays(R, g, "fp16-scaled"),
+    "thesis_theory": lambda R, g: thesis.theory_model_stays(R(g[0]), R(g[1])),
+    "layer_norm": lambda R, g: thesis.layer_norm_marginal(R(g[0]), R(g[1])),
 }
+
+
+def _stays(R, groups, precision: str):
+    """The continued runs of each source group (continue-<source>-<precision>)."""
+    by_source = {
+        source: R(g)
+        for g in groups
+        for source in thesis.SOURCE_NAMES
+        if g.startswith(f"continue-{source}-")
+    }
+    return thesis.stays_trapped(by_source, precision)
 
 
 def _weighted(data, R) -> dict:
@@ -830,6 +848,28 @@ def _weighted(data, R) -> dict:
         out["fig3c"] = measures.fig3c(
             R(*claim("fig3c").groups), load=lambda r: _model(data, r)
         )
+    return {**out, **_curvatures(data, R)}
+
+
+THESIS_CURVATURE = ("thesis_fig1", "thesis_fig3a", "thesis_theory_curvature")
+
+
+def _curvatures(data, R) -> dict:
+    """The rows on the Hessian at the trapped runs (derived values, shipped)."""
+    out = {}
+    for cid in THESIS_CURVATURE:
+        (group,) = claim(cid).groups
+        if not R.complete(group):
+            continue
+        trapped = [r for r in R(group) if r.cls == AT_UNIGRAM]
+        curvatures = thesis.trap_curvatures(
+            trapped, lambda r: data.record(r.key)["weights"], compute=False
+        )
+        done = sum(c is not None for c in curvatures)
+        if done < len(curvatures):  # not all shipped yet: not tested
+            out[cid] = (done, len(curvatures), "Hessians at its trapped runs shipped")
+        else:
+            out[cid] = thesis.curvature_rule(trapped, curvatures)
     return out
 
 
@@ -899,8 +939,9 @@ def compute(data=None) -> list[Row]:
             groups=c.groups,
         )
         if isinstance(m, tuple):  # not all shipped yet
+            what = m[2] if len(m) > 2 else "runs shipped"
             value, verdict_, runs, trapped = (
-                f"{m[0]} of {m[1]} runs shipped so far",
+                f"{m[0]} of {m[1]} {what} so far",
                 NOT_TESTED,
                 m[0],
                 None,

@@ -37,6 +37,7 @@ from .store import default_results_dir
 
 __all__ = [
     "derived",
+    "held",
     "derived_key",
     "encode",
     "decode",
@@ -79,21 +80,36 @@ def maths_version() -> str:
     """SHA-256 (16 hex digits) of the maths modules' syntax trees, docstrings left out:
     comments, formatting and docstrings do not change it."""
     digest = hashlib.sha256()
-    package = Path(__file__).resolve().parents[1]
     for name in MATHS:
-        tree = ast.parse((package / f"{name}.py").read_text())
-        for node in ast.walk(tree):
-            body = getattr(node, "body", None)
-            if (
-                isinstance(body, list)
-                and body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                node.body = body[1:] or [ast.Pass()]
-        digest.update(f"{name}\n{ast.dump(tree)}\n".encode())
+        digest.update(f"{name}\n{_syntax(name)}\n".encode())
     return digest.hexdigest()[:16]
+
+
+def _syntax(name: str) -> str:
+    """The syntax tree of markovlib's module ``name`` without its docstrings."""
+    package = Path(__file__).resolve().parents[1]
+    tree = ast.parse((package / f"{name.replace('.', '/')}.py").read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _own_code(function) -> str | None:
+    """For a function of a markovlib module outside :data:`MATHS` (the curvature at a
+    trained run), the SHA-256 of its module's syntax tree: its values get new keys
+    when its own code changes; None for the maths layer's (:func:`maths_version`)."""
+    package, _, module = function.__module__.partition(".")
+    if package != "markovlib" or module in MATHS:
+        return None
+    return hashlib.sha256(_syntax(module).encode()).hexdigest()[:16]
 
 
 def _array(a: np.ndarray) -> dict:
@@ -197,16 +213,15 @@ def _hashable(key):
 def derived_key(function, args: tuple, kwargs: dict) -> str:
     """The key of ``function(*args, **kwargs)`` at this maths version: 32 hex
     digits."""
-    name = _qualified(function)
-    text = json.dumps(
-        {
-            "function": name,
-            "args": encode(args),
-            "kwargs": encode(dict(sorted(kwargs.items()))),
-            "maths": maths_version(),
-        },
-        sort_keys=True,
-    )
+    call = {
+        "function": _qualified(function),
+        "args": encode(args),
+        "kwargs": encode(dict(sorted(kwargs.items()))),
+        "maths": maths_version(),
+    }
+    if _own_code(function) is not None:
+        call["code"] = _own_code(function)
+    text = json.dumps(call, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -319,6 +334,32 @@ def derived(function, /, *args, **kwargs):
     """``function(*args, **kwargs)``: the shipped value if the paper edition ships it
     (its hash checked), else the local store's, else computed and kept there."""
     key = derived_key(function, args, kwargs)
+    found = _lookup(key)
+    if found is not _MISSING:
+        return found
+    value = function(*args, **kwargs)
+    _write(
+        default_results_dir() / f"{FOLDER}/{key}.json.gz",
+        (function, args, kwargs),
+        key,
+        value,
+    )
+    return value
+
+
+def held(function, /, *args, **kwargs):
+    """The value :func:`derived` would return where it is shipped or stored, else
+    None: nothing is computed (a page of the paper edition reads what it ships)."""
+    found = _lookup(derived_key(function, args, kwargs))
+    return None if found is _MISSING else found
+
+
+_MISSING = object()
+
+
+def _lookup(key: str):
+    """The value of ``key``: shipped (hash checked), else in the local store, else
+    :data:`_MISSING`."""
     name = f"{FOLDER}/{key}.json.gz"
     shipped = shipped_data("auto") if os.environ.get(SHIPPED_VAR) != "0" else None
     if shipped is not None and name in shipped.derived:
@@ -329,9 +370,7 @@ def derived(function, /, *args, **kwargs):
             return read_value(local, key)
         except (OSError, ValueError, KeyError, TypeError):
             pass  # damaged or not its call's: computed again and rewritten
-    value = function(*args, **kwargs)
-    _write(local, (function, args, kwargs), key, value)
-    return value
+    return _MISSING
 
 
 def ship(store: str | Path, data: str | Path) -> int:

@@ -26,7 +26,7 @@ import torch
 
 from ..presets import CHAPTERS, resolve
 from .experiments import paper_edition
-from .shipped import ShippedData, default_data_dir
+from .shipped import ShippedData, default_data_dir, source_weights
 from .spec import RunSpec, ensembles, spec_key, train_specs
 from .store import ResultStore
 
@@ -121,7 +121,8 @@ def _train_claimed(name, chunk, store, shipped, locks, device, log) -> int:
         if not mine or not todo:
             return 0
         t0 = time.perf_counter()
-        results = train_specs(todo, device=device)
+        sources = source_weights(todo, shipped, store)
+        results = train_specs(todo, device=device, sources=sources)
         store.put(list(zip(todo, results)))
         losses = " ".join(f"{r.final_test_loss:.3f}" for r in results)
         log(

@@ -36,7 +36,7 @@ import torch
 from .._checks import check_choice, check_int, check_number
 from ..device import resolve_device
 from ..train import TrainResult
-from .spec import RunSpec, train_specs
+from .spec import RunSpec, sources_of, train_specs
 from .store import result_from_record
 
 __all__ = [
@@ -115,9 +115,11 @@ def train_chunks(
     stop_after: int | None = None,
     workers: int = 1,
     on_steps=None,
+    sources: dict | None = None,
 ) -> Iterator[tuple[Chunk, list[TrainResult]]]:
     """Train each chunk (specs of one group) as one ensemble; yields (chunk, results) as
-    each one finishes. ``stop_after=s``: end each run after step s (verification);
+    each one finishes (``sources``: :func:`~markovlib.runs.spec.start_weights`'s).
+    ``stop_after=s``: end each run after step s (verification);
     ``workers``: local worker processes on the CPU; ``on_steps(x)``: x more runs'
     worth of steps done (called as training goes, from this process)."""
     check_choice("executor", executor, EXECUTORS)
@@ -133,19 +135,11 @@ def train_chunks(
         chunks = list(chunks)
         on_cpu = resolve_device(device).type == "cpu"
         if pooled(len(chunks), workers) and on_cpu and not compile:
-            return _pool_chunks(chunks, workers, stop_after, on_steps)
+            return _pool_chunks(chunks, workers, stop_after, on_steps, sources)
+        how = dict(device=device, compile=compile, stop_after=stop_after)
         return (
-            (
-                chunk,
-                train_specs(
-                    chunk,
-                    device=device,
-                    compile=compile,
-                    stop_after=stop_after,
-                    on_step=_counter(chunk, on_steps),
-                ),
-            )
-            for chunk in chunks
+            (c, train_specs(c, on_step=_counter(c, on_steps), sources=sources, **how))
+            for c in chunks
         )
     chunks = list(chunks)
     if not chunks:
@@ -162,7 +156,8 @@ def train_chunks(
     # 'auto': the GPU Ray assigns (it sets CUDA_VISIBLE_DEVICES), else the CPU, whatever
     # GPUs the node has
     device = ("cuda" if gpus > 0 else "cpu") if str(device) == "auto" else str(device)
-    return _ray_chunks(ray, started, chunks, (device, compile, stop_after), cpus, gpus)
+    how = (device, compile, stop_after, sources)
+    return _ray_chunks(ray, started, chunks, how, cpus, gpus)
 
 
 def probe_address(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
@@ -258,21 +253,33 @@ def _one_thread() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver stops; workers follow
 
 
-def _pool_task(chunk: Chunk, stop_after: int | None, queue) -> list[dict]:
+def _sources_for(chunk: Chunk, sources: dict | None) -> dict | None:
+    """The part of ``sources`` that ``chunk`` starts from (what a worker is sent)."""
+    if not sources:
+        return None
+    return {k: sources[k] for k in sources_of(chunk) if k in sources}
+
+
+def _pool_task(chunk: Chunk, stop_after: int | None, queue, sources=None) -> list[dict]:
     """A worker's ensemble on the CPU, its progress sent every 10 steps."""
 
     def report(step: int) -> None:
         if step % 10 == 0:
             queue.put(10 * len(chunk) / chunk[0].train.steps)
 
-    results = train_specs(chunk, device="cpu", stop_after=stop_after, on_step=report)
+    results = train_specs(
+        chunk, device="cpu", stop_after=stop_after, on_step=report, sources=sources
+    )
     return [_plain(r) for r in results]
 
 
-def _pool_chunks(chunks, workers, stop_after, on_steps):
+def _pool_chunks(chunks, workers, stop_after, on_steps, sources=None):
     """(chunk, results) as the worker processes finish their ensembles."""
     pool, queue = _pool(workers)
-    pending = {pool.submit(_pool_task, c, stop_after, queue): c for c in chunks}
+    pending = {
+        pool.submit(_pool_task, c, stop_after, queue, _sources_for(c, sources)): c
+        for c in chunks
+    }
     try:
         while pending:
             done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -318,7 +325,12 @@ def _cpu(state: dict) -> dict:
 
 
 def _train_chunk(
-    chunk: Chunk, device: str, compile: bool, threads: int, stop_after: int | None
+    chunk: Chunk,
+    device: str,
+    compile: bool,
+    threads: int,
+    stop_after: int | None,
+    sources: dict | None = None,
 ) -> list[dict]:
     """The Ray task: train one ensemble with ``threads`` torch threads; its results as
     plain data."""
@@ -326,7 +338,11 @@ def _train_chunk(
     return [
         _plain(r)
         for r in train_specs(
-            chunk, device=device, compile=compile, stop_after=stop_after
+            chunk,
+            device=device,
+            compile=compile,
+            stop_after=stop_after,
+            sources=sources,
         )
     ]
 
@@ -335,7 +351,7 @@ def _ray_chunks(
     ray,
     started: bool,
     chunks: list[Chunk],
-    how: tuple[str, bool, int | None],
+    how: tuple[str, bool, int | None, dict | None],
     cpus: int,
     gpus: float,
 ) -> Iterator[tuple[Chunk, list[TrainResult]]]:
@@ -349,9 +365,11 @@ def _ray_chunks(
         task = ray.remote(_train_chunk).options(
             num_cpus=cpus, num_gpus=gpus, max_retries=RAY_MAX_RETRIES
         )
-        device, compile, stop_after = how
+        device, compile, stop_after, sources = how
         pending = {
-            task.remote(chunk, device, compile, cpus, stop_after): chunk
+            task.remote(
+                chunk, device, compile, cpus, stop_after, _sources_for(chunk, sources)
+            ): chunk
             for chunk in chunks
         }
         while pending:

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from ..presets import Scale, authors, higher_order_sizes, init_sizes, resolve
 from ..train import TrainConfig
-from .spec import RunSpec, chain_grid, grid
+from .spec import RunSpec, chain_grid, continued, grid
 
 __all__ = [
     "global_minimum",
@@ -416,7 +416,7 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
     groups += _budget_groups(tr, dp)
     groups += _named("init-manifold-{}", init_manifold(0.5, 0.8, ini))
     groups += _authors_groups(gm, tr, ms, dp)
-    return groups
+    return groups + _thesis_groups(groups, tr)
 
 
 def _named(pattern: str, specs: dict) -> list[tuple[str, list[RunSpec]]]:
@@ -521,3 +521,92 @@ def trapped_grids(S: Scale, S_grid: Scale, seed: int = 0) -> dict[tuple, list]:
 
 
 __all__ += ["trapped_groups", "fp16_lengths", "trapped_grids"]
+
+
+def layer_norm_control(p: float, q: float, S: Scale, seed: int = 0) -> list[RunSpec]:
+    """Sec. 2's "we omit the layer norm since its influence is marginal": the tied
+    theory model with layer norms added, at the budget of ``S`` in float32,
+    ``S.trap_seeds`` runs (the seeds of the theory model's group without them)."""
+    train = S.train.replace(precision="fp32")
+    options = _options(
+        S, seed, n=S.trap_seeds, preset="theory", train=train, layer_norm=True
+    )
+    return grid([p], [q], **options)
+
+
+# The thesis (Sec. 4.2): training continued from the final weights of every run the
+# book counts at H(π) (share of the gap below 0.1) in the groups of Fig 3(a) and Fig 1
+# at the authors' settings and of the theory model in float32; read from the shipped
+# runs on 2026-11-28, before any continued run existed. The seeds of each source group.
+TRAPPED_SEEDS = {
+    "trap400-gpt2-tied-fp16": (0, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 18)
+    + (19, 20, 21, 22, 24, 25, 26, 27, 29, 31),
+    "depth-fig1-fp16-L1": (4, 5, 8, 9, 12, 16, 18, 19, 24, 25, 26),
+    "trap400-theory-tied-fp32": (1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 16, 17, 18)
+    + (19, 21, 22, 24, 25, 26, 27, 29, 31),
+    "trap400-gpt2-tied-fp32": (9, 19, 24),
+}
+# the trapped chapter's sources, whose trapped runs are trained on (Fig 1's are in
+# the depth chapter: their curvature is measured, their training not continued)
+CONTINUED = (
+    "trap400-gpt2-tied-fp16",
+    "trap400-theory-tied-fp32",
+    "trap400-gpt2-tied-fp32",
+)
+# each source's training continued in float32 and in fp16 with the 2^16 loss scale
+CONTINUE_PRECISIONS = ("fp32", "fp16-scaled")
+CONTINUE_SEED = 10_000  # a continued run's batches: seed source + 10 000 (fresh ones)
+
+
+def continuations(sources: list[RunSpec], precision: str) -> list[RunSpec]:
+    """Training of each of ``sources`` continued from its final weights for its budget
+    again, in ``precision``, on fresh batches (:data:`CONTINUE_SEED`)."""
+    return [continued(s, precision, CONTINUE_SEED) for s in sources]
+
+
+def _thesis_groups(groups, tr: Scale) -> list[tuple[str, list[RunSpec]]]:
+    """The trapped chapter's trapped runs (:data:`CONTINUED`) continued in float32, the
+    layer-norm control, then the continuations in fp16 with a loss scale: a group per
+    precision and source ("continue-<source>-<precision>")."""
+    by_name = dict(groups)
+    out = []
+    for precision in CONTINUE_PRECISIONS:
+        for name in CONTINUED:
+            sources = [s for s in by_name[name] if s.seed in TRAPPED_SEEDS[name]]
+            assert len(sources) == len(TRAPPED_SEEDS[name]), name
+            out.append(
+                (f"continue-{name}-{precision}", continuations(sources, precision))
+            )
+        if precision == "fp32":
+            out.append(
+                ("trap400-theory-ln-tied-fp32", layer_norm_control(0.5, 0.8, tr))
+            )
+    return out
+
+
+__all__ += [
+    "layer_norm_control",
+    "CONTINUED",
+    "TRAPPED_SEEDS",
+    "CONTINUE_PRECISIONS",
+    "CONTINUE_SEED",
+    "continuations",
+]
+
+
+def thesis_continuations(
+    trapped: dict[str, list[RunSpec]], at_most: int | None = None
+) -> dict[str, list[RunSpec]]:
+    """The trapped chapter's continued runs by "<label>, <precision>": the first
+    ``at_most`` (all: None) of each label's trapped runs ``trapped``, continued in each
+    of :data:`CONTINUE_PRECISIONS` (the paper edition's continue-* groups at the
+    paper's chain)."""
+    return {
+        f"{label}, {precision}": continuations(specs[:at_most], precision)
+        for precision in CONTINUE_PRECISIONS
+        for label, specs in trapped.items()
+        if specs
+    }
+
+
+__all__ += ["thesis_continuations"]

@@ -27,7 +27,7 @@ import torch
 
 from .._version import repository_url
 from ..train import TrainResult
-from .spec import CHECKPOINT_STEP, RunSpec
+from .spec import CHECKPOINT_STEP, RunSpec, sources_of
 from .store import result_from_record
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "history_of",
     "ENV_VAR",
     "shipped_data",
+    "source_weights",
 ]
 
 ENV_VAR = "MARKOVLIB_DATA"
@@ -375,3 +376,17 @@ def shipped_data(data):
     if stamp not in _SHIPPED:
         _SHIPPED[stamp] = ShippedData(directory)
     return _SHIPPED[stamp]
+
+
+def source_weights(specs, shipped=None, store=None) -> dict:
+    """The final weights of the runs that ``specs`` continue (init kind 'run'), by
+    key: from the ``shipped`` data (a ShippedData) where it holds the run, else from
+    ``store`` (a ResultStore); a run in neither is left out (its continuation is
+    refused when trained)."""
+    out = {}
+    for key in sources_of(specs):
+        if shipped is not None and key in shipped:
+            out[key] = shipped.record(key)["weights"]
+        elif store is not None and key in store.keys():
+            out[key] = store.record(key)["weights"]
+    return out

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from ..chains import Chain, binary, lag_switching, random_kth_order, symmetric
-from ..model import TransformerConfig
+from ..model import Transformer, TransformerConfig
 from ..train import Execution, TrainConfig, TrainResult, train, train_many
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "spec_key",
     "make_chain",
     "start_weights",
+    "continued",
+    "sources_of",
     "grid",
     "chain_grid",
     "train_specs",
@@ -66,7 +69,9 @@ class RunSpec:
     stream (every run of the paper's figures); ``{"kind": "manifold", "e": e0,
     "w": w0}``, the point (e0, w0) of the low-rank manifold with the optimal bias
     (:func:`~markovlib.dynamics.lowrank_model`, binary chains and the tied theory
-    model). A spec without ``init`` has the key it had before ``init`` existed."""
+    model); ``{"kind": "run", "key": k}``, the final weights of the stored run ``k``
+    (training continued, :func:`continued`). A spec without ``init`` has the key it
+    had before ``init`` existed."""
 
     chain: dict  # e.g. {"kind": "binary", "p": 0.5, "q": 0.8}
     config: TransformerConfig
@@ -75,7 +80,9 @@ class RunSpec:
     init: dict | None = None
 
     def __post_init__(self):
-        if self.init is not None:
+        if self.init is not None and self.init.get("kind") == "run":
+            _check_run_init(self.init)
+        elif self.init is not None:
             start_weights(self)  # validates the starting point (ValueError)
 
     def as_dict(self) -> dict:
@@ -115,15 +122,58 @@ class RunSpec:
         return json.dumps({"config": d["config"], "train": d["train"]}, sort_keys=True)
 
 
-def start_weights(spec: RunSpec) -> dict | None:
+def _check_run_init(init: dict) -> None:
+    """A continued run's start names one run by its key (:func:`spec_key`)."""
+    key = init.get("key")
+    if set(init) != {"kind", "key"} or not (
+        isinstance(key, str) and re.fullmatch("[0-9a-f]{20}", key)
+    ):
+        raise ValueError(
+            f"init of kind 'run' must be {{'kind': 'run', 'key': <20 hex digits>}}; "
+            f"got {init!r}"
+        )
+
+
+def continued(source: RunSpec, precision: str, offset: int) -> RunSpec:
+    """Training of ``source`` continued from its final weights for its own budget
+    again (a new schedule and optimiser state), in ``precision``, on the batches of
+    seed ``source.seed + offset``."""
+    return RunSpec(
+        dict(source.chain),
+        source.config,
+        source.train.replace(precision=precision),
+        source.seed + offset,
+        {"kind": "run", "key": source.key},
+    )
+
+
+def sources_of(specs: Iterable[RunSpec]) -> list[str]:
+    """The keys of the runs that ``specs`` continue (init kind 'run'), in order."""
+    keys = [s.init["key"] for s in specs if s.init and s.init.get("kind") == "run"]
+    return list(dict.fromkeys(keys))
+
+
+def start_weights(spec: RunSpec, sources: Mapping | None = None) -> dict | None:
     """The starting weights of ``spec`` (every parameter by name, float32), or None
-    for the standard draw from its seed (``spec.init`` is None)."""
+    for the standard draw from its seed (``spec.init`` is None); a continued run's
+    from ``sources`` (run key -> final weights)."""
     if spec.init is None:
         return None
     init = dict(spec.init)
+    if init.get("kind") == "run":
+        _check_run_init(init)
+        if sources is None or init["key"] not in sources:
+            raise ValueError(
+                f"run {spec.key} continues run {init['key']}, whose weights were not "
+                "given (neither shipped nor in the result store)"
+            )
+        state = sources[init["key"]]  # a state dict: buffers and a tied head too
+        names = [name for name, _ in Transformer(spec.config).named_parameters()]
+        return {name: state[name].detach().float().clone() for name in names}
     if init.get("kind") != "manifold" or set(init) != {"kind", "e", "w"}:
         raise ValueError(
-            "init must be None or {'kind': 'manifold', 'e': e0, 'w': w0}; "
+            "init must be None, {'kind': 'manifold', 'e': e0, 'w': w0} or "
+            "{'kind': 'run', 'key': k}; "
             f"got {spec.init!r}"
         )
     if spec.chain.get("kind") != "binary":
@@ -208,9 +258,11 @@ def train_specs(
     progress: bool = False,
     stop_after: int | None = None,
     on_step=None,
+    sources: Mapping | None = None,
 ) -> list[TrainResult]:
     """Train specs of one group: a single spec with :func:`~markovlib.train.train`,
-    several as one ensemble, each from its starting point (:func:`start_weights`);
+    several as one ensemble, each from its starting point (:func:`start_weights`;
+    ``sources``: the final weights of the runs they continue, by key);
     ``stop_after=s`` ends them after step s (verification); ``on_step`` is called with
     each step's number (a sweep's progress).
 
@@ -233,7 +285,7 @@ def train_specs(
         on_step=on_step,
     )
     if len(specs) == 1:
-        chain, init = make_chain(first.chain), start_weights(first)
+        chain, init = make_chain(first.chain), start_weights(first, sources)
         return [
             train(
                 chain,
@@ -246,7 +298,7 @@ def train_specs(
         ]
     chains = [make_chain(s.chain) for s in specs]
     seeds = [s.seed for s in specs]
-    inits = [start_weights(s) for s in specs]
+    inits = [start_weights(s, sources) for s in specs]
     results = train_many(
         chains,
         first.config,

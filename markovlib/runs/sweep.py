@@ -27,7 +27,7 @@ from .._checks import check_int
 from ..device import resolve_device
 from ..train import TrainResult
 from .executors import pool_started, pooled, train_chunks
-from .shipped import shipped_data
+from .shipped import shipped_data, source_weights
 from .spec import RunSpec, ensembles, train_specs
 from .store import ResultStore, check_seeds, default_results_dir
 
@@ -374,9 +374,10 @@ def sweep(
     cpus_per_task: int = 1,
     gpus_per_task: float = 0.0,
     workers: int | None = None,
+    data=None,
 ) -> pd.DataFrame:
     """Train every spec the store does not hold yet, ``ensemble_size`` models per
-    batched step.
+    batched step (a continued run from its source's weights: store or ``data``).
 
     Each finished ensemble is written at once, by this process alone. ``executor``:
     'local' (here, one ensemble after the other) or 'ray' (one Ray task per ensemble on
@@ -384,9 +385,7 @@ def sweep(
     ``gpus_per_task`` GPUs each; see :mod:`markovlib.runs.executors`); ``workers``:
     local worker processes on the CPU (default ``$MARKOVLIB_WORKERS``, else 1), the
     runs then cut into at least that many ensembles of at least 4. The bar counts
-    runs, step by step, with the time left. Returns the store's frame restricted to
-    ``specs``.
-    """
+    runs, step by step, with the time left. Returns the store's frame of ``specs``."""
     check_int("ensemble_size", ensemble_size, 1)
     check_seeds(specs)
     store = store if isinstance(store, ResultStore) else ResultStore(store)
@@ -411,6 +410,7 @@ def sweep(
         gpus_per_task=gpus_per_task,
         workers=workers,
         on_steps=lambda runs: bar.update(min(runs, bar.total - bar.n)),  # never past
+        sources=source_weights(todo, shipped_data(data), store),
     )
     with sigterm_as_interrupt(), closing(finished):
         for chunk, results in finished:
@@ -448,7 +448,7 @@ def sweep_results(
             if not isinstance(store, ResultStore)
             else store
         )
-        sweep(rest, store, device=device, **sweep_kwargs)
+        sweep(rest, store, device=device, data=shipped, **sweep_kwargs)
     missing = {s.key for s in rest}
     return [
         store.load(s, device) if s.key in missing else shipped.load(s, device)

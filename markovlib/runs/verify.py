@@ -44,6 +44,7 @@ from .shipped import (
     ShippedData,
     ShippedDataError,
     history_of,
+    source_weights,
 )
 from .spec import CHECKPOINT_STEP, RunSpec, spec_key
 from .store import metrics_of, result_from_record
@@ -938,6 +939,7 @@ def _retrain(data: ShippedData, units, quick: bool, executor, address, log) -> i
                 address=address,
                 cpus_per_task=threads,
                 stop_after=CHECKPOINT_STEP if quick else None,
+                sources=source_weights([s for c in chunks for s in c], data),
             ):
                 seconds, t0 = time.perf_counter() - t0, time.perf_counter()
                 _judge_unit([records[s.key] for s in chunk], fresh, quick, seconds, log)

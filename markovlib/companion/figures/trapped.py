@@ -16,6 +16,7 @@ __all__ = [
     "cell_trap_shares",
     "fig4_share_panels",
     "plateau_lengths",
+    "thesis_curvature",
 ]
 
 
@@ -161,3 +162,46 @@ def plateau_lengths(ends: Mapping[str, pd.DataFrame], ax=None):
     legend_below(ax)
     ax.get_legend().set_title("grid (iterations)")
     return ax
+
+
+def thesis_curvature(smallest: Mapping[str, Sequence[float]], scale: float, depth):
+    """Two panels: the smallest Hessian eigenvalue at each trapped run, a row of dots
+    per group (``smallest``), against 0, the rule's threshold (-1 % of ``scale``) and
+    Thm 3's saddle (-``scale``); and at θ_π per depth (``depth``: depth -> {"smallest",
+    "block"}, :func:`markovlib.companion.thesis.depth_curvature`)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7.6, 3.4), width_ratios=(3, 2))
+    for i, (label, values) in enumerate(smallest.items()):
+        y = np.full(len(values), i) + np.linspace(-0.15, 0.15, len(values))
+        left.scatter(values, y, s=14, color=OKABE_ITO[i % len(OKABE_ITO)])
+    left.set_yticks(
+        range(len(smallest)), [f"{k} ({len(v)})" for k, v in smallest.items()]
+    )
+    for x, ls, text in ((0.0, "-", "0"), (-0.01 * scale, ":", "−1 % of the saddle")):
+        left.axvline(x, color="grey", ls=ls, lw=1.0)
+    left.axvline(-scale, color=COLORS["untied"], ls="--", lw=1.2)
+    left.set_xscale("symlog", linthresh=1e-4)
+    left.set_xlabel("smallest eigenvalue (dashed: Thm 3's saddle)")
+    left.set_title("trapped runs")
+    depths = sorted(depth)
+    right.plot(
+        depths,
+        [depth[L]["block"] for L in depths],
+        "o-",
+        color=COLORS["tied"],
+        label="(e, b) block",
+    )
+    right.plot(
+        depths,
+        [depth[L]["smallest"] for L in depths],
+        "s--",
+        color="grey",
+        label="every parameter",
+    )
+    right.axhline(0, color="grey", lw=0.8)
+    right.set_xticks(depths)
+    right.set_xlabel("depth")
+    right.set_ylabel(r"smallest eigenvalue at $\theta_\pi$")
+    right.set_title(r"$\theta_\pi$, exact")
+    legend_below(right, ncol=1)
+    fig.tight_layout()
+    return fig

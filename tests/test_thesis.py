@@ -1,0 +1,154 @@
+"""Issue 66, the paper's thesis judged: the curvature at a point (Lanczos against the
+exact Hessian and Thm 2/3's closed forms), training continued from a stored run's
+weights (keys, starting point, through a sweep), and the rules of the thesis' rows."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from made_up_runs import at_chain, at_marginal
+from markovlib import curvature, theory
+from markovlib.chains import binary
+from markovlib.companion import thesis
+from markovlib.model import TransformerConfig
+from markovlib.runs import derived as D
+from markovlib.runs.shipped import source_weights
+from markovlib.runs.spec import RunSpec, continued, grid, start_weights
+from markovlib.runs.store import ResultStore
+from markovlib.runs.sweep import sweep_results
+
+TRAP = binary(0.5, 0.8)
+
+
+def test_lanczos_finds_the_extreme_eigenvalues_of_a_symmetric_matrix():
+    A = np.random.default_rng(0).standard_normal((300, 300))
+    A = torch.as_tensor((A + A.T) / 2)
+    ritz, residuals = curvature.lanczos(lambda v: A @ v, 300, iterations=80)
+    exact = np.linalg.eigvalsh(A.numpy())
+    assert ritz[0] == pytest.approx(exact[0], abs=1e-6)
+    assert ritz[-1] == pytest.approx(exact[-1], abs=1e-6)
+    assert residuals[0] < 1e-4 and (ritz >= exact[0] - 1e-9).all()
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_curvature_at_theta_pi_is_the_exact_hessians_and_the_closed_form(tied):
+    """Thm 2 (tied: no negative direction, the (e, b) block positive) and Thm 3
+    (untied: -2|c| over every parameter of the two-logit model, the paper's -|c| in
+    the relative coordinates e_1 - e_0)."""
+    model = thesis._theta_pi(TRAP, TransformerConfig.theory(tied=tied, max_len=4))
+    H, _ = theory.hessian(model, TRAP, 4)
+    exact = np.linalg.eigvalsh(H)
+    loss = theory.exact_loss_function(model, TRAP, 4)
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    c = curvature.curvature(loss, params, iterations=60)
+    assert c.grad_norm < 1e-12 and c.loss == pytest.approx(TRAP.unigram_entropy())
+    assert c.min_eigenvalue == pytest.approx(exact[0], abs=1e-10)
+    assert c.max_eigenvalue == pytest.approx(exact[-1], abs=1e-10)
+    closed = theory.unigram_curvature(TRAP, tied=tied)
+    if tied:
+        assert abs(c.min_eigenvalue) < 1e-12  # flat directions only, no negative one
+    else:
+        assert c.min_eigenvalue == pytest.approx(2 * closed, rel=1e-9)
+        assert thesis.saddle_scale(TRAP) == pytest.approx(-2 * closed, rel=1e-9)
+
+
+def test_trap_curvature_reads_a_state_dict_and_sees_a_saddle_off_theta_pi():
+    """At θ_π of the theory model the batch Hessian's negative part is sampling noise;
+    the untied model's point has Thm 3's direction of negative curvature."""
+    for tied, sign in ((True, 1), (False, -1)):
+        config = TransformerConfig.theory(tied=tied, max_len=32)
+        state = theory.unigram_point(TRAP, config).state_dict()
+        c = curvature.trap_curvature(config, TRAP, state, batch=64, length=32)
+        scale = thesis.saddle_scale(TRAP)
+        assert (c.min_eigenvalue > -thesis.NEGATIVE_BELOW * scale) == (sign > 0)
+
+
+def _spec(seed=0, **kw):
+    settings = dict(steps=6, batch_size=2, seq_len=16, eval_every=3)
+    return grid(
+        [0.5], [0.8], tied=[True], seeds=[seed], preset="theory", **settings, **kw
+    )[0]
+
+
+def test_a_continued_run_names_its_source_and_starts_at_its_weights(tmp_path):
+    source = _spec()
+    again = continued(source, "fp32", 100)
+    assert again.init == {"kind": "run", "key": source.key} and again.seed == 100
+    assert RunSpec.from_dict(again.as_dict()).key == again.key != source.key
+    with pytest.raises(ValueError, match="whose weights were not given"):
+        start_weights(again)
+    with pytest.raises(ValueError, match="20 hex digits"):
+        RunSpec(source.chain, source.config, source.train, 1, {"kind": "run", "key": 1})
+    store = ResultStore(tmp_path)
+    (first,) = sweep_results([source], store, progress=False, data=None)
+    (second,) = sweep_results([again], store, progress=False, data=None)
+    weights = source_weights([again], None, store)
+    assert set(weights) == {source.key}
+    start = start_weights(again, weights)
+    for name, value in first.model.named_parameters():
+        assert torch.equal(start[name], value.detach())
+    before = second.history["test_loss"].iloc[0]  # its loss before any step
+    assert before == pytest.approx(first.final_test_loss, abs=0.05)
+
+
+def test_held_reads_without_computing(tmp_path, monkeypatch):
+    monkeypatch.setenv("MARKOVLIB_RESULTS", str(tmp_path))
+    monkeypatch.setenv("MARKOVLIB_DERIVED_SHIPPED", "0")
+    assert D.held(theory.unigram_curvature, TRAP) is None
+    value = D.derived(theory.unigram_curvature, TRAP)
+    assert D.held(theory.unigram_curvature, TRAP) == value
+
+
+def _at(kernel_fn, n, p=0.5, q=0.8, steps=400):
+    runs = [kernel_fn(p, q) for _ in range(n)]
+    for r in runs:
+        r.spec.train = SimpleNamespace(steps=steps)
+    return runs
+
+
+def test_stays_trapped_counts_the_continued_runs_still_at_h_pi():
+    m = thesis.stays_trapped(
+        {"trap400-gpt2-tied-fp16": _at(at_marginal, 20) + _at(at_chain, 5)}, "fp32"
+    )
+    assert m.ok and m.counts == (("at H(π)", 20, 25),) and "in float32" in m.value
+    gone = thesis.stays_trapped({"x": _at(at_chain, 20) + _at(at_marginal, 1)}, "fp32")
+    assert not gone.ok and gone.trapped == 1
+
+
+def test_the_theory_model_stays_only_after_both_budgets():
+    runs = _at(at_marginal, 8) + _at(at_chain, 2)
+    m = thesis.theory_model_stays(runs, _at(at_marginal, 1) + _at(at_chain, 7))
+    assert m.counts == (("at H(π) after both budgets", 1, 10),) and not m.ok
+    few = thesis.theory_model_stays(runs, _at(at_marginal, 2))  # a re-run's sample
+    assert few.counts == (("still at H(π), of the runs continued", 2, 2),)
+
+
+def test_layer_norm_is_marginal_unless_fishers_test_tells_the_counts_apart():
+    same = thesis.layer_norm_marginal(_at(at_marginal, 12), _at(at_marginal, 11))
+    assert same.ok
+    apart = thesis.layer_norm_marginal(
+        _at(at_marginal, 23) + _at(at_chain, 9), _at(at_marginal, 3) + _at(at_chain, 29)
+    )
+    assert not apart.ok and apart.details["p"] < 1e-6
+
+
+def test_the_curvature_rule_counts_runs_without_a_negative_direction():
+    scale = thesis.saddle_scale(TRAP)
+    made = [
+        curvature.Curvature(0.66, 0.01, np.array([x, 1.0]), np.zeros(2), 10)
+        for x in (-0.5 * scale,) * 12 + (-1e-5,) * 2
+    ]
+    m = thesis.curvature_rule(_at(at_marginal, 14), made)
+    assert m.counts == (("no negative curvature", 2, 14),) and not m.ok
+
+
+def test_thm2_and_thm3_hold_over_the_grid_and_depth_adds_only_flat_directions():
+    assert thesis.thm2_grid().ok and thesis.thm3_point().ok
+    by_depth = thesis.depth_curvature(TRAP, depths=(1, 2))
+    assert by_depth[1]["block"] == pytest.approx(by_depth[2]["block"], rel=1e-9)
+    assert by_depth[1]["block"] == pytest.approx(theory.unigram_curvature(TRAP))
+    assert not thesis.depth_rule(by_depth).ok  # no deeper negative or lower block
