@@ -257,7 +257,7 @@ CLAIMS: tuple[Claim, ...] = (
         authors="fig3",
     ),
     Claim(
-        "thesis_theory_curvature",
+        "thesis_theory_hessian",
         "trapped",
         "this book",
         "The theory model's trapped runs (float32) sit at a point with no direction "

@@ -851,7 +851,7 @@ def _weighted(data, R) -> dict:
     return {**out, **_curvatures(data, R)}
 
 
-THESIS_CURVATURE = ("thesis_fig1", "thesis_fig3a", "thesis_theory_curvature")
+THESIS_CURVATURE = ("thesis_fig1", "thesis_fig3a", "thesis_theory_hessian")
 
 
 def _curvatures(data, R) -> dict:

@@ -339,7 +339,7 @@ def summary_text(parts: dict) -> str:
     )
 
 
-THESIS_CURVATURE = ("thesis_fig3a", "thesis_theory_curvature")
+THESIS_CURVATURE = ("thesis_fig3a", "thesis_theory_hessian")
 
 __all__ += ["DEPTHS", "depth_rule", "trapped_sources", "summary_text"]
 __all__ += ["CONTINUE_AT_MOST", "CURVATURE_AT_MOST", "curvature_batch"]
