@@ -347,8 +347,8 @@ CLAIMS: tuple[Claim, ...] = (
         "depth_curvature",
         "trapped",
         "paper",
-        "Sec. 4.4: more layers positively affect the loss curvature at the bad local "
-        "minimum",
+        'Sec. 4.4: more layers "positively affect the loss curvature at the bad '
+        'local minima"',
         "(0.5, 0.8), the theory model, tied, depths 1, 2 and 4, θ_π exact",
         "the smallest Hessian eigenvalue at θ_π per depth (every parameter) and of its "
         "(e, b) block",
