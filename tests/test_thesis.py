@@ -4,14 +4,15 @@ weights (keys, starting point, through a sweep), and the rules of the thesis' ro
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-
 from made_up_runs import at_chain, at_marginal
-from markovlib import curvature, theory
+
+from markovlib import analysis, curvature, theory
 from markovlib.chains import binary
 from markovlib.companion import thesis
 from markovlib.model import TransformerConfig
@@ -56,15 +57,15 @@ def test_curvature_at_theta_pi_is_the_exact_hessians_and_the_closed_form(tied):
         assert thesis.saddle_scale(TRAP) == pytest.approx(-2 * closed, rel=1e-9)
 
 
-def test_trap_curvature_reads_a_state_dict_and_sees_a_saddle_off_theta_pi():
-    """At θ_π of the theory model the batch Hessian's negative part is sampling noise;
-    the untied model's point has Thm 3's direction of negative curvature."""
-    for tied, sign in ((True, 1), (False, -1)):
+def test_trap_curvature_reads_a_state_dict_and_finds_thm3s_saddle_untied():
+    """At the tied θ_π of the theory model the batch Hessian's negative part is sampling
+    noise, under the rule's line; at the untied θ_π Thm 3's negative direction."""
+    for tied in (True, False):
         config = TransformerConfig.theory(tied=tied, max_len=32)
         state = theory.unigram_point(TRAP, config).state_dict()
         c = curvature.trap_curvature(config, TRAP, state, batch=64, length=32)
         scale = thesis.saddle_scale(TRAP)
-        assert (c.min_eigenvalue > -thesis.NEGATIVE_BELOW * scale) == (sign > 0)
+        assert (c.min_eigenvalue > -thesis.NEGATIVE_BELOW * scale) == tied
 
 
 def _spec(seed=0, **kw):
@@ -83,16 +84,41 @@ def test_a_continued_run_names_its_source_and_starts_at_its_weights(tmp_path):
         start_weights(again)
     with pytest.raises(ValueError, match="20 hex digits"):
         RunSpec(source.chain, source.config, source.train, 1, {"kind": "run", "key": 1})
+    # a continuation that barely moves (lr 1e-12) ends where its source ended
+    still = replace(again, train=again.train.replace(lr=1e-12))
     store = ResultStore(tmp_path)
     (first,) = sweep_results([source], store, progress=False, data=None)
-    (second,) = sweep_results([again], store, progress=False, data=None)
-    weights = source_weights([again], None, store)
-    assert set(weights) == {source.key}
-    start = start_weights(again, weights)
-    for name, value in first.model.named_parameters():
-        assert torch.equal(start[name], value.detach())
-    before = second.history["test_loss"].iloc[0]  # its loss before any step
-    assert before == pytest.approx(first.final_test_loss, abs=0.05)
+    (second,) = sweep_results([still], store, progress=False, data=None)
+    assert set(source_weights([still], None, store)) == {source.key}
+    ended = dict(first.model.named_parameters())
+    for name, value in second.model.named_parameters():
+        assert torch.allclose(value, ended[name], atol=1e-8), name
+    drawn = sweep_results([replace(still, init=None)], store, progress=False, data=None)
+    assert not torch.allclose(drawn[0].model.wte.weight, ended["wte.weight"])
+
+
+def test_continued_runs_train_in_worker_processes(tmp_path, monkeypatch):
+    """The pool path sends each worker its ensemble's source weights."""
+    monkeypatch.setenv("MARKOVLIB_WORKERS", "2")
+    sources = [_spec(seed=s) for s in (0, 1)]
+    store = ResultStore(tmp_path)
+    sweep_results(sources, store, progress=False, data=None, workers=1)
+    again = [continued(s, "fp32", 100) for s in sources]
+    done = sweep_results(again, store, progress=False, data=None, ensemble_size=1)
+    assert [r.seed for r in done] == [100, 101]
+
+
+def test_the_trapped_seeds_are_the_shipped_runs_at_h_pi():
+    """:data:`TRAPPED_SEEDS` (the continued runs' sources) read with the rule."""
+    from markovlib.companion.scorecard import shipped_records
+    from markovlib.runs.experiments import TRAPPED_SEEDS, paper_edition
+    from markovlib.runs.shipped import shipped_data
+
+    data, edition = shipped_data("auto"), dict(paper_edition())
+    for name, seeds in TRAPPED_SEEDS.items():
+        records = shipped_records(data, edition[name])
+        at = {r.spec.seed for r in records if r.cls == analysis.AT_UNIGRAM}
+        assert at == set(seeds), name
 
 
 def test_held_reads_without_computing(tmp_path, monkeypatch):
@@ -127,13 +153,22 @@ def test_the_theory_model_stays_only_after_both_budgets():
     assert few.counts == (("still at H(π), of the runs continued", 2, 2),)
 
 
-def test_layer_norm_is_marginal_unless_fishers_test_tells_the_counts_apart():
-    same = thesis.layer_norm_marginal(_at(at_marginal, 12), _at(at_marginal, 11))
-    assert same.ok
-    apart = thesis.layer_norm_marginal(
-        _at(at_marginal, 23) + _at(at_chain, 9), _at(at_marginal, 3) + _at(at_chain, 29)
-    )
-    assert not apart.ok and apart.details["p"] < 1e-6
+def test_layer_norm_is_marginal_only_when_the_difference_is_shown_small():
+    def runs(k, n):
+        return _at(at_marginal, k) + _at(at_chain, n - k)
+
+    same = thesis.layer_norm_marginal(runs(12, 32), runs(12, 32))
+    assert same.ok and same.details["interval"][1] < thesis.MARGINAL
+    unclear = thesis.layer_norm_marginal(runs(23, 32), runs(15, 32))  # p = 0.07
+    assert not unclear.ok  # not rejected is not "marginal"
+    apart = thesis.layer_norm_marginal(runs(23, 32), runs(3, 32))
+    assert not apart.ok and apart.details["interval"][0] > 0.3
+
+
+def test_share_difference_is_newcombes_interval():
+    """Newcombe (1998), Table II, example (a): 56/70 - 48/80, 0.0524 to 0.3339."""
+    low, high = thesis.share_difference(56, 70, 48, 80)
+    assert (round(low, 4), round(high, 4)) == (0.0524, 0.3339)
 
 
 def test_the_curvature_rule_counts_runs_without_a_negative_direction():
@@ -143,7 +178,22 @@ def test_the_curvature_rule_counts_runs_without_a_negative_direction():
         for x in (-0.5 * scale,) * 12 + (-1e-5,) * 2
     ]
     m = thesis.curvature_rule(_at(at_marginal, 14), made)
-    assert m.counts == (("no negative curvature", 2, 14),) and not m.ok
+    assert m.counts == (("no negative curvature found", 2, 14),) and not m.ok
+    assert m.value.startswith("12 of 14 trapped runs with a direction")
+
+
+def test_the_summary_follows_the_parts_outcomes():
+    def part(k, n):
+        return SimpleNamespace(counts=(("x", k, n),), ok=k > n / 2)
+
+    rows = dict.fromkeys(thesis.THESIS_CURVATURE, part(0, 25))
+    gone = thesis.summary_text({**rows, "thesis_stays_fp32": part(1, 25)})
+    assert "leaves H(π)" in gone and "negative curvature" in gone
+    kept = dict.fromkeys(thesis.THESIS_CURVATURE, part(25, 25))
+    assert "agree" in thesis.summary_text({**kept, "thesis_stays_fp32": part(24, 25)})
+    few = thesis.summary_text({**rows, "thesis_stays_fp32": part(1, 2)})
+    assert few.startswith("Too few runs")  # a re-run's sample decides nothing
+    assert thesis.summary_text({"thesis_fig3a": None}).startswith("Not every part")
 
 
 def test_thm2_and_thm3_hold_over_the_grid_and_depth_adds_only_flat_directions():
@@ -151,4 +201,4 @@ def test_thm2_and_thm3_hold_over_the_grid_and_depth_adds_only_flat_directions():
     by_depth = thesis.depth_curvature(TRAP, depths=(1, 2))
     assert by_depth[1]["block"] == pytest.approx(by_depth[2]["block"], rel=1e-9)
     assert by_depth[1]["block"] == pytest.approx(theory.unigram_curvature(TRAP))
-    assert not thesis.depth_rule(by_depth).ok  # no deeper negative or lower block
+    assert not thesis.depth_rule(by_depth, TRAP).ok  # no deeper negative, lower block

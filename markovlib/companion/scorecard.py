@@ -669,7 +669,7 @@ def _exact() -> dict:
     )
     out["k_threshold"] = k_threshold()
     out["thm2_grid"], out["thm3_point"] = thesis.thm2_grid(), thesis.thm3_point()
-    out["depth_curvature"] = thesis.depth_rule(thesis.depth_curvature(trap))
+    out["depth_curvature"] = thesis.depth_rule(thesis.depth_curvature(trap), trap)
     return out
 
 
@@ -746,7 +746,8 @@ def authors_mismatches(c: Claim, specs) -> list[str]:
     if c.authors is None:
         return ["no published settings"]
     A = AUTHORS[c.authors]
-    return sorted({m for s in specs for m in A.mismatches(s)})
+    started = {"continued from a run's final weights" for s in specs if s.init}
+    return sorted({m for s in specs for m in A.mismatches(s)} | started)
 
 
 def setting_text(c: Claim, specs) -> str:
@@ -851,13 +852,10 @@ def _weighted(data, R) -> dict:
     return {**out, **_curvatures(data, R)}
 
 
-THESIS_CURVATURE = ("thesis_fig1", "thesis_fig3a", "thesis_theory_hessian")
-
-
 def _curvatures(data, R) -> dict:
     """The rows on the Hessian at the trapped runs (derived values, shipped)."""
     out = {}
-    for cid in THESIS_CURVATURE:
+    for cid in thesis.THESIS_CURVATURE:
         (group,) = claim(cid).groups
         if not R.complete(group):
             continue

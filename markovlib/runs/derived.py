@@ -6,9 +6,11 @@ shipped values of the paper edition (``data/paper/derived/``, each file listed i
 manifest with its SHA-256 and checked before it is read), then in the local result
 store's ``derived/`` folder, and computed (and kept there) only where neither holds it.
 A value's key hashes the function's name, its arguments and the maths layer's code (its
-syntax tree without docstrings): a change to the maths gives new keys, so a stale value
-is never read. ``tools/derive.py`` computes the paper edition's values from its chapters
-and ships them; a test recomputes one and fails when the shipped ones are stale.
+syntax tree without docstrings), and for a function outside the maths layer (the Hessian
+at a trained run, :mod:`markovlib.curvature`) its own module's code too: a change to the
+code gives new keys, so a stale value is never read. ``tools/derive.py`` computes the
+paper edition's values from its chapters and ships them; a test recomputes one and fails
+when the shipped ones are stale.
 
 Values are stored as JSON (gzip): numbers, strings, lists, dicts, tuples, NumPy arrays
 and tensors (raw little-endian bytes), Markov chains and the maths layer's dataclasses.
@@ -100,6 +102,18 @@ def _syntax(name: str) -> str:
         ):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree)
+
+
+def _current(path: Path) -> bool:
+    """Whether the record at ``path`` was computed by today's code: its key is its
+    call's at this maths version (and, outside the maths layer, its module's code)."""
+    record = read_record(path)
+    if record.get("maths") != maths_version():
+        return False
+    function = _markovlib_attribute(record["function"], "function")
+    return (
+        derived_key(function, tuple(record["args"]), record["kwargs"]) == record["key"]
+    )
 
 
 def _own_code(function) -> str | None:
@@ -219,8 +233,9 @@ def derived_key(function, args: tuple, kwargs: dict) -> str:
         "kwargs": encode(dict(sorted(kwargs.items()))),
         "maths": maths_version(),
     }
-    if _own_code(function) is not None:
-        call["code"] = _own_code(function)
+    own = _own_code(function)
+    if own is not None:
+        call["code"] = own
     text = json.dumps(call, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -386,7 +401,7 @@ def ship(store: str | Path, data: str | Path) -> int:
     target.mkdir(exist_ok=True)
     entries = []
     for path in sorted(source.glob("*.json.gz")):
-        if json.loads(gzip.decompress(path.read_bytes()))["maths"] != maths_version():
+        if not _current(path):
             continue  # computed by older code: never shipped
         (target / path.name).write_bytes(path.read_bytes())
         name = f"{FOLDER}/{path.name}"

@@ -27,7 +27,7 @@ import torch
 from ..presets import CHAPTERS, resolve
 from .experiments import paper_edition
 from .shipped import ShippedData, default_data_dir, source_weights
-from .spec import RunSpec, ensembles, spec_key, train_specs
+from .spec import RunSpec, ensembles, sources_of, spec_key, train_specs
 from .store import ResultStore
 
 __all__ = ["produce", "status", "settings_table", "progress"]
@@ -118,10 +118,10 @@ def _train_claimed(name, chunk, store, shipped, locks, device, log) -> int:
     with _claim(locks, spec_key({"ensemble": [s.key for s in chunk]})) as mine:
         done = _done(store, shipped)
         todo = [s for s in chunk if s.key not in done]
-        if not mine or not todo:
-            return 0
+        sources = source_weights(todo, shipped, store) if mine and todo else {}
+        if not mine or not todo or len(sources) < len(sources_of(todo)):
+            return 0  # claimed elsewhere, done, or its sources not trained yet
         t0 = time.perf_counter()
-        sources = source_weights(todo, shipped, store)
         results = train_specs(todo, device=device, sources=sources)
         store.put(list(zip(todo, results)))
         losses = " ".join(f"{r.final_test_loss:.3f}" for r in results)

@@ -15,7 +15,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from time import perf_counter
 
@@ -202,6 +202,12 @@ def _kind(spec: RunSpec) -> tuple[str, bool]:
     return (spec.group, spec.init is not None)
 
 
+def _drawn(spec: RunSpec) -> RunSpec:
+    """``spec`` started from its seed's draw where it continues a stored run."""
+    continues = spec.init is not None and spec.init.get("kind") == "run"
+    return replace(spec, init=None) if continues else spec
+
+
 def _probe(specs: Sequence[RunSpec]) -> float:
     """The median seconds of :data:`PROBE_STEPS` steps of the ensemble ``specs`` on
     one thread after :data:`PROBE_WARMUP` (trained here and thrown away) over the
@@ -216,7 +222,7 @@ def _probe(specs: Sequence[RunSpec]) -> float:
         torch.set_num_threads(1)
         try:
             train_specs(
-                list(specs),
+                [_drawn(s) for s in specs],  # a continued run's step costs the same
                 device="cpu",
                 stop_after=last,
                 on_step=lambda step: ends.__setitem__(step, perf_counter()),

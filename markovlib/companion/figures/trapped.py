@@ -164,11 +164,13 @@ def plateau_lengths(ends: Mapping[str, pd.DataFrame], ax=None):
     return ax
 
 
-def thesis_curvature(smallest: Mapping[str, Sequence[float]], scale: float, depth):
+def thesis_curvature(
+    smallest: Mapping[str, Sequence[float]], scale: float, depth, threshold: float
+):
     """Two panels: the smallest Hessian eigenvalue at each trapped run, a row of dots
-    per group (``smallest``), against 0, the rule's threshold (-1 % of ``scale``) and
-    Thm 3's saddle (-``scale``); and at θ_π per depth (``depth``: depth -> {"smallest",
-    "block"}, :func:`markovlib.companion.thesis.depth_curvature`)."""
+    per group (``smallest``), against 0, the rule's line (-``threshold`` of ``scale``)
+    and Thm 3's saddle (-``scale``); and at θ_π per depth (``depth``: depth ->
+    {"smallest", "block"}, :func:`markovlib.companion.thesis.depth_curvature`)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.6, 3.4), width_ratios=(3, 2))
     for i, (label, values) in enumerate(smallest.items()):
         y = np.full(len(values), i) + np.linspace(-0.15, 0.15, len(values))
@@ -176,7 +178,7 @@ def thesis_curvature(smallest: Mapping[str, Sequence[float]], scale: float, dept
     left.set_yticks(
         range(len(smallest)), [f"{k} ({len(v)})" for k, v in smallest.items()]
     )
-    for x, ls, text in ((0.0, "-", "0"), (-0.01 * scale, ":", "−1 % of the saddle")):
+    for x, ls in ((0.0, "-"), (-threshold * scale, ":")):  # 0 and the rule's line
         left.axvline(x, color="grey", ls=ls, lw=1.0)
     left.axvline(-scale, color=COLORS["untied"], ls="--", lw=1.2)
     left.set_xscale("symlog", linthresh=1e-4)
