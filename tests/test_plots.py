@@ -702,6 +702,32 @@ def test_plateau_lengths_marks_runs_that_never_escaped():
     assert never.tolist() == [[0.1, 400.0]]  # at its last step
 
 
+def test_thesis_curvature_draws_each_run_and_the_rules_lines():
+    """Issue 66: a dot per trapped run on its group's row, vertical lines at 0, at the
+    rule's -1 % of Thm 3's saddle and at the saddle; the depth panel's two lines."""
+    smallest = {"GPT-2, fp16": [-0.006, -0.01, -0.02], "theory, float32": [-0.014]}
+    depth = {L: {"smallest": 0.0, "block": 0.142} for L in (1, 2, 4)}
+    fig = trapped_figures.thesis_curvature(smallest, 0.142, depth, 0.01)
+    left, right = fig.axes
+    rows = [c.get_offsets()[:, 1].round() for c in left.collections]
+    assert [r.tolist() for r in rows] == [[0.0, 0.0, 0.0], [1.0]]
+    assert [c.get_offsets()[:, 0].tolist() for c in left.collections][0] == [
+        -0.006,
+        -0.01,
+        -0.02,
+    ]
+    verticals = sorted(round(ln.get_xdata()[0], 6) for ln in left.lines)
+    assert verticals == [-0.142, -0.00142, 0.0]
+    assert [ln.get_ydata().tolist() for ln in right.lines[:2]] == [
+        [0.142] * 3,
+        [0.0] * 3,
+    ]
+    assert [t.get_text() for t in left.get_yticklabels()] == [
+        "GPT-2, fp16 (3)",
+        "theory, float32 (1)",
+    ]
+
+
 # --- the multi_state and initialisation chapters (helper H7) ---
 def test_fig5_curves_puts_each_run_on_its_chain():
     k = 5
