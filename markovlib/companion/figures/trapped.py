@@ -202,8 +202,8 @@ def thesis_curvature(
     right.axhline(0, color="grey", lw=0.8)
     right.set_xticks(depths)
     right.set_xlabel("depth")
-    right.set_ylabel(r"smallest eigenvalue at $\theta_\pi$")
-    right.set_title(r"$\theta_\pi$, exact")
-    legend_below(right, ncol=1)
+    right.set_ylabel("smallest eigenvalue")
+    right.set_title(r"at $\theta_\pi$, exact")
+    right.legend(loc="center right", frameon=False)  # between the two lines
     fig.tight_layout()
     return fig
