@@ -202,3 +202,19 @@ def test_thm2_and_thm3_hold_over_the_grid_and_depth_adds_only_flat_directions():
     assert by_depth[1]["block"] == pytest.approx(by_depth[2]["block"], rel=1e-9)
     assert by_depth[1]["block"] == pytest.approx(theory.unigram_curvature(TRAP))
     assert not thesis.depth_rule(by_depth, TRAP).ok  # no deeper negative, lower block
+
+
+def test_below_the_line_minima_exist_and_the_standard_start_escapes_them():
+    """Sec. 4.1: past the saddle the reduced loss curves upwards in e (sides swapped
+    from p + q > 1, where w = 0 is Thm 2's minimum with curvature 2c); the tied runs
+    below the line from the standard initialisation escaped."""
+    assert thesis.e_curvature(0.0, 0.5, 0.8) == pytest.approx(
+        theory.unigram_curvature(TRAP), rel=1e-5
+    )
+    assert thesis.e_curvature(-1.0, 0.5, 0.2) > 0 > thesis.e_curvature(0.0, 0.5, 0.2)
+    below = [at_chain(0.2, 0.4), at_chain(0.4, 0.2), at_chain(0.2, 0.2)]
+    above = [at_marginal(0.5, 0.8)]  # not below the line: not read
+    m = thesis.below_line_minima(below + above)
+    assert m.ok is False and m.counts == (("escaped", 3, 3),)  # 3 runs: too few
+    many = thesis.below_line_minima(below * 4 + [at_marginal(0.2, 0.2)])
+    assert many.ok and many.counts == (("escaped", 12, 13),)

@@ -431,6 +431,20 @@ CLAIMS: tuple[Claim, ...] = (
         authors="fig4",
     ),
     Claim(
+        "below_minima",
+        "trapped",
+        "paper",
+        "Sec. 4.1: local minima also exist for p + q < 1, but the standard Gaussian "
+        "initialisation falls outside their basin",
+        "the Fig 4 grid's cells with p + q < 1: the follow-up paper's reduced model "
+        "(exact) and the GPT-2 runs, tied",
+        "∂²L/∂e² on e = 0 past the saddle and at w = 0 (reduced model), and the tied "
+        "runs from the standard initialisation that escaped",
+        "sec-trapped-thesis",
+        groups=("fig4-400-tied-fp16",),
+        authors="fig4",
+    ),
+    Claim(
         "fig4_fp32",
         "saddles",
         "this book",

@@ -820,6 +820,7 @@ RULES = {
     "thesis_stays_scaled": lambda R, g: _stays(R, g, "fp16-scaled"),
     "thesis_theory": lambda R, g: thesis.theory_model_stays(R(g[0]), R(g[1])),
     "layer_norm": lambda R, g: thesis.layer_norm_marginal(R(g[0]), R(g[1])),
+    "below_minima": lambda R, g: thesis.below_line_minima(R(*g)),
 }
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .. import curvature as hessian, theory
+from .. import curvature as hessian, dynamics, theory
 from ..analysis import claim_outcome
 from ..chains import MarkovChain, binary
 from ..model import Transformer, TransformerConfig
@@ -324,6 +324,39 @@ def depth_rule(by_depth: dict, chain: MarkovChain) -> Measure:
     )
 
 
+def e_curvature(w: float, p: float, q: float, h: float = 1e-4) -> float:
+    """∂²L/∂e² at e = 0 of the follow-up paper's reduced loss L(e, w), b at its optimum
+    (a central difference; L is even in e and equals H(π) on e = 0)."""
+    at = float(dynamics.reduced_loss(0.0, w, p, q))
+    return 2 * (float(dynamics.reduced_loss(h, w, p, q)) - at) / h**2
+
+
+def below_line_minima(tied: Sequence[RunRecord], groups=()) -> Measure:
+    """Sec. 4.1, citing the follow-up paper: for p + q < 1 "local minima also exist",
+    but "the standard Gaussian initialization around zero falls outside their basin":
+    at every chain of ``tied`` below the line the reduced loss at (e, w) = (0, -1), past
+    the saddle w = -1/√2, curves upwards in e (a local minimum at H(π), flat in w) and
+    downwards at w = 0; and the tied runs from the standard initialisation escaped
+    (holds when the interval of k of n lies above 1/2)."""
+    runs = [r for r in tied if r.spec.chain["p"] + r.spec.chain["q"] < 1 - 1e-9]
+    cells = sorted({(r.spec.chain["p"], r.spec.chain["q"]) for r in runs})
+    beyond = [e_curvature(-1.0, p, q) for p, q in cells]
+    near_zero = [e_curvature(0.0, p, q) for p, q in cells]
+    exact = min(beyond) > 0 > max(near_zero)
+    k = sum(r.cls == "escaped" for r in runs)
+    return Measure(
+        f"{len(cells)} chains: ∂²L/∂e² at (0, −1) from {min(beyond):.3g} to "
+        f"{max(beyond):.3g}, at (0, 0) from {min(near_zero):.3g} to "
+        f"{max(near_zero):.3g}; {_n(k, len(runs))} from the standard initialisation "
+        "escaped",
+        exact and claim_outcome(k, len(runs)) == "holds",
+        runs=len(runs),
+        trapped=trap_count(runs)[1],
+        groups=tuple(groups),
+        counts=(("escaped", k, len(runs)),),
+    )
+
+
 def _outcome(m: Measure) -> str:
     """The worst outcome over a measure's parts (:func:`claim_outcome` of each)."""
     order = ("holds", "too few", "partly", "fails")
@@ -369,4 +402,4 @@ THESIS_STAYS = ("thesis_stays_fp32", "thesis_stays_scaled")
 __all__ += ["DEPTHS", "depth_rule", "trapped_sources", "summary_text"]
 __all__ += ["CONTINUE_AT_MOST", "CURVATURE_AT_MOST", "curvature_batch"]
 __all__ += ["THESIS_CURVATURE", "THESIS_STAYS", "PRECISION_WORDS", "MARGINAL"]
-__all__ += ["share_difference"]
+__all__ += ["share_difference", "e_curvature", "below_line_minima"]
