@@ -253,3 +253,30 @@ def test_a_derived_record_under_another_name_is_refused(shipped, monkeypatch):
     _rehash(shipped)
     with pytest.raises(VerificationError, match="its call .* has the key"):
         verify(shipped, sample=0, log=lambda *a: None)
+
+
+def test_only_values_whose_key_is_their_calls_today_are_shipped(tmp_path, monkeypatch):
+    """ship() and tools/derive.py's keep_current keep a value only while today's code
+    gives its call the key it is filed under (a value of changed code is dropped)."""
+    import gzip
+    import sys
+
+    monkeypatch.setenv("MARKOVLIB_RESULTS", str(tmp_path / "store"))
+    monkeypatch.setenv("MARKOVLIB_DERIVED_SHIPPED", "0")
+    D.derived(dynamics.flow_grid, 0.3, 0.9, np.array([0.5]), np.array([0.5]), 20.0)
+    (path,) = (tmp_path / "store" / D.FOLDER).glob("*.json.gz")
+    assert D.is_current(path)
+    stale = json.loads(gzip.decompress(path.read_bytes()))
+    stale["key"] = "0" * 32  # as if computed by other code: its key is not its call's
+    other = path.with_name(f"{stale['key']}.json.gz")
+    other.write_bytes(gzip.compress(json.dumps(stale).encode()))
+    assert not D.is_current(other)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_text(json.dumps({"files": []}))
+    assert D.ship(tmp_path / "store", data) == 1
+    sys.path.insert(0, str(ROOT / "tools"))
+    from derive import keep_current
+
+    fresh = tmp_path / "fresh"
+    assert keep_current(data, fresh) == 1 and keep_current(data, fresh) == 0

@@ -40,6 +40,7 @@ from .store import default_results_dir
 __all__ = [
     "derived",
     "held",
+    "is_current",
     "derived_key",
     "encode",
     "decode",
@@ -104,7 +105,7 @@ def _syntax(name: str) -> str:
     return ast.dump(tree)
 
 
-def _current(path: Path) -> bool:
+def is_current(path: Path) -> bool:
     """Whether the record at ``path`` was computed by today's code: its key is its
     call's at this maths version (and, outside the maths layer, its module's code)."""
     record = read_record(path)
@@ -401,7 +402,7 @@ def ship(store: str | Path, data: str | Path) -> int:
     target.mkdir(exist_ok=True)
     entries = []
     for path in sorted(source.glob("*.json.gz")):
-        if not _current(path):
+        if not is_current(path):
             continue  # computed by older code: never shipped
         (target / path.name).write_bytes(path.read_bytes())
         name = f"{FOLDER}/{path.name}"
