@@ -271,6 +271,9 @@ def test_only_values_whose_key_is_their_calls_today_are_shipped(tmp_path, monkey
     other = path.with_name(f"{stale['key']}.json.gz")
     other.write_bytes(gzip.compress(json.dumps(stale).encode()))
     assert not D.is_current(other)
+    gone = dict(stale, function="markovlib.theory:no_such_function")
+    other.write_bytes(gzip.compress(json.dumps(gone).encode()))
+    assert not D.is_current(other)  # of code this library no longer has
     data = tmp_path / "data"
     data.mkdir()
     (data / "manifest.json").write_text(json.dumps({"files": []}))

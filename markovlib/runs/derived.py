@@ -108,10 +108,13 @@ def _syntax(name: str) -> str:
 def is_current(path: Path) -> bool:
     """Whether the record at ``path`` was computed by today's code: its key is its
     call's at this maths version (and, outside the maths layer, its module's code)."""
-    record = read_record(path)
+    try:
+        record = read_record(path)
+        function = _markovlib_attribute(record["function"], "function")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False  # damaged, or of a function or class this code no longer has
     if record.get("maths") != maths_version():
         return False
-    function = _markovlib_attribute(record["function"], "function")
     return (
         derived_key(function, tuple(record["args"]), record["kwargs"]) == record["key"]
     )
