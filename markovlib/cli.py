@@ -20,6 +20,7 @@ import difflib
 import fcntl
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -1015,8 +1016,11 @@ def cmd_rerun(args) -> int:
         with sigterm_as_interrupt():
             return _rerun(root, source, out, params, args.verbose)
     except KeyboardInterrupt as e:
-        # nbclient leaves a kernel poll unawaited: no warning about it at exit
+        # nbclient leaves a kernel poll unawaited and the interrupted cell's task
+        # unretrieved: neither is reported at exit (asyncio logs the latter with the
+        # cell's traceback when the task is collected); the line below says it all
         warnings.filterwarnings("ignore", "coroutine", RuntimeWarning)
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         terminated = str(e) == f"signal {signal.SIGTERM}"
         kept = _cut_off(out / source.name)
         print(

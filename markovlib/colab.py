@@ -1,6 +1,6 @@
 """Every chapter's first cell on Colab (``tools/notebooks.py furnish`` writes it): a
 shallow clone of the book's repository (:func:`clone_command`: the library and the
-paper edition's runs, about 70 MB), then :func:`install` from that clone. The cell runs
+paper edition's runs, about 75 MB), then :func:`install` from that clone. The cell runs
 this file straight from the clone (``runpy.run_path``), before markovlib is installed:
 it imports nothing but the standard library."""
 

@@ -205,7 +205,8 @@ def test_edition_produce_writes_to_markovlib_results(tmp_path, monkeypatch):
         ("fig5-k5-theory-fp16-tide", "argument --only: no group of the paper edition "
          "starts with 'fig5-k5-theory-fp16-tide' (nearest: fig5-k5-theory-fp16-tied"),
         ("no-such-group", "argument --only: no group of the paper edition starts "
-         "with 'no-such-group' (group names start with appd-, depth-, fig4-, fig5-"),
+         "with 'no-such-group' (group names start with appd-, continue-, depth-, "
+         "fig4-, fig5-"),
     ],
 )  # fmt: skip
 def test_edition_only_is_refused_before_work_when_it_matches_nothing(

@@ -334,7 +334,7 @@ def colab_cell() -> str:
     git = " ".join(clone_command(url, clone, BRANCH)[:-2])  # then the URL, the folder
     return (
         "# In Google Colab: a shallow clone of this book (its library and the paper\n"
-        "# edition's runs, about 70 MB) and markovlib installed from it; anywhere\n"
+        "# edition's runs, about 75 MB) and markovlib installed from it; anywhere\n"
         "# else this cell does nothing.\n"
         "import os\nimport runpy\nimport subprocess\nimport sys\n\n"
         'if "google.colab" in sys.modules:\n'

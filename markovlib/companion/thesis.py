@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .. import curvature as hessian, dynamics, theory
+from .. import curvature as hessian, theory
 from ..analysis import claim_outcome
 from ..chains import MarkovChain, binary
 from ..model import Transformer, TransformerConfig
@@ -52,8 +52,8 @@ CURVATURE_BATCH = dict(batch=128, length=128, seed=0, iterations=30)
 # -1.5e-4 on the batch above (sampling noise), 10 times less.
 NEGATIVE_BELOW = 0.01
 SOURCE_NAMES = {  # the trapped runs' groups as the rows print them
-    "trap400-gpt2-tied-fp16": "GPT-2 fp16 (Fig 3(a))",
-    "depth-fig1-fp16-L1": "GPT-2 fp16, depth 1 (Fig 1)",
+    "trap400-gpt2-tied-fp16": "GPT-2 fp16, the paper's Fig 3(a)",
+    "depth-fig1-fp16-L1": "GPT-2 fp16, depth 1, the paper's Fig 1",
     "trap400-theory-tied-fp32": "theory float32",
     "trap400-gpt2-tied-fp32": "GPT-2 float32",
 }
@@ -327,8 +327,10 @@ def depth_rule(by_depth: dict, chain: MarkovChain) -> Measure:
 def e_curvature(w: float, p: float, q: float, h: float = 1e-4) -> float:
     """∂²L/∂e² at e = 0 of the follow-up paper's reduced loss L(e, w), b at its optimum
     (a central difference; L is even in e and equals H(π) on e = 0)."""
-    at = float(dynamics.reduced_loss(0.0, w, p, q))
-    return 2 * (float(dynamics.reduced_loss(h, w, p, q)) - at) / h**2
+    from ..dynamics import reduced_loss  # SciPy's import (0.5 s) only where needed
+
+    at = float(reduced_loss(0.0, w, p, q))
+    return 2 * (float(reduced_loss(h, w, p, q)) - at) / h**2
 
 
 def below_line_minima(tied: Sequence[RunRecord], groups=()) -> Measure:
@@ -355,6 +357,69 @@ def below_line_minima(tied: Sequence[RunRecord], groups=()) -> Measure:
         groups=tuple(groups),
         counts=(("escaped", k, len(runs)),),
     )
+
+
+# the trapped chapter's groups (labels) and the paper edition's source groups
+CHAPTER_SOURCES = {
+    "GPT-2, fp16": "trap400-gpt2-tied-fp16",
+    "theory, float32": "trap400-theory-tied-fp32",
+    "GPT-2, float32": "trap400-gpt2-tied-fp32",
+}
+
+
+def curvature_part(records: Sequence[RunRecord], curvatures, chain) -> Measure | None:
+    """:func:`curvature_rule` where every Hessian is here and θ_π is a minimum
+    candidate (p + q > 1), else None."""
+    if not records or None in curvatures or not _above_line(chain):
+        return None
+    return curvature_rule(records, curvatures)
+
+
+def _above_line(chain) -> bool:
+    return chain.P[0, 1] + chain.P[1, 0] > 1 + 1e-9
+
+
+def chapter_parts(trapped: dict, curv: dict, again, theory_runs, depth, chain) -> dict:
+    """The trapped chapter's rows of the thesis: ``trapped`` (label -> runs at H(π)),
+    ``curv`` (label -> their Hessians), ``again`` (the continued runs and the layer-norm
+    control, by "<label>, <precision>" and "theory + LN"; ``records`` and
+    ``complete``), the theory model's runs and :func:`depth_curvature`'s ``depth``; a
+    row whose runs are not all here is None."""
+
+    def still(precision):
+        names = [f"{label}, {precision}" for label in trapped if trapped[label]]
+        if not names or not again.complete(*names):
+            return None
+        by_source = {
+            CHAPTER_SOURCES[label]: again.records.get(f"{label}, {precision}", [])
+            for label in trapped
+        }
+        return stays_trapped(by_source, precision)
+
+    continued = again.records.get("theory, float32, fp32", [])
+    ln = again.records.get("theory + LN", [])
+    whole = theory_runs and continued and again.complete("theory, float32, fp32")
+    return {
+        "thesis_fig3a": curvature_part(
+            trapped["GPT-2, fp16"][: len(curv["GPT-2, fp16"])],
+            curv["GPT-2, fp16"],
+            chain,
+        ),
+        "thesis_theory_hessian": curvature_part(
+            trapped["theory, float32"][: len(curv["theory, float32"])],
+            curv["theory, float32"],
+            chain,
+        ),
+        "thesis_stays_fp32": still("fp32"),
+        "thesis_stays_scaled": still("fp16-scaled"),
+        "thesis_theory": theory_model_stays(theory_runs, continued) if whole else None,
+        "layer_norm": layer_norm_marginal(theory_runs, ln)
+        if theory_runs and ln and again.complete("theory + LN")
+        else None,
+        "thm2_grid": thm2_grid(),
+        "thm3_point": thm3_point(),
+        "depth_curvature": depth_rule(depth, chain),
+    }
 
 
 def _outcome(m: Measure) -> str:
@@ -403,3 +468,4 @@ __all__ += ["DEPTHS", "depth_rule", "trapped_sources", "summary_text"]
 __all__ += ["CONTINUE_AT_MOST", "CURVATURE_AT_MOST", "curvature_batch"]
 __all__ += ["THESIS_CURVATURE", "THESIS_STAYS", "PRECISION_WORDS", "MARGINAL"]
 __all__ += ["share_difference", "e_curvature", "below_line_minima"]
+__all__ += ["CHAPTER_SOURCES", "curvature_part", "chapter_parts"]
