@@ -401,11 +401,8 @@ def badge(v: str) -> str:
 def _row(verdict: str, c: Claim, measured: str, setting: str) -> list[str]:
     """One list-table row: the verdict, the claim with its setting one click away
     (a dropdown), what was measured, and where the book shows it."""
-    where = (
-        f"{{numref}}`{c.target}`"
-        if c.target.startswith("fig-")
-        else f"{{prf:ref}}`{c.target}`"
-    )
+    role = {"fig": "numref", "sec": "ref"}.get(c.target.split("-")[0], "prf:ref")
+    where = f"{{{role}}}`{c.target}`"
     return [
         f"* - {verdict}",
         *_claim_cell(c, "Setting", setting),
