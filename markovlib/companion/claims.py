@@ -313,8 +313,8 @@ CLAIMS: tuple[Claim, ...] = (
         "layer_norm",
         "trapped",
         "this book",
-        "Sec. 2's 'we omit the layer norm since its influence is marginal in the "
-        "settings we consider', tested in float32 on the theory model's traps",
+        "Sec. 2: we omit the layer norm since its influence is marginal in the "
+        "settings we consider (tested in float32 on the theory model's traps)",
         "(0.5, 0.8), the theory model with and without layer norms, tied, the same "
         "seeds and batches",
         "runs at H(π) without and with layer norms: the 95 % interval of the "
@@ -348,8 +348,8 @@ CLAIMS: tuple[Claim, ...] = (
         "depth_curvature",
         "trapped",
         "paper",
-        "Sec. 4.4: more layers 'positively affect the loss curvature at the bad local "
-        "minima'",
+        "Sec. 4.4: more layers positively affect the loss curvature at the bad local "
+        "minima",
         "(0.5, 0.8), the theory model, tied, depths 1, 2 and 4, θ_π exact",
         "the smallest Hessian eigenvalue at θ_π per depth, to second order (every "
         "parameter) and of its (e, b) block",

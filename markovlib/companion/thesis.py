@@ -142,7 +142,7 @@ def curvature_rule(records: Sequence[RunRecord], curvatures, groups=()) -> Measu
     )
 
 
-PRECISION_WORDS = {"fp32": "float32", "fp16-scaled": "fp16 with a loss scale of 2^16"}
+PRECISION_WORDS = {"fp32": "float32", "fp16-scaled": "fp16 with a loss scale of 65536"}
 
 
 def stays_trapped(by_source: dict, precision: str, groups=()) -> Measure:
