@@ -690,20 +690,10 @@ def thm2_point(chain, length: int = THM2_LENGTH) -> Measure:
     worst = max(f, gap, grad, outside)
     return Measure(
         f"at θ_π, f = π₁, L = H(π), ∇L = 0 and the Hessian outside (e, b) zero "
-        f"over {len(labels)} parameters: largest deviation {_rounding(worst)}",
+        f"over {len(labels)} parameters: largest deviation "
+        f"{thesis.rounding_text(worst)}",
         worst < 1e-9,
     )
-
-
-# float64 rounding of thm2's sums moves with the CPU (1.7e-16 on an AMD EPYC, 2.5e-16
-# on an Intel Xeon)
-ROUNDING = 1e-12
-
-
-def _rounding(x: float) -> str:
-    """``x`` as printed: "under 1e-12" at float64 rounding, whose digits depend on the
-    CPU's summation order, else one significant figure."""
-    return f"under {ROUNDING:.0e}" if x < ROUNDING else f"{x:.1e}"
 
 
 PRECISION_TEXT = {
