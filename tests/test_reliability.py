@@ -230,6 +230,56 @@ def test_a_foreign_schema_is_refused_before_training(tmp_path):
     assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0  # untouched
 
 
+def _foreign_store(path: Path, table: str) -> bytes:
+    """Another program's SQLite file at ``path`` (its own ``table``, user_version
+    7); its bytes."""
+    con = sqlite3.connect(path)
+    con.execute(f"CREATE TABLE {table} (key TEXT, value TEXT)")
+    con.execute(f"INSERT INTO {table} VALUES ('a', 'b')")
+    con.execute("PRAGMA user_version = 7")
+    con.commit()
+    con.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("table", ["notes", "runs"])
+@pytest.mark.parametrize("command", ["sweep", "rerun"])
+def test_another_programs_sqlite_file_is_refused_and_left_as_it_was(
+    tmp_path, table, command
+):
+    """Issue 71: another program's runs.sqlite was adopted (markovlib's table added,
+    its user_version 7 overwritten); one with its own runs table was refused after
+    its journal mode was switched to WAL. Refused in one line naming what it holds,
+    before any write: the file byte for byte as it was, no -wal or -shm beside it."""
+    results = tmp_path / "results"
+    results.mkdir()
+    raw = _foreign_store(results / "runs.sqlite", table)
+    args = {
+        "sweep": ["sweep", *CHAIN, *TINY, "--results", str(results)],
+        "rerun": ["rerun", "framework", "--scale", "smoke", "--out", tmp_path / "o"],
+    }[command]
+    out = cli(*args, env=_env(MARKOVLIB_RESULTS=str(results)))
+    line = _one_line(out.stderr)
+    assert out.returncode == 1 and out.stdout == "", out.stdout
+    assert f"{results / 'runs.sqlite'} is not a result store of this markovlib" in line
+    assert f"it holds tables {table}, schema version 7" in line, line
+    assert (results / "runs.sqlite").read_bytes() == raw
+    assert sorted(p.name for p in results.iterdir()) == ["runs.sqlite"]
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_empty_runs_sqlite_is_initialised_and_said_so(tmp_path):
+    """Issue 71: a 0-byte runs.sqlite was initialised without a word."""
+    (tmp_path / "runs.sqlite").touch()
+    out = cli("sweep", *CHAIN, *TINY, "--results", str(tmp_path), env=_env())
+    assert out.returncode == 0, out.stderr
+    assert (
+        f"markovlib: {tmp_path / 'runs.sqlite'} was empty; initialised it as a "
+        "result store"
+    ) in out.stderr.splitlines()
+    assert len(ResultStore(tmp_path)) == 2  # tied and untied
+
+
 def test_a_store_from_a_newer_markovlib_is_refused(tmp_path):
     store = _filled_store(tmp_path, 1)
     con = sqlite3.connect(store.path)

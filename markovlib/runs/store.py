@@ -21,6 +21,7 @@ import os
 import pickle
 import shutil
 import sqlite3
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
@@ -282,9 +283,15 @@ checkpoint BLOB)"""
                 ) from None
         self._check_access()
         try:  # another process may be creating or migrating the store
+            empty = _while_locked(self._check_ours)
             _while_locked(self._open)
         except (sqlite3.DatabaseError, OSError) as e:
             self._refuse(e)
+        if empty and not read_only:
+            print(
+                f"markovlib: {self.path} was empty; initialised it as a result store",
+                file=sys.stderr,
+            )
 
     def _check_access(self) -> None:
         """The store's files can be read and (unless read-only) written, checked before
@@ -320,6 +327,50 @@ checkpoint BLOB)"""
         return permitted(self.directory, os.W_OK) and all(
             permitted(f, os.W_OK) for f in files if f.exists()
         )
+
+    def _check_ours(self) -> bool:
+        """Refuse, before anything is written, a ``runs.sqlite`` that holds something
+        but not a markovlib store (one line naming what it holds; read without locks or
+        a journal-mode switch, so it is left byte for byte); whether it is an empty
+        file (0 bytes and no WAL, so no other process is creating it, or an SQLite
+        file without tables)."""
+        if not self.path.is_file():
+            return False
+        if self.path.stat().st_size == 0:
+            return not Path(f"{self.path}-wal").exists()
+        con = sqlite3.connect(self._read_uri(), uri=True, timeout=LOCK_WAIT)
+        try:
+            tables = [
+                row[0]
+                for row in con.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                )
+            ]
+            columns = [row[1] for row in con.execute("PRAGMA table_info(runs)")]
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            con.close()
+        ours = tables == ["runs"] and columns in (
+            list(self.COLUMNS),
+            list(self.COLUMNS[:8]),
+        )
+        if ours and version <= self.VERSION:
+            return False
+        if not tables and version == 0:  # an SQLite file that holds nothing
+            return True
+        held = f"tables {', '.join(tables)}" if tables else "no table"
+        raise StoreError(
+            f"{self.path} is not a result store of this markovlib (it holds {held}, "
+            f"schema version {version}); it was left as it was: move it aside or "
+            "give another folder (--results DIR or $MARKOVLIB_RESULTS)"
+        )
+
+    def _read_uri(self) -> str:
+        """The URI that reads the store without writing a byte: ``mode=ro`` beside
+        an existing WAL, else ``immutable=1`` (no ``-wal``/``-shm`` created)."""
+        wal = Path(f"{self.path}-wal").exists()
+        return f"{self.path.absolute().as_uri()}?{'mode=ro' if wal else 'immutable=1'}"
 
     def _open(self) -> None:
         """Check the store and create or migrate its table (one transaction)."""
@@ -392,11 +443,7 @@ checkpoint BLOB)"""
         the store: ``mode=ro`` beside an existing WAL, else ``immutable=1`` (SQLite
         creates no ``-wal``/``-shm`` files that a read-only reader would leave)."""
         if self.read_only and not self._writable():
-            wal = Path(f"{self.path}-wal").exists()
-            uri = (
-                f"{self.path.absolute().as_uri()}?{'mode=ro' if wal else 'immutable=1'}"
-            )
-            con = sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT)
+            con = sqlite3.connect(self._read_uri(), uri=True, timeout=LOCK_WAIT)
         else:
             con = sqlite3.connect(self.path, timeout=LOCK_WAIT)
         try:
