@@ -43,12 +43,14 @@ from .companion.notebook import (
     CHAPTER_SEED_LIMIT,
     SEED_RULE,
     ChapterProgress,
+    chapter_labels,
     chapter_parameters,
     chapter_report,
     chapter_titles,
     check_chapter_parameters,
     failure_lines,
     find_repository,
+    other_chapters_named,
     quiet_kernel_manager,
     render_roles,
     run_chapters,
@@ -56,7 +58,13 @@ from .companion.notebook import (
 from .companion.scorecard import by_source, compute, source_counts
 from .model import TransformerConfig
 from .runs.edition import produce, produce_parallel, status
-from .runs.executors import ClusterUnreachable, InfeasibleRequest, probe_address
+from .runs.executors import (
+    ClusterUnreachable,
+    InfeasibleRequest,
+    capped_processes,
+    memory_available,
+    probe_address,
+)
 from .runs.experiments import paper_edition
 from .runs.export import export
 from .runs.shipped import (
@@ -73,7 +81,13 @@ from .runs.store import (
     default_results_dir,
     permitted,
 )
-from .runs.sweep import WORKERS_VAR, sigterm_as_interrupt, sweep
+from .runs.sweep import (
+    WORKERS_VAR,
+    default_workers,
+    fixed_speed,
+    sigterm_as_interrupt,
+    sweep,
+)
 from .runs.verify import VerificationError, verify
 from .train import Execution, train
 
@@ -247,6 +261,26 @@ def _environment_scale() -> str:
     return forced
 
 
+def _check_environment(args, command: str) -> int:
+    """``$MARKOVLIB_SCALE`` (unless ``--scale`` is given), ``$MARKOVLIB_CPU_SPEED`` and
+    ``$MARKOVLIB_WORKERS`` read and checked before any work, each refused in one line
+    naming it; the sweeps' worker processes, capped (one line when they are)."""
+    if args.scale is None:
+        _environment_scale()
+    try:
+        fixed_speed()
+        return default_workers(f"markovlib {command}")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _workers_for_kernels(workers: int, default: int = 1) -> None:
+    """``$MARKOVLIB_WORKERS`` for the chapters' kernels: ``workers`` (checked and
+    capped by :func:`_check_environment`) where it is set, else ``default``."""
+    given = os.environ.get(WORKERS_VAR, "").strip()
+    os.environ[WORKERS_VAR] = str(workers if given else default)
+
+
 def _scale(args) -> presets.Scale:
     """The scale of ``--scale`` when given (it wins over ``$MARKOVLIB_SCALE``), else of
     ``$MARKOVLIB_SCALE``, else 'auto'."""
@@ -325,7 +359,7 @@ def step_bytes(train: dict, config: dict) -> int:
 
 def _check_memory(train: dict, config: dict) -> None:
     """The sizes fit in this machine's free memory, or one line naming them."""
-    need, available = step_bytes(train, config), _memory_available()
+    need, available = step_bytes(train, config), memory_available()
     if available is None or need <= available:
         return
     raise UsageError(
@@ -391,21 +425,6 @@ def cmd_train(args) -> int:
     return 0
 
 
-def _memory_available() -> int | None:
-    """Bytes of memory available to a new allocation (Linux: MemAvailable), or None
-    where it cannot be read."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def _check_seed_count(args, cells: int) -> None:
     """The sweep's seeds stay below 2**63 and its runs fit in this machine's memory."""
     last = args.seed + args.seeds - 1
@@ -414,7 +433,7 @@ def _check_seed_count(args, cells: int) -> None:
             f"argument --seeds: seeds {args.seed} to {last} pass 2**63 - 1, the "
             "largest seed a result store holds; give fewer seeds or a smaller --seed"
         )
-    available = _memory_available()
+    available = memory_available()
     if available is None or cells * args.seeds * PLAN_BYTES_PER_RUN <= available:
         return
     most = max(0, available // (PLAN_BYTES_PER_RUN * cells))
@@ -506,6 +525,7 @@ def _sweep_into(store: ResultStore, specs: list, args) -> pd.DataFrame:
             specs,
             store,
             ensemble_size=args.ensemble_size,
+            workers=args.workers,
             device=args.device,
             compile=args.compile,
             executor=args.executor,
@@ -567,6 +587,7 @@ def _results_dir(args) -> Path:
 
 def cmd_sweep(args) -> int:
     specs = _sweep_specs(args)
+    args.workers = _check_environment(args, "sweep")
     _usable_executor(args)
     store = ResultStore(_results_dir(args))
     before = len(store)
@@ -730,10 +751,10 @@ def cmd_book(args) -> int:
     # by default in the clone, never in the working folder
     args.out = args.out or str(root / "editions" / f"p{args.p:g}-q{args.q:g}")
     out = _book_out(args, root)
-    if args.scale is None:
-        _environment_scale()  # the chapters read it: refuse a bad one now
     sources = sorted((root / "book").glob("*.ipynb"))
     params = _chapter_parameters(args, sources)
+    _workers_for_kernels(_check_environment(args, "book"))  # the chapters read them
+    args.jobs = capped_processes(args.jobs, "--jobs", "markovlib book")
     _check_room(out)
     fd = _claim_edition(out)
     saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None
@@ -752,7 +773,7 @@ def _build_book(args, root: Path, out: Path, params: dict[Path, dict]) -> int:
     """Copy the book's sources to ``out``, execute each chapter with its ``params`` and
     build the HTML."""
     _book_sources(root, out, f"edition p = {args.p:g}, q = {args.q:g}")
-    if _execute_chapters(out, params, _capped_jobs(args.jobs, "book")) != 0:
+    if _execute_chapters(out, params, args.jobs) != 0:
         return 1
     for notebook in params:
         _built_as_executed(out / "book" / notebook.name)
@@ -972,13 +993,25 @@ def _rerun_parameters(args, source: Path) -> dict:
             )
         if name in ("seed", "scale"):
             raise UsageError(f"argument --set: give {name} as --{name}")
-        given[name] = _typed(name, text.strip(), defaults.get(name))
+        if name in given:
+            option = name in ("p", "q") and getattr(args, name) is not None
+            before = f"--{name} {given[name]:g}" if option else "another --set"
+            raise UsageError(
+                f"argument --set: {item!r} conflicts with {before}; give {name} once"
+            )
+        rule = CHAPTER_RULES[source.stem][name]
+        given[name] = _typed(name, text.strip(), defaults.get(name), rule)
     return given
 
 
-def _typed(name: str, text: str, default):
-    """``text`` as the type of the chapter's default value of ``name``."""
+def _typed(name: str, text: str, default, rule):
+    """``text`` as the type of the chapter's default value of ``name``; where that is
+    None, as its ``rule`` says (an integer or a number, or 'none')."""
+    if default is None and getattr(rule, "optional", False) and text.lower() == "none":
+        return None
     kind = type(default) if default is not None else float
+    if default is None and getattr(rule, "integer", False):
+        kind = int
     words = {bool: "true or false", int: "an integer", float: "a number"}
     try:
         if kind is bool:
@@ -1002,15 +1035,14 @@ def cmd_rerun(args) -> int:
         root / "reruns" / "-".join(filter(None, (args.chapter, shown)))
     )
     out = _book_out(args, root, default="reruns/<chapter>-<parameters>")
-    if args.scale is None:
-        _environment_scale()  # the chapter reads it: refuse a bad one now
     params = {**_chapter_parameters(args, [source])[source], **given}
     _check_rerun(source.stem, {**chapter_parameters(source), **params})
+    # the chapter's sweeps share their ensembles among the machine's cores
+    workers = _check_environment(args, "rerun")
+    _workers_for_kernels(workers, min(4, os.cpu_count() or 1))
     _check_room(out)
     fd = _claim_edition(out)
     saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None
-    # the chapter's sweeps share their ensembles among the machine's cores
-    os.environ.setdefault(WORKERS_VAR, str(min(4, os.cpu_count() or 1)))
     try:
         _write_marker(fd, args)
         with sigterm_as_interrupt():
@@ -1165,13 +1197,14 @@ def _page(
     toc["chapters"] = [{"file": "book/bibliography"}]
     _book_sources(root, site, edition, toc)
     nb.cells = _one_parameters_cell(nb.cells)
+    labels = chapter_labels(root / "book")
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = _DOC_ROLE.sub(
                 lambda m: (
                     m[0] if m[1] == "bibliography" else f"*{titles.get(m[1], m[1])}*"
                 ),
-                cell.source,
+                other_chapters_named(cell.source, stem, labels, titles),
             )
     nbformat.write(nb, str(site / "book" / f"{stem}.ipynb"))
     built = _jupyter_book(site, ["--quiet"], capture_output=True, text=True)
@@ -1337,7 +1370,7 @@ def cmd_verify(args) -> int:
     if refusal:
         print(f"markovlib verify: error: {refusal}", file=sys.stderr)
         return 2
-    args.jobs = _capped_jobs(args.jobs, "verify")
+    args.jobs = capped_processes(args.jobs, "--jobs", "markovlib verify")
     recomputed = []
 
     def log(line: str) -> None:  # counts the derived values it recomputes
@@ -1396,18 +1429,6 @@ def _verified(args, n: int, derived: int = 0) -> str:
     if not n:
         done.append("no run re-trained (--sample 0)")
     return "; ".join(done)
-
-
-def _capped_jobs(jobs: int, command: str) -> int:
-    """``jobs`` at most the CPUs here, saying so in one line when capped."""
-    cpus = os.cpu_count() or 1
-    if jobs > cpus:
-        print(
-            f"markovlib {command}: --jobs {jobs} capped at the {cpus} CPUs here",
-            file=sys.stderr,
-        )
-        return cpus
-    return jobs
 
 
 def add_scorecard_parser(subs) -> None:
@@ -1523,7 +1544,7 @@ def add_edition_parser(subs) -> None:
     edition.add_argument(
         "--threads",
         type=_positive_int,
-        default=1,
+        default=None,
         help="torch threads per process (default 1)",
     )
     edition.add_argument(
@@ -1535,7 +1556,7 @@ def add_edition_parser(subs) -> None:
     edition.add_argument(
         "--ensemble",
         type=_positive_int,
-        default=8,
+        default=None,
         help="runs trained together in one batched step (default 8)",
     )
     _add_retrain_arguments(edition)
@@ -1547,13 +1568,13 @@ def _add_retrain_arguments(edition) -> None:
     edition.add_argument(
         "--device",
         choices=["cpu", "cuda", "auto"],
-        default="cpu",
+        default=None,
         help="where produce and retrain train (default cpu; auto: cuda if any)",
     )
     edition.add_argument(
         "--workers",
         type=_positive_int,
-        default=1,
+        default=None,
         help="processes that train at once, each claiming its ensembles (default 1)",
     )
     edition.add_argument(
@@ -1570,6 +1591,38 @@ def _add_retrain_arguments(edition) -> None:
         help="judge, retrain: the JSON to write (retrain: a Markdown page beside it; "
         "default <results>/retrain.json)",
     )
+
+
+# the options each action of `markovlib edition` reads; any other is refused
+EDITION_OPTIONS = {
+    "status": ("results", "data", "only"),
+    "export": ("results", "data", "only"),
+    "produce": ("results", "data", "only", "threads", "ensemble", "device", "workers"),
+    "retrain": (
+        *("results", "data", "only", "threads", "ensemble", "device", "workers"),
+        *("against", "report"),
+    ),
+    "judge": ("data", "only", "report"),
+}
+EDITION_DEFAULTS = dict(threads=1, ensemble=8, device="cpu", workers=1)
+
+
+def _edition_options(args) -> None:
+    """An option the action does not read is refused in one line (``edition status
+    --against x`` ignored it); the others get their defaults, ``--workers`` capped
+    (:func:`~markovlib.runs.executors.capped_processes`)."""
+    takes = EDITION_OPTIONS[args.action]
+    for name in dict.fromkeys(n for names in EDITION_OPTIONS.values() for n in names):
+        if getattr(args, name) is not None and name not in takes:
+            raise UsageError(
+                f"argument --{name}: edition {args.action} does not use it (it takes "
+                f"{', '.join('--' + n for n in takes)})"
+            )
+    for name, value in EDITION_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if "workers" in takes:
+        args.workers = capped_processes(args.workers, "--workers", "markovlib edition")
 
 
 def _group_prefixes(text: str) -> list[str]:
@@ -1605,6 +1658,7 @@ def _only_groups(groups: list, only: list[str] | None) -> list:
 
 
 def cmd_edition(args) -> int:
+    _edition_options(args)
     groups = _only_groups(paper_edition(), args.only)
     directory, results = _edition_paths(args)
     if args.action in ("retrain", "judge"):

@@ -162,6 +162,14 @@ def test_rerun_writes_a_notebook_and_a_page_that_read_like_the_book(tmp_path):
         (["framework", "--out", ".github/x"], "inside"),
         (["framework", "--out", ".ci/x"], "inside"),
         (["framework", "--out", "benchmarks/results/x"], "inside"),
+        (  # issue 71: it ran with 0.3 without a word
+            ["framework", "--p", "0.4", "--set", "p=0.3"],
+            "argument --set: 'p=0.3' conflicts with --p 0.4; give p once",
+        ),
+        (
+            ["multi_state", "--set", "k=4", "--set", "k=5"],
+            "argument --set: 'k=5' conflicts with another --set; give k once",
+        ),
     ],
 )
 def test_rerun_refuses_bad_input_in_one_line(args, says, capsys, monkeypatch):
@@ -193,6 +201,36 @@ def test_rerun_takes_each_chapters_own_parameters(monkeypatch):
         "sigma": 0.5,
         "gen_len": 200,
     }
+
+
+def test_every_listed_parameter_can_be_set():
+    """Issue 71: the CCMC chapter's listed n_traj and gen_len could not be set
+    (`--set n_traj=100`: "must be an integer >= 10; got 100.0", their default None
+    typed as float). Every chapter's every listed parameter set with --set comes out
+    of its own type, and the chapter's check takes it; 'none' sets an optional one
+    back to None."""
+    from types import SimpleNamespace
+
+    from markovlib.cli import _rerun_parameters
+    from markovlib.companion.notebook import (
+        CHAPTER_RULES,
+        chapter_parameters,
+        check_chapter_parameters,
+    )
+
+    for chapter, rules in CHAPTER_RULES.items():
+        source = ROOT / "book" / f"{chapter}.ipynb"
+        defaults = chapter_parameters(source)
+        for name, rule in rules.items():
+            value = rule.low if defaults[name] is None else defaults[name]
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            args = SimpleNamespace(p=None, q=None, params=[f"{name}={text}"])
+            given = _rerun_parameters(args, source)
+            assert given == {name: value} and type(given[name]) is type(value), name
+            check_chapter_parameters(chapter, **{**defaults, **given})
+    ccmc = SimpleNamespace(p=None, q=None, params=["n_traj=100", "gen_len=none"])
+    given = _rerun_parameters(ccmc, ROOT / "book" / "ccmc.ipynb")
+    assert given == {"n_traj": 100, "gen_len": None}
 
 
 def test_help_lists_rerun_and_its_chapters(capsys):
@@ -365,3 +403,24 @@ def test_a_page_that_does_not_build_is_one_line_and_keeps_the_notebook(
     ):
         cli._page(ROOT, "framework", nb, tmp_path, "re-run with p=0.3", {})
     assert not (tmp_path / "html").exists() and (tmp_path / ".page").is_dir()
+
+
+def test_a_one_chapter_page_resolves_every_cross_reference(tmp_path):
+    """Issue 70: the trapped page, built alone as `markovlib rerun` builds it, showed
+    '(`fig-blm-trap` shows ...)': a reference to another chapter's figure that a
+    one-chapter build cannot resolve. Now it names that chapter (its own figures need
+    its outputs: this notebook is not executed here)."""
+    import re
+
+    import markovlib.cli as cli
+    from markovlib.companion.notebook import chapter_labels, chapter_titles
+
+    labels, titles = chapter_labels(ROOT / "book"), chapter_titles(ROOT / "book")
+    foreign = {k for k, v in labels.items() if v != "trapped"}
+    nb = nbformat.read(str(ROOT / "book" / "trapped.ipynb"), as_version=4)
+    assert any(f"`{label}`" in c.source for c in nb.cells for label in foreign)
+    page = cli._page(ROOT, "trapped", nb, tmp_path, "re-run with p=0.3", titles)
+    text = re.sub(r"<[^>]+>", " ", page.read_text())  # the words a reader sees
+    raw = sorted(label for label in foreign if re.search(rf"\b{label}\b", text))
+    assert raw == [], raw
+    assert "a figure of Bad local minima" in re.sub(r"\s+", " ", text)

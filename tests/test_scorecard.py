@@ -17,7 +17,7 @@ import yaml
 from filelock import FileLock
 
 from markovlib.companion import claims, scorecard
-from markovlib.presets import resolve
+from markovlib.presets import authors, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE, CPU, PAPER = (resolve(s) for s in ("smoke", "cpu", "paper"))
@@ -67,7 +67,7 @@ def test_a_claim_about_runs_is_judged_by_the_interval_of_its_share(counts, expec
 
 
 @pytest.mark.parametrize(
-    ("counts", "short", "expected"),
+    ("counts", "unlike", "expected"),
     [
         ((("escaped", 12, 12),), False, "reproduced"),  # 74-100 %: decided
         ((("at H(π)", 0, 12),), False, "differs"),  # 0-26 %: decided
@@ -79,34 +79,56 @@ def test_a_claim_about_runs_is_judged_by_the_interval_of_its_share(counts, expec
     ],
 )
 def test_a_reduced_scale_leaves_what_its_runs_cannot_decide_untested(
-    counts, short, expected
+    counts, unlike, expected
 ):
     """Issue 46: at ``cpu`` (fewer and shorter runs than the paper edition's) an
-    undecided share, and a claim that runs stay at H(π) on runs shorter than the
-    authors', are not tested; the paper scale keeps every verdict."""
+    undecided share, and a claim that runs stay at H(π) on runs unlike the authors',
+    are not tested; the paper scale keeps every verdict."""
     assert scorecard.smaller_than_the_paper(
         CPU
     ) and not scorecard.smaller_than_the_paper(PAPER)
     assert not scorecard.smaller_than_the_paper(SMOKE)  # not tested at all
-    assert scorecard.verdict(True, CPU, counts=counts, short=short) == expected
-    at_paper = scorecard.verdict(True, PAPER, counts=counts, short=short)
+    assert scorecard.verdict(True, CPU, counts=counts, unlike=unlike) == expected
+    at_paper = scorecard.verdict(True, PAPER, counts=counts, unlike=unlike)
     assert at_paper == scorecard.verdict(True, PAPER, counts=counts)
-    assert scorecard.verdict(False, CPU, exact=True, short=True) == "differs"
+    assert scorecard.verdict(False, CPU, exact=True, unlike=True) == "differs"
 
 
-def test_shorter_than_the_authors_reads_the_claim_and_the_scale():
+def test_no_verdict_from_zero_runs():
+    """Issue 70: a part of no runs (Sec. 4.1's f = π₁ with no run at H(π)) leaves the
+    claim not tested at every scale; an exact claim is unaffected."""
+    none = (("f = π₁ whatever the input", 0, 0),)
+    for scale in (CPU, PAPER):
+        assert (
+            scorecard.verdict(False, scale, counts=none) == "not tested at this scale"
+        )
+        both = (("escaped", 12, 12), *none)
+        assert scorecard.verdict(True, scale, counts=both) == "not tested at this scale"
+    assert scorecard.counts_text(none) == "95 % interval —"
+
+
+def test_unlike_the_authors_reads_the_claim_and_the_scale():
     """Fig 5's tied runs stay at H(π) for the authors' 5 000 iterations: a cpu re-run
-    of 400 cannot show it; Fig 3(a)'s 400 can; a claim that runs escape never is."""
+    of 400 cannot show it; Fig 3(a)'s cpu runs have the authors' 400 iterations but
+    length 256 (theirs 1024: the trapped chapter counts fewer traps on shorter
+    sequences); the paper edition's Fig 3(a) is theirs; a claim that runs escape is
+    never cut."""
     fig5, fig3a, fig3b = (claims.claim(c) for c in ("fig5", "fig3a", "fig3b"))
     multi = resolve("cpu", "multi_state", environ=False)
-    assert multi.steps == 400 and scorecard.shorter_than_the_authors(fig5, multi)
-    assert not scorecard.shorter_than_the_authors(
+    assert multi.steps == 400
+    assert "400 iterations (the authors' 5000)" in scorecard.unlike_the_authors(
+        fig5, multi
+    )
+    assert not scorecard.unlike_the_authors(
         fig5, resolve("paper", "multi_state", environ=False)
     )
-    assert not scorecard.shorter_than_the_authors(
-        fig3a, resolve("cpu", "trapped", environ=False)
-    )
-    assert not scorecard.shorter_than_the_authors(fig3b, multi)
+    trapped = resolve("cpu", "trapped", environ=False)
+    assert scorecard.unlike_the_authors(fig3a, trapped) == [
+        "length 256 (the authors' 1024)"
+    ]
+    paper = authors("fig3", resolve("paper", "trapped", environ=False))
+    assert not scorecard.unlike_the_authors(fig3a, paper)
+    assert not scorecard.unlike_the_authors(fig3b, multi)
 
 
 def test_counts_text_gives_each_parts_interval():
@@ -286,14 +308,17 @@ def test_record_measures_marks_missing_runs_not_tested():
     assert off == {"fig3c": scorecard.NOT_APPLICABLE}
 
 
-def test_claims_report_is_one_format_for_every_chapter():
+def test_claims_report_is_one_format_for_every_chapter(monkeypatch):
     """Issue 41: the chapters' last cells printed three formats, and depth printed "all
-    claims of this chapter hold" above "fig1: differs"."""
+    claims of this chapter hold" above "fig1: differs". Issue 70: each line says whose
+    runs it read."""
     from types import SimpleNamespace
 
-    from markovlib.companion.scorecard import claims_report
+    from markovlib.companion.scorecard import claims_report, record
 
+    monkeypatch.setattr(scorecard, "_RECORDED", {})
     S = SimpleNamespace(name="smoke")
+    record("thm2", "0.1420", True, CPU)
     text = claims_report(
         S,
         {"fig1": "differs", "thm2": "reproduced"},
@@ -301,9 +326,10 @@ def test_claims_report_is_one_format_for_every_chapter():
     )
     assert text.splitlines() == [
         "The exact claims of this chapter hold at the smoke scale (asserted above).",
-        "Its claims on the scorecard, by the rule:",
-        "  fig1  differs                     depth 1: 0 of 3 runs at H(π)",
-        "  thm2  reproduced",
+        "Its claims on the scorecard, by the rule (runs read: yours, the paper "
+        "edition's shipped ones, exact, or none):",
+        "  fig1  differs                     none     depth 1: 0 of 3 runs at H(π)",
+        "  thm2  reproduced                  exact",
     ]
     assert "all claims" not in claims_report(S, {}) and "\n" not in claims_report(S, {})
 
@@ -339,6 +365,40 @@ def test_a_chapters_claims_table_has_one_line_per_claim():
     )
     assert "  - attention 7 of 8; rank 2 of 8\n" in rows[2]
     assert counts_text(parts) in rows[2]  # the whole measurement, in the dropdown
+
+
+def test_a_claim_about_the_papers_chain_is_asked_of_the_readers(monkeypatch):
+    """Issue 70: a re-run on (0.3, 0.9) titled its row "Fig 3(a): tied runs stay at
+    H(π) on (0.5, 0.8)" and judged it on the reader's runs; now the row asks the claim
+    of (0.3, 0.9), says what Thm 2 predicts there and whose runs it read, and runs of
+    another length than the authors' leave it an observation."""
+    from markovlib.companion.scorecard import claims_report, claims_table, record
+
+    monkeypatch.setattr(scorecard, "_RECORDED", {})
+    S = resolve("cpu", "trapped", environ=False)
+    stays = (("at H(π)", 6, 6),)
+    verdicts = {
+        "fig3a": record("fig3a", "6 of 6 at H(π)", True, S, counts=stays),
+        "fig4": record("fig4", "9 of 10 cells", True, PAPER, counts=(("", 9, 10),)),
+    }
+    assert verdicts["fig3a"] == "not tested at this scale"  # length 256, not 1024
+    yours = claims_table(verdicts, chain=(0.3, 0.9))
+    mine, grid = yours.split("\n* - ")[2:]
+    assert (
+        "tied runs stay at H(π) on (0.3, 0.9) (the paper's Fig 3(a) on (0.5, 0.8)"
+        in mine
+    )
+    assert "(0.5, 0.8), GPT-2" in mine  # the paper's setting, in the dropdown
+    assert "Thm 2 makes θ_π a local minimum" in mine and "p + q = 1.2 > 1" in mine
+    assert "Your 6 runs on (0.3, 0.9), trained at the cpu scale" in mine
+    assert "length 256 (the authors' 1024)" in mine
+    assert "paper edition's shipped runs" in grid and "asked of" not in grid
+    theirs = claims_table(verdicts, chain=(0.5, 0.8))
+    assert "Fig 3(a): tied runs stay at H(π) on (0.5, 0.8) (paper)" in theirs
+    report = claims_report(S, verdicts, chain=(0.3, 0.9)).splitlines()
+    assert report[2].split()[:2] == ["fig3a", "not"] and "yours" in report[2]
+    assert report[2].endswith("(asked of this chain)")
+    assert "shipped" in report[3] and "asked" not in report[3]
 
 
 def test_a_rows_measurement_is_said_once():

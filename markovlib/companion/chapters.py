@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from .. import ccmc, theory
-from ..analysis import cell_shares, curvature_c, survival
+from ..analysis import cell_shares, curvature_c
 from ..chains import (
     MarkovChain,
     binary,
@@ -33,6 +33,7 @@ from .measures import (
     by_seed,
     fig4,
     grid_shares,
+    survival_of,
 )
 from .notebook import shown_number
 
@@ -688,7 +689,7 @@ def plateau_ends(records: Sequence[RunRecord]) -> pd.DataFrame:
     test loss first covers 90 % of the gap (NaN: never) and its last step."""
     rows = []
     for r in above_line(records):
-        first = survival(r.chain, [r.history]).escapes[0]
+        first = survival_of([r]).escapes[0]
         distance = r.spec.chain["p"] + r.spec.chain["q"] - 1
         rows.append((distance, np.nan if first is None else float(first), r.steps))
     return pd.DataFrame(rows, columns=["above_line", "escape", "steps"])

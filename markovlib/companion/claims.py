@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Claim", "CLAIMS", "claim", "paper_figures"]
+__all__ = ["Claim", "CLAIMS", "claim", "chain_text", "paper_figures"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,31 @@ class Claim:
     # the claim says runs stay at H(π) (to the end of the authors' runs): runs shorter
     # than theirs cannot test it (a run at H(π) may still leave it)
     stays: bool = False
+
+    @property
+    def chain(self) -> tuple[float, float] | None:
+        """The paper's chain (p, q) the claim is about, where its setting opens with
+        it: '(0.5, 0.8), GPT-2, tied'; None for a claim about no one chain."""
+        m = _OPENING_CHAIN.match(self.setting)
+        return (float(m[1]), float(m[2])) if m else None
+
+    def asked_of(self, p: float, q: float) -> str:
+        """The claim asked of another chain (issue 70): its source's label dropped
+        ('Fig 3(a): '), its chain replaced by (p, q), or ', on (p, q)' added."""
+        text = _LABEL.sub("", self.claim, count=1)
+        theirs, yours = chain_text(*self.chain), chain_text(p, q)
+        if theirs in text:
+            return text.replace(theirs, yours)
+        return f"{text}, on {yours}"
+
+
+def chain_text(p: float, q: float) -> str:
+    """A binary chain as the claims write it: '(0.5, 0.8)'."""
+    return f"({p:g}, {q:g})"
+
+
+_OPENING_CHAIN = re.compile(r"\((\d*\.?\d+), (\d*\.?\d+)\)")
+_LABEL = re.compile(r"^(Fig \d\S*( \S+\))?|Sec\. [\d.]+|App\. \w+|Thm \d): ")
 
 
 CLAIMS: tuple[Claim, ...] = (

@@ -33,9 +33,9 @@ from ..analysis import (
     classify,
     final_share,
     share_interval,
-    survival,
 )
 from ..chains import Chain, MarkovChain
+from ..noise import banded_survival, eval_tokens
 
 __all__ = [
     "RunRecord",
@@ -45,6 +45,7 @@ __all__ = [
     "Measure",
     "classes",
     "trap_count",
+    "survival_of",
     "at_step",
     "cell_classes",
     "cells_at_unigram",
@@ -182,10 +183,16 @@ def trap_count(records: Sequence[RunRecord]) -> tuple[int, int]:
     return len(cls), sum(c == AT_UNIGRAM for c in cls)
 
 
+def survival_of(records: Sequence[RunRecord]):
+    """:func:`~markovlib.noise.banded_survival` of runs of one chain and one setting:
+    the noise band of their test losses from their evaluations' size."""
+    tokens = eval_tokens(records[0].spec.train)
+    return banded_survival(records[0].chain, [r.history for r in records], tokens)
+
+
 def at_step(records: Sequence[RunRecord], step: int) -> int:
-    """Runs still at H(π) at ``step`` (their loss share,
-    :func:`~markovlib.analysis.survival`)."""
-    s = survival(records[0].chain, [r.history for r in records])
+    """Runs still at H(π) at ``step`` (their loss share, :func:`survival_of`)."""
+    s = survival_of(records)
     return round(s.at(step) * s.n)
 
 
@@ -210,7 +217,7 @@ def float32_plateau(
     """This book: in float32 the trap is a plateau that training leaves: fewer than
     half of the tied runs are at H(π) at the authors' budget, and at 1000 iterations."""
     (n1, t1), (n2, t2) = trap_count(short), trap_count(long)
-    s = survival(long[0].chain, [r.history for r in long])
+    s = survival_of(long)
     med = "–" if s.median_escape is None else f"{s.median_escape:.0f}"
     return Measure(
         f"{_n(t1, n1)} at H(π) after {short[0].steps} iterations; {_n(t2, n2)} after "
@@ -314,6 +321,14 @@ def fig3c(trapped: Sequence[RunRecord], groups=(), load=None) -> Measure:
             runs=len(trapped),
             trapped=len(stuck),
             groups=tuple(groups),
+            counts=tuple(  # the kind with no run: a part of 0 runs, not tested
+                (f"{kind} after a zero", 0, 0)
+                for kind, rs in (
+                    ("at θ_π predict π₁", stuck),
+                    ("escaped predict p", free),
+                )
+                if not rs
+            ),
         )
     s = min(stuck, key=lambda r: r.share)
     f = max(free, key=lambda r: r.share)
@@ -603,11 +618,7 @@ def plateau_then_drop(records: Sequence[RunRecord], groups=()) -> Measure:
         runs=n,
         trapped=t,
         groups=tuple(groups),
-        counts=(
-            ((f"at H(π) for {PLATEAU_STEPS}+ iterations, then down", k, len(free)),)
-            if free
-            else ()
-        ),
+        counts=((f"at H(π) for {PLATEAU_STEPS}+ iterations, then down", k, len(free)),),
     )
 
 
@@ -768,7 +779,7 @@ def fig5_figure(tied: Sequence[RunRecord], groups=()) -> Measure:
         runs=n,
         trapped=t,
         groups=tuple(groups),
-        counts=(("where the authors' curves end", k, len(runs)),) if runs else (),
+        counts=(("where the authors' curves end", k, len(runs)),),
     )
 
 
@@ -866,7 +877,7 @@ def bad_minimum(records: Sequence[RunRecord], load, groups=()) -> Measure:
         runs=len(records),
         trapped=len(stuck),
         groups=tuple(groups),
-        counts=parts if stuck else (),
+        counts=parts,  # none at H(π): parts of 0 runs, not tested
     )
 
 

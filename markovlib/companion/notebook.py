@@ -889,7 +889,46 @@ def chapter_titles(book: str | Path) -> dict[str, str]:
     return titles
 
 
+def chapter_labels(book: str | Path) -> dict[str, str]:
+    """Label -> chapter (stem) of every figure, labelled directive and section target
+    of the chapters in ``book``."""
+    import nbformat  # optional: the book's dependency (nbformat)
+
+    out = {}
+    for path in sorted(Path(book).glob("*.ipynb")):
+        nb = nbformat.read(str(path), as_version=4)
+        lines = [
+            x
+            for c in nb.cells
+            if c.cell_type == "markdown"
+            for x in c.source.split("\n")
+        ]
+        targets = [m[1] for m in map(_TARGET.match, lines) if m]
+        out.update(dict.fromkeys([*_labels(nb)[0], *targets], path.stem))
+    return out
+
+
+def other_chapters_named(
+    text: str, stem: str, labels: dict[str, str], titles: dict[str, str]
+) -> str:
+    """``text`` of chapter ``stem`` with each cross-reference (numref, ref, prf:ref) to
+    another chapter's label (:func:`chapter_labels`) as words naming that chapter: 'a
+    figure of *Bad local minima*'. A one-chapter build cannot resolve it (issue 70)."""
+
+    def words(m: re.Match) -> str:
+        explicit = re.fullmatch(r"(.*?)\s*<([^<>]+)>", m[2], flags=re.S)
+        label = explicit[2] if explicit else m[2].strip()
+        chapter = labels.get(label)
+        if m[1] not in ("numref", "ref", "prf:ref") or chapter in (None, stem):
+            return m[0]
+        kind = _KINDS.get(label.partition("-")[0], "section")
+        return f"a {kind} of *{titles.get(chapter) or _humanized(chapter)}*"
+
+    return _ROLE.sub(words, text)
+
+
 __all__ += ["glued_values", "render_roles", "chapter_titles"]
+__all__ += ["chapter_labels", "other_chapters_named"]
 
 
 def quiet_kernel_manager():

@@ -17,8 +17,10 @@ The rule (:func:`verdict`, stated on the page):
 * **not tested at this scale** — a trained claim at a scale that claims nothing about
   convergence (``smoke``), whatever its check says; at a reduced scale (``cpu``: fewer
   and shorter runs than the paper edition's), a trained claim its runs leave undecided
-  (too few runs, partly), or one that says runs stay at H(π) judged on runs shorter
-  than the authors' (``short``);
+  (too few runs, partly), or one that says runs stay at H(π) judged on runs whose
+  length, batch or (shorter) iterations differ from the authors' (``unlike``: settings
+  the trapped chapters measured to change how many runs stay; issue 70), or any
+  claim a part of which has no run to judge;
 * **not applicable to this chain** — the reader's chain is outside the claim's setting
   (e.g. a claim about p + q > 1 on a chain with p + q < 1).
 """
@@ -67,7 +69,7 @@ from ..theory import (
 )
 from ..train import diverged_step
 from . import measures, thesis
-from .claims import CLAIMS, Claim, claim, paper_figures
+from .claims import CLAIMS, Claim, chain_text, claim, paper_figures
 from .measures import Measure, RunRecord, k_threshold
 from .notebook import glue
 
@@ -102,26 +104,29 @@ def verdict(
     exact: bool = False,
     applicable: bool = True,
     counts: tuple = (),
-    short: bool = False,
+    unlike: bool = False,
 ) -> str:
     """The page's rule: see the module docstring. ``scale`` is a
     :class:`~markovlib.presets.Scale`; ``counts``: the runs that behave as a trained
     claim says, per part, (part, k, n), judged by
-    :func:`~markovlib.analysis.claim_outcome` (the worst part decides); ``short``: the
-    claim says runs stay at H(π) and its runs are shorter than the authors'."""
+    :func:`~markovlib.analysis.claim_outcome` (the worst part decides; a part of no
+    runs leaves the claim not tested); ``unlike``: the claim says runs stay at H(π)
+    and its runs differ from the authors' (:func:`unlike_the_authors`)."""
     if not isinstance(ok, bool):
         ok = bool(ok)
     if not applicable:
         return NOT_APPLICABLE
     if not exact and (scale is None or not scale.converges):
         return NOT_TESTED
+    if not exact and any(n == 0 for _, _, n in counts):
+        return NOT_TESTED  # no verdict from zero runs
     v = REPRODUCED if ok else DIFFERS
     if counts and not exact:
         outcomes = [_OUTCOME[claim_outcome(k, n)] for _, k, n in counts]
         worst = (REPRODUCED, TOO_FEW, PARTLY, DIFFERS)
         v = max(outcomes, key=worst.index)
     cut = not exact and smaller_than_the_paper(scale)
-    return NOT_TESTED if cut and (short or v in (TOO_FEW, PARTLY)) else v
+    return NOT_TESTED if cut and (unlike or v in (TOO_FEW, PARTLY)) else v
 
 
 def smaller_than_the_paper(scale) -> bool:
@@ -130,17 +135,29 @@ def smaller_than_the_paper(scale) -> bool:
     return scale is not None and scale.converges and scale.name != "paper"
 
 
-def shorter_than_the_authors(c: Claim, scale) -> bool:
-    """Whether ``c`` says runs stay at H(π) and the runs of ``scale`` stop before the
-    authors' runs of its figure (:data:`~markovlib.presets.AUTHORS`)."""
-    authors = AUTHORS.get(c.authors) if c.authors else None
-    return bool(
-        c.stays and authors and scale is not None and scale.steps < authors.steps
-    )
+def unlike_the_authors(c: Claim, scale) -> list[str]:
+    """Where ``c`` says runs stay at H(π): how the runs of ``scale`` differ from the
+    authors' of its figure (:data:`~markovlib.presets.AUTHORS`) in what the book
+    measured to change how many runs stay (fewer iterations: a run at H(π) may still
+    leave; the length and batch: the trapped chapter's tokens per batch), e.g.
+    ['length 256 (the authors' 1024)']; empty otherwise."""
+    A = AUTHORS.get(c.authors) if c.authors else None
+    if not (c.stays and A and scale is not None):
+        return []
+    out = [f"{scale.steps} iterations (the authors' {A.steps})"]
+    out = out if scale.steps < A.steps else []
+    for name, mine, theirs in (
+        ("length", scale.seq_len, A.seq_len),
+        ("batch", scale.batch_size, A.batch_size),
+    ):
+        out += [f"{name} {mine} (the authors' {theirs})"] if mine != theirs else []
+    return out
 
 
 def _interval(k: int, n: int) -> str:
-    """The 95 % interval of a share of k of n runs: '60–91 %'."""
+    """The 95 % interval of a share of k of n runs: '60–91 %' ('—': no runs)."""
+    if n == 0:
+        return "—"
     low, high = share_interval(k, n)
     return f"{100 * low:.0f}–{100 * high:.0f} %"
 
@@ -179,22 +196,43 @@ def record(
         raise TypeError(
             f"value must be the number as the chapter prints it (a str); got {value!r}"
         )
-    short = shorter_than_the_authors(c, scale)
+    unlike = unlike_the_authors(c, scale) if smaller_than_the_paper(scale) else []
     v = verdict(
-        ok, scale, exact=c.exact, applicable=applicable, counts=counts, short=short
+        ok,
+        scale,
+        exact=c.exact,
+        applicable=applicable,
+        counts=counts,
+        unlike=bool(unlike),
     )
     glue(f"sc_{c.id}_value", with_intervals(c, value, counts), display=False)
     glue(f"sc_{c.id}_verdict", v, display=False)
-    _RECORDED[c.id] = (v, value, tuple(counts))
+    _RECORDED[c.id] = Recorded(v, value, tuple(counts), scale, tuple(unlike))
     return v
 
 
-_RECORDED: dict[str, tuple[str, str, tuple]] = {}  # id: (verdict, value, counts)
+@dataclass(frozen=True)
+class Recorded:
+    """What :func:`record` judged, for the chapter's table: the verdict, the value,
+    the counts, the scale of the runs it read (None: none) and how they differ from
+    the authors' where that left the claim untested."""
+
+    verdict: str
+    value: str
+    counts: tuple
+    scale: object = None
+    unlike: tuple = ()
 
 
-def _claim_line(c: Claim, v: str, value: str, counts: tuple) -> list[str]:
-    """One claim of a chapter's table: its badge, the claim (its setting and the whole
-    measurement in a closed dropdown), runs k of n (or the value), the interval."""
+_RECORDED: dict[str, Recorded] = {}  # claim id: what record judged
+
+
+def _claim_line(c: Claim, r: Recorded, chain=None) -> list[str]:
+    """One claim of a chapter's table: its badge, the claim (asked of the page's
+    ``chain`` (p, q) where the paper's is another; :func:`runs_read` beneath it; its
+    setting and the whole measurement in a closed dropdown), runs k of n (or the
+    value), the interval."""
+    counts, value = r.counts, r.value
     parts = len(counts) > 1
     if counts and not c.exact:
         runs = "; ".join(f"{p + ' ' if parts else ''}{k} of {n}" for p, k, n in counts)
@@ -202,21 +240,29 @@ def _claim_line(c: Claim, v: str, value: str, counts: tuple) -> list[str]:
     else:
         runs, interval = as_maths(value), "—"
     whole = f"{as_maths(c.measure)}: {as_maths(with_intervals(c, value, counts))}"
+    title, source = claim_title(c, chain)
     return [
-        f"* - {badge(v)}",
-        *_claim_cell(c, "Details", c.setting, whole),
+        f"* - {badge(r.verdict)}",
+        *_claim_cell(
+            title, source, "Details", c.setting, whole, read=runs_read(c, r, chain)
+        ),
         f"  - {runs}",
         f"  - {interval}",
     ]
 
 
-def _claim_cell(c: Claim, title: str, setting: str, *more: str) -> list[str]:
-    """A list-table cell: the claim and its source, then ``setting`` (and ``more``
-    paragraphs) in a closed dropdown named ``title``."""
+def _claim_cell(
+    claim_text: str, source: str, title: str, setting: str, *more: str, read: str = ""
+) -> list[str]:
+    """A list-table cell: the claim and its source (and ``read``: which runs it
+    judged), then ``setting`` (and ``more`` paragraphs) in a closed dropdown named
+    ``title``."""
     paragraphs = [paper_figures(as_maths(setting)), *more]
     body = "\n\n".join(f"    {text}" for text in paragraphs).split("\n")
+    under = ["", f"    *{as_maths(read)}*"] if read else []
     return [
-        f"  - {paper_figures(as_maths(c.claim))} ({c.source})",
+        f"  - {paper_figures(as_maths(claim_text))} ({source})",
+        *under,
         "",
         f"    :::{{dropdown}} {title}",
         *body,
@@ -224,9 +270,70 @@ def _claim_cell(c: Claim, title: str, setting: str, *more: str) -> list[str]:
     ]
 
 
-def claims_table(verdicts: dict[str, str]) -> str:
+def asked_elsewhere(c: Claim, chain) -> bool:
+    """Whether claim ``c`` is about one chain of the paper and ``chain`` (p, q), the
+    chain its runs were on, is another."""
+    return bool(chain and c.chain) and tuple(map(float, chain)) != c.chain
+
+
+def claim_title(c: Claim, chain=None) -> tuple[str, str]:
+    """A row's claim and source as the chapter's table shows them: the claim itself, or
+    where ``chain`` is not the paper's, the claim asked of it (issue 70) with what the
+    paper's theorems predict there."""
+    if not asked_elsewhere(c, chain):
+        return c.claim, c.source
+    theirs = chain_text(*c.chain)
+    label = c.claim[: len(c.claim) - len(c.asked_of(*c.chain))].rstrip(": ")
+    whose = f"the {c.source}'s {label}" if label else f"{c.source}"
+    return c.asked_of(*chain), (
+        f"{whose} on {theirs}, asked of this page's chain; {prediction(*chain)}"
+    )
+
+
+def prediction(p: float, q: float) -> str:
+    """What the paper's theorems say of the binary chain (p, q) (Thm 2, Thm 3,
+    Sec. 4.2)."""
+    s = p + q
+    if abs(s - 1) < 1e-9:
+        return "p + q = 1: no gap to learn"
+    if s > 1:
+        return (
+            f"there Thm 2 makes θ_π a local minimum of the tied model and Thm 3 a "
+            f"saddle of the untied one (p + q = {s:g} > 1)"
+        )
+    return (
+        f"there (p + q = {s:g} < 1) the paper's Sec. 4.2 expects every run to reach "
+        "H_rate irrespective of the weight tying"
+    )
+
+
+def runs_read(c: Claim, r: Recorded, chain=None) -> str:
+    """Which runs a row judged (issue 70): this page's (chain, scale, count), the
+    paper edition's shipped ones, or none; and how they differ from the authors' where
+    that leaves the claim an observation."""
+    on = f" on {chain_text(*chain)}" if chain else ""
+    if r.scale is None:
+        read = "No runs read: not tested"
+    elif c.exact:
+        read = f"Computed exactly{on}"
+    elif r.scale.name == "paper":
+        read = "Read from the paper edition's shipped runs"
+    else:
+        n = max((n for _, _, n in r.counts), default=0)
+        runs = f"{n} runs" if n else "runs"
+        read = f"Your {runs}{on}, trained at the {r.scale.name} scale"
+    if r.unlike and r.verdict == NOT_TESTED:
+        read += (
+            "; an observation, not a verdict on the paper: they differ from the "
+            f"authors' in {', '.join(r.unlike)}"
+        )
+    return read + "."
+
+
+def claims_table(verdicts: dict[str, str], chain=None) -> str:
     """A chapter's claims as a MyST table, one line each (issue 49): the verdict as a
-    badge, the claim, runs k of n (or the value), the 95 % interval of their share;
+    badge, the claim (asked of ``chain``, (p, q), where the paper's is another) and
+    the runs it read, runs k of n (or the value), the 95 % interval of their share;
     the setting and the whole measurement one click away, as :func:`record` had them."""
     lines = [
         "```{list-table}",
@@ -240,29 +347,47 @@ def claims_table(verdicts: dict[str, str]) -> str:
         "  - 95 % interval",
     ]
     for cid, v in verdicts.items():
-        _, value, counts = _RECORDED.get(cid, (v, "", ()))
-        lines += _claim_line(claim(cid), v, value, counts)
+        r = _RECORDED.get(cid) or Recorded(v, "", ())
+        lines += _claim_line(claim(cid), r, chain)
     return "\n".join([*lines, "```"])
 
 
-def claims_report(S, verdicts: dict[str, str], values: dict | None = None) -> str:
+def claims_report(
+    S, verdicts: dict[str, str], values: dict | None = None, chain=None
+) -> str:
     """The last lines of every chapter, in one format: its exact claims hold at the
     scale ``S`` (the assertions above them passed), then each of its scorecard claims
-    with the verdict :func:`record` gave and the measurement (``values``); glues
-    ``sc_claims``, the :func:`claims_table` of its claims box."""
+    with the verdict :func:`record` gave, whose runs it read and the measurement
+    (``values``); glues ``sc_claims``, the :func:`claims_table` of its claims box
+    (``chain``: the page's (p, q), for claims about one chain of the paper)."""
     lines = [
         f"The exact claims of this chapter hold at the {S.name} scale (asserted above)."
     ]
     if verdicts:  # the table at the top of the page: {glue:md} sc_claims
         from IPython.display import Markdown  # the book's dependency, as myst-nb
 
-        glue("sc_claims", Markdown(claims_table(verdicts)), display=False)
-        lines.append("Its claims on the scorecard, by the rule:")
+        glue("sc_claims", Markdown(claims_table(verdicts, chain)), display=False)
+        lines.append("Its claims on the scorecard, by the rule (runs read: yours, ")
+        lines[-1] += "the paper edition's shipped ones, exact, or none):"
         width = max(map(len, verdicts))
         for cid, v in verdicts.items():
             value = (values or {}).get(cid) or ""
-            lines.append(f"  {cid:<{width}}  {v:<26}  {value}".rstrip())
+            read = _whose(claim(cid), _RECORDED.get(cid))
+            asked = (
+                " (asked of this chain)" if asked_elsewhere(claim(cid), chain) else ""
+            )
+            line = f"  {cid:<{width}}  {v:<26}  {read:<7}  {value}{asked}"
+            lines.append(line.rstrip())
     return "\n".join(lines)
+
+
+def _whose(c: Claim, r: Recorded | None) -> str:
+    """The runs a row read, in a word: yours, shipped, exact or none."""
+    if r is None or r.scale is None:
+        return "none"
+    if c.exact:
+        return "exact"
+    return "shipped" if r.scale.name == "paper" else "yours"
 
 
 def record_measures(
@@ -342,13 +467,17 @@ convergence. The
   book reports what it measures: a *differs* row does not fail the build;
 - *not tested at this scale*: a trained claim at the `smoke` scale, or whose runs are \
 not all
-  shipped yet; at a reader's `cpu` re-run (fewer and shorter runs than the paper \
-edition's), a
-  trained claim whose runs leave it undecided (too few runs, partly), or that says \
-runs stay at
-  $H(\\pi)$ judged on runs shorter than the authors' (the rule's change of 2026-11-28, \
-issue 46;
-  the row keeps its k of n and interval);
+  shipped yet, or a part of which has no run to judge; at a reader's `cpu` re-run \
+(fewer and
+  shorter runs than the paper edition's), a trained claim whose runs leave it \
+undecided (too few
+  runs, partly), or that says runs stay at $H(\\pi)$ judged on runs shorter than the \
+authors' (the
+  rule's change of 2026-11-28, issue 46) or of another length or batch (issue 70, \
+the same day:
+  the trapped chapter measures fewer traps with fewer tokens per batch); the row \
+keeps its k of n
+  and interval as an observation;
 - *not applicable to this chain*: the chain is outside the claim's setting.
 
 """
@@ -405,7 +534,7 @@ def _row(verdict: str, c: Claim, measured: str, setting: str) -> list[str]:
     where = f"{{{role}}}`{c.target}`"
     return [
         f"* - {verdict}",
-        *_claim_cell(c, "Setting", setting),
+        *_claim_cell(c.claim, c.source, "Setting", setting),
         f"  - {measured}",
         f"  - {where}",
     ]
