@@ -255,6 +255,27 @@ def test_a_derived_record_under_another_name_is_refused(shipped, monkeypatch):
         verify(shipped, sample=0, log=lambda *a: None)
 
 
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"maths": "0" * 16}, "its record says maths version '0000000000000000'"),
+        ({"note": "x"}, "its record holds the fields args, function, key, kwargs"),
+    ],
+    ids=["maths", "added field"],
+)
+def test_every_field_of_a_derived_record_is_checked(shipped, change, says):
+    """Issue 71: a derived record's maths field edited (and the manifest re-hashed)
+    verified: its key hashes the call and today's maths version, not the field. Every
+    field is now checked against its key and the library, and no other is allowed."""
+    (path,) = (shipped / "derived").glob("*.json.gz")
+    record = json.loads(gzip.decompress(path.read_bytes()))
+    record.update(change)
+    path.write_bytes(gzip.compress(json.dumps(record).encode(), mtime=0))
+    _rehash(shipped)
+    with pytest.raises(VerificationError, match=says):
+        verify(shipped, sample=0, log=lambda *a: None)
+
+
 def test_only_values_whose_key_is_their_calls_today_are_shipped(tmp_path, monkeypatch):
     """ship() and tools/derive.py's keep_current keep a value only while today's code
     gives its call the key it is filed under (a value of changed code is dropped)."""

@@ -275,6 +275,18 @@ def test_a_manifest_name_outside_the_folder_is_refused(data, name):
     _fails(data, ShippedDataError, f"lists '{name}', which is not a plain")
 
 
+def test_a_data_file_must_be_a_regular_file_inside_the_folder(data, tmp_path):
+    """Issue 71: a listed Parquet file replaced by a symbolic link to the same bytes
+    outside the data folder verified (its hash is the manifest's)."""
+    outside = tmp_path / "elsewhere.parquet"
+    shutil.move(data / FIRST, outside)
+    (data / FIRST).symlink_to(outside)
+    says = f"{data / FIRST} is a symbolic link to {outside}, not a regular file inside"
+    _fails(data, ShippedDataError, re.escape(says))
+    with pytest.raises(ShippedDataError, match=re.escape(says)):
+        ShippedData(data).index()  # a chapter reading the data refuses it too
+
+
 @pytest.mark.parametrize("name", ["notes.txt", "extra.parquet", "sub", ".hidden"])
 def test_every_unlisted_file_is_reported(data, name):
     if name == "sub":

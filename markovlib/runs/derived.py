@@ -271,14 +271,30 @@ class DerivedValueError(ValueError):
     """A derived value's record does not match its file name or its call."""
 
 
+RECORD_FIELDS = ("key", "function", "args", "kwargs", "maths", "value")  # _write's
+
+
 def check_record(record: dict, path: Path) -> None:
-    """Raise :class:`DerivedValueError` unless the record's key is its file's name and
-    the key of its own call (function, arguments, this maths version): a record moved
-    to another name, or edited with its key kept, is refused."""
+    """Raise :class:`DerivedValueError` unless the record holds the fields
+    :func:`derived` writes and no other, its key is its file's name and the key of its
+    own call (function, arguments, this maths version), and its maths version is this
+    library's: a record moved to another name, or any field edited with its key kept,
+    is refused (its value is recomputed by ``verify``)."""
     stem = Path(path).name.removesuffix(".json.gz")
+    if sorted(record) != sorted(RECORD_FIELDS):
+        raise DerivedValueError(
+            f"derived value {stem}: its record holds the fields "
+            f"{', '.join(sorted(record))}, not {', '.join(sorted(RECORD_FIELDS))}"
+        )
     if record.get("key") != stem:
         raise DerivedValueError(
             f"derived value {stem}: its record says key {record.get('key')}"
+        )
+    if record["maths"] != maths_version():
+        raise DerivedValueError(
+            f"derived value {stem}: its record says maths version "
+            f"{record['maths']!r}; this library's, which its key hashes, is "
+            f"{maths_version()!r}"
         )
     function = _markovlib_attribute(record["function"], "function")
     key = derived_key(function, tuple(record["args"]), dict(record["kwargs"]))

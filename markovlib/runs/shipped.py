@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -240,8 +241,7 @@ class ShippedData:
                 f"{path} is not listed in {self.directory / MANIFEST}"
             )
         if name not in self._checked:
-            if not path.is_file():
-                raise ShippedDataError(f"{path} is listed in the manifest but missing")
+            self._check_regular(path)
             if path.stat().st_size != entry.bytes or file_sha256(path) != entry.sha256:
                 raise ShippedDataError(
                     f"{path} is damaged: its SHA-256 differs from the manifest's; "
@@ -250,6 +250,27 @@ class ShippedData:
                 )
             self._checked.add(name)
         return path
+
+    def _check_regular(self, path: Path) -> None:
+        """``path`` is a regular file inside the data folder: not missing, not a
+        symbolic link (to a file elsewhere, whose bytes the manifest's hash would
+        then vouch for), not a pipe or device, not reached through a link outside."""
+        restore = f"restore it with `git checkout -- {path}`"
+        if path.is_symlink():
+            raise ShippedDataError(
+                f"{path} is a symbolic link to {os.readlink(path)}, not a regular file "
+                f"inside {self.directory}; {restore}"
+            )
+        if not path.exists():
+            raise ShippedDataError(f"{path} is listed in the manifest but missing")
+        where = path.resolve()
+        if not where.is_relative_to(self.directory.resolve()):
+            raise ShippedDataError(
+                f"{path} is {where}, outside the data folder {self.directory}; "
+                f"{restore}"
+            )
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise ShippedDataError(f"{path} is not a regular file; {restore}")
 
     def _read(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
         path = self.check(name)
