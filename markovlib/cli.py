@@ -1092,9 +1092,14 @@ def _cut_off(target: Path) -> str:
     words that say where it is."""
     if not target.exists():
         return ""
-    partial = target.with_suffix(".interrupted.ipynb")
+    partial = _partial(target)
     target.replace(partial)
     return f", the half-executed notebook in {partial}"
+
+
+def _partial(target: Path) -> Path:
+    """Where a cut-off re-run sets its half-executed notebook ``target`` aside."""
+    return target.with_suffix(".interrupted.ipynb")
 
 
 def _check_rerun(chapter: str, params: dict) -> None:
@@ -1136,6 +1141,7 @@ def _rerun(root: Path, source: Path, out: Path, params: dict, verbose=False) -> 
         return 1
     finally:
         progress.close()
+    _partial(target).unlink(missing_ok=True)  # completed: no stale partial beside it
     return _rerun_page(root, source, out, shown, time.perf_counter() - start)
 
 

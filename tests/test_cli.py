@@ -136,3 +136,27 @@ def test_a_sweep_without_ray_is_one_line_and_writes_nothing(tmp_path, monkeypatc
         "install 'markovlib[ray]')\n"
     )
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (
+            ["status", "--against", "x"],
+            "argument --against: edition status does not use it (it takes "
+            "--results, --data, --only)",
+        ),
+        (["status", "--threads", "1"], "argument --threads: edition status does not"),
+        (["export", "--workers", "2"], "argument --workers: edition export does not"),
+        (["judge", "--results", "r"], "argument --results: edition judge does not"),
+        (["produce", "--report", "r.json"], "argument --report: edition produce do"),
+    ],
+)
+def test_an_option_its_edition_action_does_not_use_is_refused(tmp_path, args, says):
+    """Issue 71: `edition status --against x` ignored the option; an option the
+    action does not read is refused in one line (exit 2) before any work."""
+    out = inprocess.run("edition", *args, cwd=tmp_path)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"markovlib edition: error: {says}"), lines[0]
+    assert out.stdout == "" and not any(tmp_path.iterdir())

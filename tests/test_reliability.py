@@ -6,7 +6,9 @@ exit status, and the store's rows and integrity afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import json
 import os
 import signal
@@ -1556,12 +1558,116 @@ def test_verify_refuses_a_combination_that_checks_nothing(capsys):
 
 def test_jobs_are_capped_at_the_cpus_with_one_line(capsys):
     """`verify --jobs 99` on 2 cores started 99 workers (13.8 GB, load 73)."""
-    from markovlib.cli import _capped_jobs
+    from markovlib.runs.executors import capped_processes
 
     cpus = os.cpu_count() or 1
-    assert _capped_jobs(99, "verify") == cpus
-    assert f"--jobs 99 capped at the {cpus} CPUs here" in capsys.readouterr().err
-    assert _capped_jobs(1, "verify") == 1 and capsys.readouterr().err == ""
+    assert capped_processes(99, "--jobs", "markovlib verify") == cpus
+    assert capsys.readouterr().err == (
+        f"markovlib verify: --jobs 99 capped at the {cpus} CPUs here\n"
+    )
+    assert capped_processes(1, "--jobs") == 1 and capsys.readouterr().err == ""
+
+
+def test_processes_are_capped_by_memory_too(monkeypatch, capsys):
+    """Issue 71: 11 training processes took 3.75 GB on a 2-CPU machine; a count is
+    capped at what free memory holds as well, in one line."""
+    from markovlib.runs import executors
+
+    monkeypatch.setattr(executors, "memory_available", lambda: 500 * 2**20)
+    assert executors.capped_processes(8, "--workers", "markovlib edition") == 1
+    assert capsys.readouterr().err == (
+        "markovlib edition: --workers 8 capped at 1: 0.5 GiB of memory free here, "
+        "about 400 MiB a process\n"
+    )
+
+
+def test_workers_of_a_sweep_are_capped_as_jobs_is(tmp_path):
+    """Issue 71: MARKOVLIB_WORKERS=999 on a 32-run sweep started 11 processes (3.75
+    GB on 2 CPUs); capped at the CPUs in one line, from the variable or the library's
+    ``workers``."""
+    cpus = os.cpu_count() or 1
+    env = _env(MARKOVLIB_WORKERS="999")
+    out = cli("sweep", *CHAIN, *TINY, "--results", str(tmp_path / "r"), env=env)
+    assert out.returncode == 0, out.stderr
+    assert (
+        f"markovlib sweep: $MARKOVLIB_WORKERS 999 capped at the {cpus} CPUs here"
+        in out.stderr.splitlines()
+    )
+    specs = grid([0.3], [0.4], tied=[True], seeds=[0], **SPECS)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        sweep(specs, tmp_path / "r", device="cpu", progress=False, workers=99)
+    assert err.getvalue() == f"markovlib: workers 99 capped at the {cpus} CPUs here\n"
+
+
+def test_edition_workers_are_capped_and_never_more_than_ensembles(
+    tmp_path, monkeypatch
+):
+    """Issue 71: `edition produce --workers 8` on a 3-run group ran 8 training
+    processes (2.8 GB): --workers is capped at the CPUs in one line, and no more
+    processes start than there are ensembles left to train."""
+    import concurrent.futures
+
+    from markovlib.runs import edition
+
+    cpus = os.cpu_count() or 1
+    tiny = [("tiny-tied", grid([0.3], [0.4], tied=[True], seeds=range(3), **SPECS))]
+    inprocess.use_edition(monkeypatch, tiny)
+    asked = []
+    monkeypatch.setattr(
+        "markovlib.cli.produce_parallel", lambda *a, **k: asked.append(k["workers"])
+    )
+    args = ["edition", "produce", "--workers", "8", "--results", tmp_path / "s"]
+    out = inprocess.run(*args, cwd=tmp_path, env=_env())
+    assert out.returncode == 0, out.stderr
+    assert asked == [min(8, cpus)] and out.stderr.splitlines()[0] == (
+        f"markovlib edition: --workers 8 capped at the {cpus} CPUs here"
+    )
+
+    class Pool(concurrent.futures.ThreadPoolExecutor):  # records the processes asked
+        def __init__(self, workers, mp_context=None):
+            asked.append(workers)
+            super().__init__(workers)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(edition, "_produce_one", lambda job: 0)
+    edition.produce_parallel(tiny, tmp_path / "s", workers=2, ensemble_size=8)
+    assert asked[-1] == 1  # three runs: one ensemble, one process
+
+
+@pytest.mark.parametrize("command", ["sweep", "rerun", "book"])
+@pytest.mark.parametrize(
+    "variable, value, says",
+    [
+        ("MARKOVLIB_WORKERS", "0", "must be an integer >= 1; got '0'"),
+        ("MARKOVLIB_WORKERS", "abc", "must be an integer >= 1; got 'abc'"),
+        ("MARKOVLIB_CPU_SPEED", "nan", "must be a finite number > 0; got 'nan'"),
+        ("MARKOVLIB_CPU_SPEED", "inf", "must be a finite number > 0; got 'inf'"),
+        ("MARKOVLIB_CPU_SPEED", "0", "must be a finite number > 0; got '0'"),
+        ("MARKOVLIB_SCALE", "bogus", "must be one of 'auto', 'smoke', 'cpu', 'paper'"),
+    ],
+)
+def test_settings_are_checked_before_any_work_in_one_line(
+    tmp_path, command, variable, value, says
+):
+    """Issue 71: `sweep` with MARKOVLIB_WORKERS 0 or abc printed a 20-line traceback;
+    `rerun` refused a bad one 17 cells into the chapter; MARKOVLIB_CPU_SPEED nan or
+    inf was accepted, and `sweep` read it only on a terminal. Each is refused before
+    any work, in one line naming the variable, whatever stdout is."""
+    out_dir, results = tmp_path / "out", tmp_path / "results"
+    args = {
+        "sweep": ["sweep", *CHAIN, *TINY[:-2], "--results", results],
+        "rerun": ["rerun", "framework", "--out", out_dir],
+        "book": ["book", *CHAIN, "--out", out_dir],
+    }[command]
+    env = _env(MARKOVLIB_RESULTS=str(results), **{variable: value})
+    out = inprocess.run(*args, env=env)
+    line = _one_line(out.stderr)
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert line.startswith(
+        f"markovlib {command}: error: environment variable {variable}: {says}"
+    ), line
+    assert not out_dir.exists() and not results.exists()
 
 
 def test_verify_says_what_it_checked_and_how():

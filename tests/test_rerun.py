@@ -373,6 +373,26 @@ def test_rerun_failure_is_a_few_lines_and_names_the_partial_notebook(
     ]
 
 
+def test_a_completed_rerun_removes_the_stale_interrupted_notebook(
+    tmp_path, monkeypatch
+):
+    """Issue 71: after a successful re-run, the <chapter>.interrupted.ipynb that an
+    earlier, cut-off one set aside stayed beside the finished notebook."""
+    import markovlib.cli as cli
+
+    stale = tmp_path / "framework.interrupted.ipynb"
+    stale.write_text("{}")
+
+    def runs(source, target, params, **options):
+        target.write_text("{}")
+
+    monkeypatch.setattr(cli, "_papermill", runs)
+    monkeypatch.setattr(cli, "_rerun_page", lambda *a: 0)
+    source = ROOT / "book" / "framework.ipynb"
+    assert cli._rerun(ROOT, source, tmp_path, {"p": 0.3}) == 0
+    assert not stale.exists() and (tmp_path / "framework.ipynb").exists()
+
+
 def test_rerun_refuses_a_read_only_store_before_any_work(tmp_path):
     store = tmp_path / "store"
     ResultStore(store)  # an existing store, then made read-only

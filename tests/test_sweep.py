@@ -445,7 +445,7 @@ def test_the_estimate_is_timed_on_this_cpu(monkeypatch):
     monkeypatch.setenv(S.SPEED_VAR, "3")
     assert S.cpu_speed(chunks) == {slow: 3.0, fast: 3.0}
     monkeypatch.setenv(S.SPEED_VAR, "fast")
-    with pytest.raises(ValueError, match=r"^\$MARKOVLIB_CPU_SPEED must be a posit"):
+    with pytest.raises(ValueError, match="MARKOVLIB_CPU_SPEED: must be a finite nu"):
         S.cpu_speed(chunks)
     assert len(trained) == 2
 

@@ -163,8 +163,14 @@ def produce_parallel(
     groups, held = list(groups), ResultStore(store)
     held.check_writable()  # refused before any process starts
     done = _done(held, ShippedData(shipped_dir) if shipped_dir else None)
-    if all(s.key in done for _, specs in groups for s in specs):
+    size = kwargs.get("ensemble_size", 8)
+    left = sum(
+        any(s.key not in done for s in chunk)
+        for _, chunk in _ordered(groups, size, False)
+    )
+    if not left:
         return 0  # nothing left: no process started (a resumed edition that is done)
+    workers = min(workers, left)  # a process for each ensemble left, at most
     job = dict(groups=groups, store=str(store), shipped_dir=shipped_dir, **kwargs)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:

@@ -27,9 +27,11 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 
 import torch
 
@@ -46,6 +48,8 @@ __all__ = [
     "InfeasibleRequest",
     "train_chunks",
     "connect",
+    "capped_processes",
+    "memory_available",
 ]
 
 EXECUTORS = ("local", "ray")
@@ -55,6 +59,43 @@ RAY_MAX_RETRIES = (
 CONNECT_TIMEOUT = 5.0  # seconds to reach a cluster's address before giving up
 
 Chunk = Sequence[RunSpec]
+# the memory of one worker process (Python, torch and its ensemble): issue 71 saw 8
+# training processes take 2.8 GB and 11 take 3.75 GB, 0.34-0.35 GB each
+PROCESS_BYTES = 400 * 2**20
+
+
+def memory_available() -> int | None:
+    """Bytes of memory available to a new allocation (Linux: MemAvailable), or None
+    where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def capped_processes(count: int, what: str, command: str = "markovlib") -> int:
+    """``count`` processes (``what``: the option or variable that asks for them) at
+    most the CPUs here and what free memory holds (:data:`PROCESS_BYTES` each), said
+    in one line on stderr when capped: the one cap of every process count."""
+    cpus = os.cpu_count() or 1
+    free = memory_available()
+    fits = cpus if free is None else max(1, min(cpus, free // PROCESS_BYTES))
+    if count <= fits:
+        return count
+    why = (
+        f"the {cpus} CPUs here"
+        if fits == cpus
+        else f"{fits}: {free / 2**30:.1f} GiB of memory free here, about "
+        f"{PROCESS_BYTES / 2**20:.0f} MiB a process"
+    )
+    print(f"{command}: {what} {count} capped at {why}", file=sys.stderr)
+    return fits
 
 
 class ClusterUnreachable(ConnectionError):

@@ -8,6 +8,7 @@ The top of the run layer: it uses spec, store, shipped and executors.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import signal
 import statistics
@@ -26,7 +27,7 @@ from tqdm import tqdm
 from .._checks import check_int
 from ..device import resolve_device
 from ..train import TrainResult
-from .executors import pool_started, pooled, train_chunks
+from .executors import capped_processes, pool_started, pooled, train_chunks
 from .shipped import shipped_data, source_weights
 from .spec import RunSpec, ensembles, train_specs
 from .store import ResultStore, check_seeds, default_results_dir
@@ -38,6 +39,8 @@ __all__ = [
     "estimate_seconds",
     "makespan",
     "cpu_speed",
+    "fixed_speed",
+    "default_workers",
     "CpuTable",
     "CPU_TABLES",
     "this_cpu_table",
@@ -176,23 +179,27 @@ def cpu_speed(chunks: Sequence[Sequence[RunSpec]]) -> dict[tuple, float]:
         kind = _kind(chunk[0])
         if kind not in largest or len(chunk) > len(largest[kind]):
             largest[kind] = chunk
-    factor = _fixed_speed()
+    factor = fixed_speed()
     if factor is not None:
         return dict.fromkeys(largest, factor)
     return {kind: _probe(chunk[:PROBE_RUNS]) for kind, chunk in largest.items()}
 
 
-def _fixed_speed() -> float | None:
-    """``$MARKOVLIB_CPU_SPEED`` (a positive number), or None where it is not set."""
+def fixed_speed() -> float | None:
+    """``$MARKOVLIB_CPU_SPEED`` (a finite number > 0), or None where it is not set;
+    anything else refused naming the variable."""
     value = os.environ.get(SPEED_VAR, "").strip()
     if not value:
         return None
     try:
         factor = float(value)
     except ValueError:
-        factor = 0.0
-    if factor <= 0:
-        raise ValueError(f"${SPEED_VAR} must be a positive number; got {value!r}")
+        factor = math.nan
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(
+            f"environment variable {SPEED_VAR}: must be a finite number > 0; got "
+            f"{value!r} (unset it to let a sweep measure this CPU)"
+        )
     return factor
 
 
@@ -261,15 +268,33 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def default_workers() -> int:
+def default_workers(command: str = "markovlib") -> int:
     """Local worker processes of a sweep on the CPU: ``$MARKOVLIB_WORKERS``, else 1
-    (``markovlib rerun`` sets it to the machine's cores, at most 4)."""
+    (``markovlib rerun`` sets it to the machine's cores, at most 4), capped by
+    :func:`~markovlib.runs.executors.capped_processes`; anything but an integer >= 1
+    refused naming the variable."""
     value = os.environ.get(WORKERS_VAR, "").strip()
     if not value:
         return 1
     if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"${WORKERS_VAR} must be a positive integer; got {value!r}")
-    return int(value)
+        raise ValueError(
+            f"environment variable {WORKERS_VAR}: must be an integer >= 1; got "
+            f"{value!r}"
+        )
+    return capped_processes(int(value), f"${WORKERS_VAR}", command)
+
+
+def _workers(workers: int | None, executor: str) -> int:
+    """A sweep's local worker processes: ``workers``, else ``$MARKOVLIB_WORKERS``, at
+    most what this machine holds (1 on Ray: its processes are the cluster's); checked
+    with ``$MARKOVLIB_CPU_SPEED`` before any work, whether an estimate is shown or
+    not."""
+    fixed_speed()
+    if executor != "local":
+        return 1
+    if workers is None:
+        return default_workers()
+    return capped_processes(check_int("workers", workers, 1), "workers")
 
 
 def _shared(todo: Sequence[RunSpec], size: int, workers: int, executor: str) -> int:
@@ -344,7 +369,7 @@ def _cpu_estimate(
     where = "one CPU thread" if workers == 1 else f"{workers} CPU processes"
     if chunks is not None:
         cold = pooled(len(chunks), workers) and not pool_started(workers)
-        table = None if _fixed_speed() is not None else this_cpu_table()
+        table = None if fixed_speed() is not None else this_cpu_table()
         speed = cpu_speed(chunks) if table is None else None
         seconds = makespan(chunks, workers, not cold, speed, table or AMD_EPYC)
     else:
@@ -394,11 +419,11 @@ def sweep(
     runs, step by step, with the time left. Returns the store's frame of ``specs``."""
     check_int("ensemble_size", ensemble_size, 1)
     check_seeds(specs)
+    workers = _workers(workers, executor)
     store = store if isinstance(store, ResultStore) else ResultStore(store)
     unique = {spec.key: spec for spec in specs}
     done = store.keys()
     todo = [spec for key, spec in unique.items() if key not in done]
-    workers = default_workers() if workers is None else workers
     chunks = ensembles(todo, _shared(todo, ensemble_size, workers, executor))
     if todo:  # a store that cannot take the results is refused before any training
         store.check_writable()
