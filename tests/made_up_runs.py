@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from markovlib.chains import binary
-from markovlib.companion.measures import RunRecord
+from markovlib.companion.records import RunRecord
 
 
 def record(p, q, kernel, seed=0):

@@ -16,7 +16,7 @@ from markovlib.analysis import AT_UNIGRAM
 from markovlib.chains import binary, symmetric
 from markovlib.companion import claims, measures, scorecard
 from markovlib.companion.figures import trapped as trapped_figures
-from markovlib.companion.measures import RunRecord
+from markovlib.companion.records import RunRecord, record_of
 from markovlib.presets import AUTHORS, authors, resolve
 from markovlib.runs import experiments
 
@@ -154,7 +154,7 @@ def test_the_trapped_starts_are_the_shipped_single_layer_runs_at_unigram():
     at_pi = [
         s.seed
         for s in depth1
-        if s.seed >= 8 and measures.record_of(data.load(s), s).cls == AT_UNIGRAM
+        if s.seed >= 8 and record_of(data.load(s), s).cls == AT_UNIGRAM
     ]
     starts = PAPER_EDITION["depth-fig1-fp16-L2-trapstarts"]
     assert [s.seed for s in starts] == at_pi[:8] == list(experiments.FIG1_TRAPPED_SEEDS)
@@ -454,7 +454,7 @@ def test_fig5_figure_reads_the_share_at_the_figures_edge():
         loss = [unigram - s * (unigram - rate) for s in (0.0, share_4000, share_end)]
         spec = SimpleNamespace(chain={"p": 0.9}, seed=seed)
         history = pd.DataFrame({"step": [0, 4000, 5000], "test_loss": loss})
-        return measures.RunRecord(chain, None, history, spec)
+        return RunRecord(chain, None, history, spec)
 
     runs = [run(0.24, 0.5, 0), run(0.3, 0.3, 1), run(0.05, 0.9, 2)]
     assert measures.loss_share(runs[0], 4000) == pytest.approx(0.24)
@@ -472,7 +472,7 @@ def test_plateau_then_drop_counts_the_iterations_at_h_pi_before_the_drop():
         loss = [unigram - s * (unigram - rate) for s in shares]
         spec = SimpleNamespace(chain={"p": 0.5, "q": 0.8}, seed=seed)
         history = pd.DataFrame({"step": [0, 10, 20, 80, 90], "test_loss": loss})
-        return measures.RunRecord(chain, chain.P, history, spec)
+        return RunRecord(chain, chain.P, history, spec)
 
     slow = run([-0.5, 0.0, 0.05, 0.5, 1.0], 0)  # at H(π) from step 10 to 80: 70
     fast = run([-0.5, 0.0, 0.95, 1.0, 1.0], 1)  # leaves at step 20: 10

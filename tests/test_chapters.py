@@ -14,7 +14,7 @@ from made_up_runs import at_chain, at_marginal, record
 
 from markovlib.chains import binary
 from markovlib.companion import chapters, measures
-from markovlib.companion.measures import RunRecord
+from markovlib.companion.records import RunRecord
 
 
 # --------------------------------------------------------------------- several chapters

@@ -13,6 +13,7 @@ from made_up_runs import at_chain, at_marginal, record
 from markovlib.analysis import EscapeStats
 from markovlib.chains import binary
 from markovlib.companion import measures
+from markovlib.companion.records import records_of
 
 
 def test_grid_shares_averages_the_runs_of_each_cell_rows_q_columns_p():
@@ -27,7 +28,7 @@ def test_grid_shares_averages_the_runs_of_each_cell_rows_q_columns_p():
 
 def test_records_of_refuses_mismatched_lengths():
     with pytest.raises(ValueError, match="2 results for 1 specs"):
-        measures.records_of([object(), object()], [object()])
+        records_of([object(), object()], [object()])
 
 
 def test_plateau_text_counts_runs_on_the_plateau():

@@ -434,7 +434,7 @@ def test_a_read_back_runs_record_takes_its_stored_kernel():
     it (issue 51: recomputing it was a third of reading shipped runs): the kernel its
     weights give, to verify's tolerance; a stored kernel changed is what the record
     reads; a run trained here computes its own."""
-    from markovlib.companion.measures import record_of
+    from markovlib.companion.records import record_of
     from markovlib.runs.spec import RunSpec
     from markovlib.runs.verify import KERNEL_TOLERANCE
 

@@ -110,7 +110,7 @@ def test_continued_runs_train_in_worker_processes(tmp_path, monkeypatch):
 
 def test_the_trapped_seeds_are_the_shipped_runs_at_h_pi():
     """:data:`TRAPPED_SEEDS` (the continued runs' sources) read with the rule."""
-    from markovlib.companion.scorecard import shipped_records
+    from markovlib.companion.records import shipped_records
     from markovlib.runs.experiments import TRAPPED_SEEDS, paper_edition
     from markovlib.runs.shipped import shipped_data
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def compute() -> int:
     """Every trapped run's Hessian into the store; how many."""
     from markovlib.companion import thesis
-    from markovlib.companion.scorecard import shipped_records
+    from markovlib.companion.records import shipped_records
     from markovlib.runs.experiments import paper_edition
     from markovlib.runs.shipped import shipped_data
 

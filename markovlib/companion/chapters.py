@@ -623,7 +623,7 @@ def thm3_holds(hessian, chain: MarkovChain, pairing: float, drop: float) -> bool
 # ------------------------------------------------------------------ the trapped chapter
 def fig4_by_grid(groups) -> dict[str, Measure]:
     """:func:`~markovlib.companion.measures.fig4` of each grid of ``groups`` (a
-    :class:`markovlib.companion.notebook.Groups` keyed (grid name, tying)) whose tied
+    :class:`markovlib.companion.records.Groups` keyed (grid name, tying)) whose tied
     and untied runs
     are all here."""
     names = dict.fromkeys(name for name, _ in groups.wanted)

@@ -1,15 +1,21 @@
 """The claims of the scorecard, one :class:`Claim` per row, in the page's order: what
 the paper (or the poster, or this book) says, in what setting, what the row measures,
-and which shipped groups it reads. The rules that judge them are in
-:mod:`markovlib.companion.measures` (one function per claim) and
-:mod:`markovlib.companion.scorecard` (the verdict)."""
+and for a trained row the rule that judges it (a function of
+:mod:`markovlib.companion.measures` or :mod:`markovlib.companion.thesis`) and the
+shipped groups it reads, by the rule's argument names. :func:`evaluate` judges one
+claim on the runs of a :class:`~markovlib.companion.records.Groups`; the verdict and
+its rendering are :mod:`markovlib.companion.scorecard`'s."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-__all__ = ["Claim", "CLAIMS", "claim", "chain_text", "paper_figures"]
+from . import measures, thesis
+from .records import Incomplete
+
+__all__ = ["Claim", "CLAIMS", "claim", "evaluate", "chain_text", "paper_figures"]
 
 
 @dataclass(frozen=True)
@@ -24,9 +30,15 @@ class Claim:
     measure: str  # what the number in the row is
     target: str  # label of the figure or theorem the row links to
     exact: bool = False  # no training: tested at every scale
-    # the shipped groups (data/paper/<group>-*.parquet) a trained row reads; empty for
-    # exact rows and for rows that only their chapter computes
-    groups: tuple[str, ...] = ()
+    # a trained row's rule: called with the records of ``reads`` by name, ``given``
+    # and ``uses``; None for exact rows and for rows that only their chapter computes
+    rule: Callable | None = None
+    # the rule's arguments read from the shipped groups (data/paper/<group>-*.parquet):
+    # a group, a tuple of groups (their runs in one list) or a dict of groups
+    reads: Mapping = field(default_factory=dict, hash=False)
+    given: Mapping = field(default_factory=dict, hash=False)  # its fixed arguments
+    # what else of the runs it reads: "load" (a run's model), "weights_of" (its weights)
+    uses: tuple[str, ...] = ()
     # the figure of presets.AUTHORS whose settings the row's runs are compared with: a
     # row is the paper's only when every run it reads is at those settings
     authors: str | None = None
@@ -35,6 +47,11 @@ class Claim:
     # the claim says runs stay at H(π) (to the end of the authors' runs): runs shorter
     # than theirs cannot test it (a run at H(π) may still leave it)
     stays: bool = False
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The shipped groups the row reads, in the order of :attr:`reads`."""
+        return tuple(g for v in self.reads.values() for g in _group_names(v))
 
     @property
     def chain(self) -> tuple[float, float] | None:
@@ -51,6 +68,33 @@ class Claim:
         if theirs in text:
             return text.replace(theirs, yours)
         return f"{text}, on {yours}"
+
+
+def _group_names(read) -> tuple[str, ...]:
+    """The groups of one of a rule's inputs: a group, a tuple or a dict of groups."""
+    if isinstance(read, str):
+        return (read,)
+    return tuple(read.values() if isinstance(read, Mapping) else read)
+
+
+def _read(runs, read):
+    """One of a rule's inputs: the records of a group or of a tuple of groups (one
+    list), or of a dict of groups (the same keys)."""
+    if isinstance(read, Mapping):
+        return {k: runs(g) for k, g in read.items()}
+    return runs(*_group_names(read))
+
+
+def evaluate(c: Claim, runs):
+    """The :class:`~markovlib.companion.measures.Measure` of trained claim ``c`` on the
+    records ``runs`` (a :class:`~markovlib.companion.records.Groups`) holds of the
+    groups it reads; :class:`~markovlib.companion.records.Incomplete` while a group is
+    not all there."""
+    if not runs.complete(*c.groups):
+        return Incomplete(*runs.counts(*c.groups))
+    inputs = {name: _read(runs, read) for name, read in c.reads.items()}
+    inputs.update({name: getattr(runs, name) for name in c.uses})
+    return c.rule(**inputs, **c.given)
 
 
 def chain_text(p: float, q: float) -> str:
@@ -81,7 +125,13 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.2, 0.3), GPT-2, tied and untied",
         "runs that escaped (learnt > 90 % of the gap)",
         "fig-gm-curves",
-        groups=("global_minimum-400-fp16-tied", "global_minimum-400-fp16-untied"),
+        rule=measures.escape_claim,
+        reads={
+            "records": (
+                "global_minimum-400-fp16-tied",
+                "global_minimum-400-fp16-untied",
+            )
+        },
         authors="fig3",
     ),
     Claim(
@@ -92,7 +142,8 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.2, 0.3), GPT-2, tied and untied",
         "runs that escaped",
         "fig-gm-curves",
-        groups=("global_minimum-tied", "global_minimum-untied"),
+        rule=measures.escape_claim,
+        reads={"records": ("global_minimum-tied", "global_minimum-untied")},
         authors="fig3",
     ),
     *(
@@ -105,7 +156,10 @@ CLAIMS: tuple[Claim, ...] = (
             "uni-embedding), every run",
             measure,
             "fig-gm-appendix-d",
-            groups=("appd-uni-fp16-tied",),
+            rule=measures.appendix_d_property,
+            reads={"records": "appd-uni-fp16-tied"},
+            given={"prop": prop},
+            uses=("load",),
             authors="appd",
         )
         for prop, text, measure in (
@@ -147,7 +201,10 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.2, 0.3), GPT-2, untied, every run",
         "runs with each property",
         "fig-gm-appendix-d",
-        groups=("global_minimum-400-fp16-untied",),
+        rule=measures.appendix_d_control,
+        reads={"records": "global_minimum-400-fp16-untied"},
+        given={"label": "untied"},
+        uses=("load",),
         authors="appd",
     ),
     Claim(
@@ -158,7 +215,10 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.2, 0.3), GPT-2, tied, every run",
         "runs with each property",
         "fig-gm-appendix-d",
-        groups=("global_minimum-400-fp16-tied",),
+        rule=measures.appendix_d_control,
+        reads={"records": "global_minimum-400-fp16-tied"},
+        given={"label": "gpt2"},
+        uses=("load",),
         authors="appd",
     ),
     Claim(
@@ -180,7 +240,8 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.5, 0.8), GPT-2, tied",
         "runs at H(π) (learnt < 10 % of the gap) at the end",
         "fig-trapped-survival",
-        groups=("trap400-gpt2-tied-fp16",),
+        rule=measures.fig3a,
+        reads={"records": "trap400-gpt2-tied-fp16"},
         authors="fig3",
         stays=True,
     ),
@@ -194,7 +255,9 @@ CLAIMS: tuple[Claim, ...] = (
         "position by position along one test path (90 % of the positions after a "
         "zero)",
         "fig-blm-predictions",
-        groups=("trap400-gpt2-tied-fp16",),
+        rule=measures.fig3c,
+        reads={"trapped": "trap400-gpt2-tied-fp16"},
+        uses=("load",),
         authors="fig3",
     ),
     Claim(
@@ -205,7 +268,9 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.5, 0.8), GPT-2, untied (the Fig 4 grid's cell)",
         "learnt P(1|0) of each untied run",
         "fig-trapped-grid",
-        groups=("fig4-400-untied-fp16",),
+        rule=measures.fig3c_untied,
+        reads={"records": "fig4-400-untied-fp16"},
+        given={"p": 0.5, "q": 0.8},
         authors="fig3",
     ),
     Claim(
@@ -217,7 +282,9 @@ CLAIMS: tuple[Claim, ...] = (
         "runs at H(π) predicting π₁ after a zero and after a one; runs whose head's "
         "bias alone, σ(b), is π₁",
         "fig-trapped-survival",
-        groups=("trap400-gpt2-tied-fp16",),
+        rule=measures.bad_minimum,
+        reads={"records": "trap400-gpt2-tied-fp16"},
+        uses=("load",),
         authors="fig3",
     ),
     Claim(
@@ -228,7 +295,8 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.5, 0.8), GPT-2, tied",
         "runs at H(π) at the end of each budget",
         "fig-blm-trap",
-        groups=("trap400-gpt2-tied-fp32", "trap-gpt2-tied"),
+        rule=measures.float32_plateau,
+        reads={"budget": "trap400-gpt2-tied-fp32", "longer": "trap-gpt2-tied"},
         authors="fig3",
     ),
     Claim(
@@ -239,7 +307,8 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.5, 0.8), tied, theory and GPT-2 models",
         "runs at H(π) at the end, theory / GPT-2",
         "fig-blm-trap",
-        groups=("trap400-theory-tied-fp32", "trap400-gpt2-tied-fp32"),
+        rule=measures.trap_models,
+        reads={"theory": "trap400-theory-tied-fp32", "gpt2": "trap400-gpt2-tied-fp32"},
         authors="fig3",
     ),
     Claim(
@@ -250,7 +319,8 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.5, 0.8), GPT-2, tied, the same seeds and batches",
         "runs at H(π) at the end, fp16 / float32",
         "fig-trapped-survival",
-        groups=("trap400-gpt2-tied-fp16", "trap400-gpt2-tied-fp32"),
+        rule=measures.precision_traps,
+        reads={"fp16": "trap400-gpt2-tied-fp16", "fp32": "trap400-gpt2-tied-fp32"},
         authors="fig3",
         stays=True,
     ),
@@ -265,7 +335,9 @@ CLAIMS: tuple[Claim, ...] = (
         "trapped runs where Lanczos finds no Hessian eigenvalue (every parameter, "
         "float64, 128 fixed paths of 128 states) below −1 % of Thm 3's saddle",
         "sec-depth-thesis",
-        groups=("depth-fig1-fp16-L1",),
+        rule=thesis.shipped_curvature,
+        reads={"records": "depth-fig1-fp16-L1"},
+        uses=("weights_of",),
         authors="fig1",
     ),
     Claim(
@@ -278,7 +350,9 @@ CLAIMS: tuple[Claim, ...] = (
         "trapped runs where Lanczos finds no Hessian eigenvalue below −1 % of Thm 3's "
         "saddle",
         "sec-trapped-thesis",
-        groups=("trap400-gpt2-tied-fp16",),
+        rule=thesis.shipped_curvature,
+        reads={"records": "trap400-gpt2-tied-fp16"},
+        uses=("weights_of",),
         authors="fig3",
     ),
     Claim(
@@ -291,7 +365,9 @@ CLAIMS: tuple[Claim, ...] = (
         "trapped runs where Lanczos finds no Hessian eigenvalue below −1 % of Thm 3's "
         "saddle",
         "sec-trapped-thesis",
-        groups=("trap400-theory-tied-fp32",),
+        rule=thesis.shipped_curvature,
+        reads={"records": "trap400-theory-tied-fp32"},
+        uses=("weights_of",),
         authors="fig3",
     ),
     *(
@@ -305,14 +381,18 @@ CLAIMS: tuple[Claim, ...] = (
             "again from its final weights for that budget, a new schedule",
             "continued runs still at H(π)",
             "sec-trapped-thesis",
-            groups=tuple(
-                f"continue-{source}-{precision}"
-                for source in (
-                    "trap400-gpt2-tied-fp16",
-                    "trap400-theory-tied-fp32",
-                    "trap400-gpt2-tied-fp32",
-                )
-            ),
+            rule=thesis.stays_trapped,
+            reads={
+                "by_source": {
+                    source: f"continue-{source}-{precision}"
+                    for source in (
+                        "trap400-gpt2-tied-fp16",
+                        "trap400-theory-tied-fp32",
+                        "trap400-gpt2-tied-fp32",
+                    )
+                }
+            },
+            given={"precision": precision},
             authors="fig3",
             stays=True,
         )
@@ -330,7 +410,11 @@ CLAIMS: tuple[Claim, ...] = (
         "where at H(π), for that budget again",
         "runs at H(π) after both budgets",
         "sec-trapped-thesis",
-        groups=("trap400-theory-tied-fp32", "continue-trap400-theory-tied-fp32-fp32"),
+        rule=thesis.theory_model_stays,
+        reads={
+            "runs": "trap400-theory-tied-fp32",
+            "continued": "continue-trap400-theory-tied-fp32-fp32",
+        },
         authors="fig3",
         stays=True,
     ),
@@ -345,7 +429,11 @@ CLAIMS: tuple[Claim, ...] = (
         "runs at H(π) without and with layer norms: the 95 % interval of the "
         "difference of the shares within ±0.25",
         "sec-trapped-thesis",
-        groups=("trap400-theory-tied-fp32", "trap400-theory-ln-tied-fp32"),
+        rule=thesis.layer_norm_marginal,
+        reads={
+            "without": "trap400-theory-tied-fp32",
+            "with_ln": "trap400-theory-ln-tied-fp32",
+        },
         authors="fig3",
     ),
     Claim(
@@ -399,7 +487,8 @@ CLAIMS: tuple[Claim, ...] = (
         "the Fig 4 grid's cells with p + q > 1, GPT-2, untied",
         "runs that escaped",
         "fig-trapped-grid",
-        groups=("fig4-400-untied-fp16",),
+        rule=measures.untied_escape,
+        reads={"records": "fig4-400-untied-fp16"},
         authors="fig4",
     ),
     Claim(
@@ -410,7 +499,8 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.5, 0.8), untied, GPT-2 and theory models",
         "runs that escaped",
         "fig-saddle-tied-untied",
-        groups=("trap-gpt2-untied", "trap-theory-untied"),
+        rule=measures.escape_claim,
+        reads={"records": ("trap-gpt2-untied", "trap-theory-untied")},
         authors="fig3",
     ),
     Claim(
@@ -422,11 +512,12 @@ CLAIMS: tuple[Claim, ...] = (
         "the line, 3 per other cell",
         "tied cells above the line with at least half of their runs at H(π)",
         "fig-trapped-cells",
-        groups=(
-            "fig4-cells-400-tied-fp16",
-            "fig4-400-tied-fp16",
-            "fig4-400-untied-fp16",
-        ),
+        rule=measures.fig4_cells,
+        reads={
+            "cells": "fig4-cells-400-tied-fp16",
+            "tied": "fig4-400-tied-fp16",
+            "untied": "fig4-400-untied-fp16",
+        },
         authors="fig4",
         stays=True,
     ),
@@ -438,7 +529,8 @@ CLAIMS: tuple[Claim, ...] = (
         "the Fig 4 grid, GPT-2, 3 runs per cell and tying",
         "cells above the line at H(π) (at least half of their runs)",
         "fig-trapped-grid",
-        groups=("fig4-400-tied-fp16", "fig4-400-untied-fp16"),
+        rule=measures.fig4,
+        reads={"tied": "fig4-400-tied-fp16", "untied": "fig4-400-untied-fp16"},
         authors="fig4",
         design="seed i starts from the same weights in every cell, so the cells' runs "
         "are not independent",
@@ -452,7 +544,8 @@ CLAIMS: tuple[Claim, ...] = (
         "the Fig 4 grid's cells with p + q < 1, GPT-2, tied and untied",
         "cells below the line escaped (at least half of their runs)",
         "fig-trapped-grid",
-        groups=("fig4-400-tied-fp16", "fig4-400-untied-fp16"),
+        rule=measures.below_line,
+        reads={"tied": "fig4-400-tied-fp16", "untied": "fig4-400-untied-fp16"},
         authors="fig4",
     ),
     Claim(
@@ -466,7 +559,8 @@ CLAIMS: tuple[Claim, ...] = (
         "∂²L/∂e² on e = 0 past the saddle and at w = 0 (reduced model), and the tied "
         "runs from the standard initialisation that escaped",
         "sec-trapped-thesis",
-        groups=("fig4-400-tied-fp16",),
+        rule=thesis.below_line_minima,
+        reads={"tied": "fig4-400-tied-fp16"},
         authors="fig4",
     ),
     Claim(
@@ -477,7 +571,8 @@ CLAIMS: tuple[Claim, ...] = (
         "the Fig 4 grid, GPT-2, 1 run per cell and tying",
         "cells above the line at H(π)",
         "fig-saddle-grid",
-        groups=("fig4-tied", "fig4-untied"),
+        rule=measures.fig4_float32,
+        reads={"tied": "fig4-tied", "untied": "fig4-untied"},
         authors="fig4",
     ),
     Claim(
@@ -490,7 +585,11 @@ CLAIMS: tuple[Claim, ...] = (
         "(no LayerNorm, ReLU), tied and untied",
         "runs on the claimed side per p and tying",
         "fig-ms-fig5",
-        groups=("fig5-k5-theory-fp16-tied", "fig5-k5-theory-fp16-untied"),
+        rule=measures.fig5_halves,
+        reads={
+            "tied": "fig5-k5-theory-fp16-tied",
+            "untied": "fig5-k5-theory-fp16-untied",
+        },
         authors="fig5",
         stays=True,
     ),
@@ -505,7 +604,8 @@ CLAIMS: tuple[Claim, ...] = (
         "tied runs at p = 0.9 whose loss at iteration 4000 covers 0.24 ± 0.1 of the "
         "gap, where the authors' curves end",
         "fig-ms-fig5",
-        groups=("fig5-k5-theory-fp16-tied",),
+        rule=measures.fig5_figure,
+        reads={"tied": "fig5-k5-theory-fp16-tied"},
         authors="fig5",
     ),
     Claim(
@@ -516,7 +616,8 @@ CLAIMS: tuple[Claim, ...] = (
         "symmetric k = 5 chains, p ∈ {0.1, 0.3, 0.6, 0.9}, GPT-2, tied and untied",
         "runs on the claimed side per p and tying",
         "fig-ms-fig5",
-        groups=("fig5-k5-fp16-tied", "fig5-k5-fp16-untied"),
+        rule=measures.fig5_halves,
+        reads={"tied": "fig5-k5-fp16-tied", "untied": "fig5-k5-fp16-untied"},
         authors="fig5",
         stays=True,
     ),
@@ -528,7 +629,8 @@ CLAIMS: tuple[Claim, ...] = (
         "symmetric k = 5 chains, GPT-2, tied and untied, 1 run per p",
         "runs on the claimed side per p and tying",
         "fig-ms-fig5",
-        groups=("fig5-k5-tied", "fig5-k5-untied"),
+        rule=measures.fig5_halves,
+        reads={"tied": "fig5-k5-tied", "untied": "fig5-k5-untied"},
         authors="fig5",
         stays=True,
     ),
@@ -550,7 +652,8 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.5, 0.8), GPT-2, tied, depths 1, 2, 4, 8",
         "runs at H(π) (depth 1) and escaped (depth ≥ 2) per depth",
         "fig-depth-fig1",
-        groups=tuple(f"depth-fig1-fp16-L{L}" for L in (1, 2, 4, 8)),
+        rule=measures.fig1_depths,
+        reads={"by_depth": {L: f"depth-fig1-fp16-L{L}" for L in (1, 2, 4, 8)}},
         authors="fig1",
         stays=True,
     ),
@@ -562,7 +665,8 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.5, 0.8), GPT-2, tied, depths 2, 4, 8",
         "runs that escaped and sat at H(π) for 50 iterations or more first",
         "fig-depth-fig1",
-        groups=tuple(f"depth-fig1-fp16-L{L}" for L in (2, 4, 8)),
+        rule=measures.plateau_then_drop,
+        reads={"records": tuple(f"depth-fig1-fp16-L{L}" for L in (2, 4, 8))},
         authors="fig1",
     ),
     Claim(
@@ -573,7 +677,8 @@ CLAIMS: tuple[Claim, ...] = (
         "(0.5, 0.8), GPT-2, tied, depths 1, 2, 4, 8",
         "runs at H(π) (depth 1) and escaped (depth ≥ 2) per depth",
         "fig-depth-fig1",
-        groups=tuple(f"depth-fig1-L{L}" for L in (1, 2, 4, 8)),
+        rule=measures.fig1_depths,
+        reads={"by_depth": {L: f"depth-fig1-L{L}" for L in (1, 2, 4, 8)}},
         authors="fig1",
     ),
     Claim(
@@ -584,7 +689,11 @@ CLAIMS: tuple[Claim, ...] = (
         "depth 2, GPT-2: untied on (0.5, 0.8), tied on (0.5, 0.2)",
         "runs that escaped",
         "fig-depth-fig1",
-        groups=("depth-fig1-fp16-L2-untied", "depth-fig1-fp16-L2-mirror"),
+        rule=measures.depth_factors,
+        reads={
+            "untied": "depth-fig1-fp16-L2-untied",
+            "mirror": "depth-fig1-fp16-L2-mirror",
+        },
         authors="fig1",
     ),
     Claim(
@@ -595,7 +704,8 @@ CLAIMS: tuple[Claim, ...] = (
         "depth 2, GPT-2, tied, (0.5, 0.8), from the seeds that trap one layer",
         "runs that escaped",
         "fig-depth-fig1",
-        groups=("depth-fig1-fp16-L2-trapstarts",),
+        rule=measures.trapped_starts,
+        reads={"records": "depth-fig1-fp16-L2-trapstarts"},
         authors="fig1",
     ),
     Claim(
@@ -607,7 +717,8 @@ CLAIMS: tuple[Claim, ...] = (
         "random order-2 chains, GPT-2, tied, depths 1-3, 2 heads",
         "runs that escaped per depth (share of the gap from the final test loss)",
         "fig-depth-higher-order",
-        groups=tuple(f"higher-order-L{L}" for L in (1, 2, 3)),
+        rule=measures.higher_order,
+        reads={"by_depth": {L: f"higher-order-L{L}" for L in (1, 2, 3)}},
         authors="higher_order",
     ),
     Claim(
@@ -619,7 +730,8 @@ CLAIMS: tuple[Claim, ...] = (
         "lag-2 chain, GPT-2, one layer, window 1 against full attention",
         "window-1 runs escaped, and above the full-attention run of their seed",
         "fig-depth-window",
-        groups=("depth-lag2-window1", "depth-lag2-L1"),
+        rule=measures.masking,
+        reads={"window": "depth-lag2-window1", "full": "depth-lag2-L1"},
     ),
     Claim(
         "init_energy",
@@ -691,7 +803,8 @@ def claim(claim_id: str) -> Claim:
     return _BY_ID[claim_id]
 
 
-_PAPER_FIGURE = re.compile(r"(?<![\w'’.])(?<!paper's )(?<!paper’s )(Fig) (\d)")
+# "Fig N", or "the Fig N" (the article taken in: "the Fig 4 grid", not "the the")
+_PAPER_FIGURE = re.compile(r"(?<![\w'’.])(?<!paper's )(?<!paper’s )(?:[Tt]he )?(Fig) (\d)")
 
 
 def paper_figures(text: str) -> str:

@@ -1,12 +1,10 @@
 """Each trained claim's measurement, as a function of runs: the scorecard, the CLI and
 the chapters call these, so a verdict is computed in one place.
 
-A run enters as a :class:`RunRecord` (its chain, learnt kernel, test history and spec):
-:func:`record_of` makes one from a trained :class:`~markovlib.train.TrainResult`,
-:func:`markovlib.companion.scorecard.shipped_records` from the shipped data without
-loading a
-model. Every count of runs uses the one rule of :mod:`markovlib.analysis` (the share of
-the gap H(π) − H_rate a run has learnt), never a tolerance in nats.
+A run enters as a :class:`~markovlib.companion.records.RunRecord` (its chain, learnt
+kernel, test history and spec), built by :mod:`markovlib.companion.records`. Every
+count of runs uses the one rule of :mod:`markovlib.analysis` (the share of the gap
+H(π) − H_rate a run has learnt), never a tolerance in nats.
 
 What a page states beside these claims (a chapter's own numbers, checks and sentences)
 is in :mod:`markovlib.companion.chapters`.
@@ -30,17 +28,12 @@ from ..analysis import (
     ESCAPED,
     ESCAPED_ABOVE,
     cell_shares,
-    classify,
-    final_share,
     share_interval,
 )
-from ..chains import Chain, MarkovChain
 from ..noise import banded_survival, eval_tokens
+from .records import RunRecord
 
 __all__ = [
-    "RunRecord",
-    "record_of",
-    "records_of",
     "grid_shares",
     "Measure",
     "classes",
@@ -57,6 +50,9 @@ __all__ = [
     "precision_traps",
     "trap_models",
     "escape_claim",
+    "untied_escape",
+    "appendix_d_property",
+    "appendix_d_control",
     "fig3c",
     "fig4",
     "fig4_float32",
@@ -78,66 +74,6 @@ __all__ = [
     "higher_order",
     "masking",
 ]
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """What a verdict needs of one run."""
-
-    chain: Chain
-    kernel: np.ndarray | None  # learnt first-order kernel (None: not stored)
-    history: pd.DataFrame  # step, test_loss (every evaluation)
-    spec: object  # its RunSpec
-    key: str = ""
-    diverged_step: int | None = None  # where its loss stopped being finite
-
-    @property
-    def share(self) -> float:
-        """:func:`~markovlib.analysis.final_share` of this run; NaN for a run that
-        diverged (neither at H(π) nor escaped by the rule)."""
-        if self.diverged_step is not None:
-            return float("nan")
-        return final_share(self.chain, kernel=self.kernel, history=self.history)
-
-    @property
-    def cls(self) -> str | None:
-        return classify(self.share)
-
-    @property
-    def steps(self) -> int:
-        return int(self.history["step"].max())
-
-
-@one_thread()  # the learnt kernel runs the model on a few short paths: small tensors
-def record_of(result, spec=None) -> RunRecord:
-    """A :class:`RunRecord` of a trained run: its learnt kernel as stored with it (a
-    stored or shipped run: the same computation, which ``markovlib verify`` checks
-    against its weights; a third of a chapter's time reading shipped runs), else
-    computed here."""
-    kernel = None
-    if isinstance(result.chain, MarkovChain):
-        stored = result.metrics.get("learnt_kernel")
-        kernel = result.learnt_kernel() if stored is None else np.asarray(stored)
-    history = evaluations(
-        *(result.history[c].to_numpy() for c in ("step", "test_loss"))
-    )
-    return RunRecord(result.chain, kernel, history, spec, "", result.diverged_step)
-
-
-def evaluations(step: np.ndarray, test_loss: np.ndarray) -> pd.DataFrame:
-    """A :class:`RunRecord`'s history: step and test loss where it was evaluated
-    (not NaN), built at once (``dropna`` took 2 ms a run)."""
-    tested = ~np.isnan(test_loss)
-    return pd.DataFrame({"step": step[tested], "test_loss": test_loss[tested]})
-
-
-def records_of(results, specs) -> list[RunRecord]:
-    """:func:`record_of` of each trained run with its spec (``results[i]`` was trained
-    from ``specs[i]``)."""
-    results, specs = list(results), list(specs)
-    if len(results) != len(specs):
-        raise ValueError(f"{len(results)} results for {len(specs)} specs")
-    return [record_of(r, s) for r, s in zip(results, specs)]
 
 
 def grid_shares(records: Sequence[RunRecord], ps, qs) -> np.ndarray:
@@ -212,16 +148,16 @@ def fig3a(records: Sequence[RunRecord], groups=()) -> Measure:
 
 
 def float32_plateau(
-    short: Sequence[RunRecord], long: Sequence[RunRecord], groups=()
+    budget: Sequence[RunRecord], longer: Sequence[RunRecord], groups=()
 ) -> Measure:
     """This book: in float32 the trap is a plateau that training leaves: fewer than
     half of the tied runs are at H(π) at the authors' budget, and at 1000 iterations."""
-    (n1, t1), (n2, t2) = trap_count(short), trap_count(long)
-    s = survival_of(long)
+    (n1, t1), (n2, t2) = trap_count(budget), trap_count(longer)
+    s = survival_of(longer)
     med = "–" if s.median_escape is None else f"{s.median_escape:.0f}"
     return Measure(
-        f"{_n(t1, n1)} at H(π) after {short[0].steps} iterations; {_n(t2, n2)} after "
-        f"{long[0].steps} (median escape step {med})",
+        f"{_n(t1, n1)} at H(π) after {budget[0].steps} iterations; {_n(t2, n2)} after "
+        f"{longer[0].steps} (median escape step {med})",
         t1 < CLAIM_SHARE * n1 and t2 < CLAIM_SHARE * n2,
         runs=n1 + n2,
         trapped=t1 + t2,
@@ -283,6 +219,11 @@ def escape_claim(records: Sequence[RunRecord], groups=()) -> Measure:
         groups=tuple(groups),
         counts=(("escaped", e, n),),
     )
+
+
+def untied_escape(records: Sequence[RunRecord], groups=()) -> Measure:
+    """Untied runs escape θ_π: :func:`escape_claim` of the runs above p + q = 1."""
+    return escape_claim(above_line(records), groups)
 
 
 # Fig 3(d) per position (rule written 2026-11-27, before it was computed): a run
@@ -999,6 +940,35 @@ def appendix_d_runs(
                 label, inside[label], records[label], groups
             )
     return out
+
+
+@one_thread()  # forward passes of d = 8 models on a few paths: small tensors
+def appendix_d_inside(records: Sequence[RunRecord], load) -> list[dict]:
+    """:func:`markovlib.theory.appendix_d` of each run's model (``load(record)``) on 8
+    paths of its chain and length."""
+    out = []
+    for r in records:
+        x = r.chain.sample(8, r.spec.train.seq_len, seed=12345)
+        out.append(theory.appendix_d(load(r), x, r.spec.train.seq_len))
+    return out
+
+
+def appendix_d_property(
+    records: Sequence[RunRecord], load, prop: str, groups=()
+) -> Measure:
+    """App. D's row ``prop`` ("attention", "positions", "rank", "formula",
+    "direction") over the runs of its weight-tied model (:func:`appendix_d_runs`)."""
+    inside = appendix_d_inside(records, load)
+    return _appendix_d_tied(inside, records, groups)[f"appd_{prop}"]
+
+
+def appendix_d_control(
+    records: Sequence[RunRecord], load, label: str, groups=()
+) -> Measure:
+    """App. D's four properties on one of this book's controls ("untied", "gpt2"):
+    :func:`appendix_d_properties` of its runs' models (``load(record)``)."""
+    inside = appendix_d_inside(records, load)
+    return appendix_d_properties(label, inside, records, groups)
 
 
 def appendix_d_properties(

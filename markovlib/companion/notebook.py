@@ -27,14 +27,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .._checks import one_thread
 from .._version import repository_url
 from ..colab import clone_command
 from ..presets import PRESETS, resolve
-from ..runs.shipped import shipped_data
-from ..runs.sweep import sweep_results
 from ..train import cpu_model
-from .measures import record_of
 
 __all__ = [
     "run_chapters",
@@ -570,73 +566,6 @@ def build_checks(
 __all__ += ["build_checks"]
 
 
-def runs_and_records(specs, S, *, ensemble_size: int = 32):
-    """The trained runs of ``specs`` and their
-    :class:`~markovlib.companion.measures.RunRecord`.
-    At the ``paper`` scale only the shipped runs (a page of the paper edition never
-    trains a group that is still being produced); at other scales every run, trained
-    where the local store lacks it."""
-    if S.name == "paper":
-        data = shipped_data("auto")
-        specs = [s for s in specs if data is not None and s.key in data]
-    results = sweep_results(specs, ensemble_size=ensemble_size) if specs else []
-    with one_thread():  # each record runs its model on 8 test paths: small tensors
-        return results, [record_of(r, s) for r, s in zip(results, specs)]
-
-
-__all__ += ["runs_and_records"]
-
-
-class Groups(NamedTuple):
-    """Named groups of runs as a chapter reads them (:func:`load_groups`)."""
-
-    runs: dict  # name -> trained runs (TrainResult)
-    records: dict  # name -> their RunRecords
-    wanted: dict  # name -> how many runs the group has
-
-    def complete(self, *names) -> bool:
-        """Whether every run of these groups (all groups when none named) is here."""
-        names = names or tuple(self.wanted)
-        return all(len(self.records[n]) == self.wanted[n] for n in names)
-
-    def have(self, *names) -> str:
-        """ "k of n runs" over these groups (all when none named)."""
-        names = names or tuple(self.wanted)
-        k = sum(len(self.records[n]) for n in names)
-        return f"{k} of {sum(self.wanted[n] for n in names)} runs"
-
-    def text(self, measure, *names) -> str:
-        """A claim's value as a page prints it: ``measure.value``, or "k of n runs
-        shipped so far" while these groups are incomplete (``measure`` None)."""
-        return measure.value if measure else f"{self.have(*names)} shipped so far"
-
-
-def train_groups(groups: dict, *, ensemble_size: int = 32) -> dict:
-    """Every run of the named groups of specs (name -> its TrainResults, in order),
-    trained in one sweep where neither the shipped data nor the store has it: the
-    groups' ensembles share the machine's worker processes
-    (``$MARKOVLIB_WORKERS``; :func:`~markovlib.runs.sweep.sweep`)."""
-    every = [s for specs in groups.values() for s in specs]
-    results = iter(sweep_results(every, ensemble_size=ensemble_size) if every else ())
-    return {name: [next(results) for _ in specs] for name, specs in groups.items()}
-
-
-def load_groups(groups: dict, S) -> Groups:
-    """:func:`runs_and_records` of each named group of specs (at ``paper`` the shipped
-    runs only), trained below ``paper`` in one sweep (:func:`train_groups`)."""
-    if S.name != "paper":
-        train_groups(groups)
-    loaded = {name: runs_and_records(specs, S) for name, specs in groups.items()}
-    return Groups(
-        {n: v[0] for n, v in loaded.items()},
-        {n: v[1] for n, v in loaded.items()},
-        {n: len(specs) for n, specs in groups.items()},
-    )
-
-
-__all__ += ["Groups", "load_groups", "train_groups"]
-
-
 # A reader's re-run notebook (`markovlib rerun`): the chapter's MyST as plain Markdown,
 # which Jupyter, Colab and GitHub show as the book's page reads.
 
@@ -885,7 +814,7 @@ def chapter_titles(book: str | Path) -> dict[str, str]:
             text = path.read_text()
         heading = re.search(r"^# +(.+?)\s*$", text, flags=re.M)
         if heading:
-            titles[path.stem] = heading[1]
+            titles[path.stem] = heading.group(1)
     return titles
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..runs.experiments import paper_edition
 from ..runs.shipped import ShippedData
 from . import scorecard
+from .records import shipped_records
 
 __all__ = ["judge", "compare", "report_markdown", "write_report"]
 
@@ -23,7 +24,7 @@ def judge(data: ShippedData, groups=None) -> dict:
     groups = paper_edition() if groups is None else groups
     runs, devices = {}, Counter()
     for name, specs in groups:
-        for record in scorecard.shipped_records(data, specs):
+        for record in shipped_records(data, specs):
             provenance = json.loads(data.row(record.key)["provenance"])
             devices[provenance.get("device_name", provenance.get("device", "?"))] += 1
             runs[record.key] = {

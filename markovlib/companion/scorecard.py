@@ -34,12 +34,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 
-from .._checks import one_thread
 from ..analysis import (
-    AT_UNIGRAM,
     AT_UNIGRAM_BELOW,
     CLAIM_SHARE,
     ESCAPED_ABOVE,
@@ -56,9 +53,7 @@ from ..model import TransformerConfig
 from ..presets import AUTHORS, resolve
 from ..runs.experiments import paper_edition
 from ..runs.shipped import ShippedData, default_data_dir, no_data_message
-from ..runs.spec import make_chain
 from ..theory import (
-    appendix_d,
     construction_checks,
     gradient_norm,
     hessian,
@@ -67,11 +62,11 @@ from ..theory import (
     unigram_hessian,
     unigram_point,
 )
-from ..train import diverged_step
-from . import measures, thesis
-from .claims import CLAIMS, Claim, chain_text, claim, paper_figures
-from .measures import Measure, RunRecord, k_threshold
+from . import thesis
+from .claims import CLAIMS, Claim, chain_text, claim, evaluate, paper_figures
+from .measures import Measure, k_threshold
 from .notebook import glue
+from .records import Groups, Incomplete
 
 __all__ = [
     "by_source",
@@ -734,37 +729,6 @@ class Row:
         return d
 
 
-def shipped_records(data, specs) -> list:
-    """:class:`~markovlib.companion.measures.RunRecord` of every run of ``specs`` that
-    the
-    shipped data (a :class:`~markovlib.runs.shipped.ShippedData`) holds, without loading
-    a model."""
-
-    index, out = data.index(), []
-    for spec in specs:
-        key = spec.key  # a hash of the spec: once a run
-        if key not in index:
-            continue
-        row = data.row(key)
-        metrics = json.loads(row["metrics"])
-        step = np.asarray(row["history_step"], dtype=np.int64)
-        test = np.asarray(row["test_loss"], dtype=np.float64)
-        train = np.asarray(row["train_loss"], dtype=np.float64)
-        history = pd.DataFrame({"step": step, "train_loss": train, "test_loss": test})
-        kernel = metrics.get("learnt_kernel")
-        out.append(
-            RunRecord(
-                make_chain(spec.chain),
-                None if kernel is None else np.asarray(kernel),
-                measures.evaluations(step, test),
-                spec,
-                key,
-                diverged_step(history, spec.train),
-            )
-        )
-    return out
-
-
 def _exact() -> dict:
     """The exact rows: Thm 1's constructions at (0.2, 0.3) and at (0.5, 0.8), where
     p + q > 1, Thm 2's and Thm 3's Hessians at the paper's chains, the k-state threshold
@@ -882,146 +846,13 @@ def setting_text(c: Claim, specs) -> str:
     return f"{c.setting}; {run_settings(specs)}; {whose}"
 
 
-def _model(data, record):
-    """The learnt model of a shipped run (its weights loaded)."""
-    return data.load(record.spec).model
-
-
-@one_thread()  # forward passes of d = 8 models on a few paths: small tensors
-def _appendix_d(data, by_label: dict) -> dict:
-    """App. D's rows from shipped runs (weights loaded), ``by_label``: "tied" (the
-    authors' App. D model: four rows), "untied" and "gpt2" (this book's controls)."""
-    inside = {}
-    for label, records in by_label.items():
-        for r in records:
-            x = r.chain.sample(8, r.spec.train.seq_len, seed=12345)
-            d = appendix_d(_model(data, r), x, r.spec.train.seq_len)
-            inside.setdefault(label, []).append(d)
-    return measures.appendix_d_runs(inside, by_label)
-
-
-def _depths(R, groups) -> dict:
-    """{depth: its runs} of groups named ...-L<depth>."""
-    return {int(g.rsplit("L", 1)[1]): R(g) for g in groups}
-
-
-# Each trained row's rule: a function of R (the runs of named groups) and the row's
-# groups. App. D's rows and bad_minimum load weights (_weighted).
-RULES = {
-    "fig3b": lambda R, g: measures.escape_claim(R(*g)),
-    "fig3b_fp32": lambda R, g: measures.escape_claim(R(*g)),
-    "fig3a": lambda R, g: measures.fig3a(R(*g)),
-    "fig3c_untied": lambda R, g: measures.fig3c_untied(R(*g), 0.5, 0.8),
-    "fig3a_fp32": lambda R, g: measures.float32_plateau(R(g[0]), R(g[1])),
-    "trap_models": lambda R, g: measures.trap_models(R(g[0]), R(g[1])),
-    "precision": lambda R, g: measures.precision_traps(R(g[0]), R(g[1])),
-    "untied_escape": lambda R, g: measures.escape_claim(measures.above_line(R(*g))),
-    "untied_escape_fp32": lambda R, g: measures.escape_claim(R(*g)),
-    "fig4": lambda R, g: measures.fig4_cells(R(g[0]), R(g[1]), R(g[2])),
-    "fig4_3runs": lambda R, g: measures.fig4(R(g[0]), R(g[1])),
-    "below_line": lambda R, g: measures.below_line(R(g[0]), R(g[1])),
-    "fig4_fp32": lambda R, g: measures.fig4_float32(R(g[0]), R(g[1])),
-    "fig5": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
-    "fig5_figure": lambda R, g: measures.fig5_figure(R(*g)),
-    "fig5_fp32": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
-    "fig5_gpt2": lambda R, g: measures.fig5_halves(R(g[0]), R(g[1])),
-    "fig1": lambda R, g: measures.fig1_depths(_depths(R, g)),
-    "fig1_fp32": lambda R, g: measures.fig1_depths(_depths(R, g)),
-    "depth_plateau": lambda R, g: measures.plateau_then_drop(R(*g)),
-    "depth_factors": lambda R, g: measures.depth_factors(R(g[0]), R(g[1])),
-    "depth_init": lambda R, g: measures.trapped_starts(R(*g)),
-    "higher_order": lambda R, g: measures.higher_order(_depths(R, g)),
-    "poster_masking": lambda R, g: measures.masking(R(g[0]), R(g[1])),
-    "thesis_stays_fp32": lambda R, g: _stays(R, g, "fp32"),
-    "thesis_stays_scaled": lambda R, g: _stays(R, g, "fp16-scaled"),
-    "thesis_theory": lambda R, g: thesis.theory_model_stays(R(g[0]), R(g[1])),
-    "layer_norm": lambda R, g: thesis.layer_norm_marginal(R(g[0]), R(g[1])),
-    "below_minima": lambda R, g: thesis.below_line_minima(R(*g)),
-}
-
-
-def _stays(R, groups, precision: str):
-    """The continued runs of each source group (continue-<source>-<precision>)."""
-    by_source = {
-        source: R(g)
-        for g in groups
-        for source in thesis.SOURCE_NAMES
-        if g.startswith(f"continue-{source}-")
-    }
-    return thesis.stays_trapped(by_source, precision)
-
-
-def _weighted(data, R) -> dict:
-    """The rows that read learnt weights: App. D, bad_minimum and fig3c."""
-    out = {}
-    appd = {"tied": "appd_attention", "untied": "appd_untied", "gpt2": "appd_gpt2"}
-    done = {k: claim(c).groups for k, c in appd.items() if R.complete(*claim(c).groups)}
-    if done:
-        measured = _appendix_d(data, {k: R(*g) for k, g in done.items()})
-        out.update({c: m for c, m in measured.items() if c in COMPUTED})
-    trap = claim("bad_minimum").groups
-    if R.complete(*trap):
-        out["bad_minimum"] = measures.bad_minimum(R(*trap), lambda r: _model(data, r))
-    if R.complete(*claim("fig3c").groups):  # with Fig 3(d), position by position
-        out["fig3c"] = measures.fig3c(
-            R(*claim("fig3c").groups), load=lambda r: _model(data, r)
-        )
-    return {**out, **_curvatures(data, R)}
-
-
-def _curvatures(data, R) -> dict:
-    """The rows on the Hessian at the trapped runs (derived values, shipped)."""
-    out = {}
-    for cid in thesis.THESIS_CURVATURE:
-        (group,) = claim(cid).groups
-        if not R.complete(group):
-            continue
-        trapped = [r for r in R(group) if r.cls == AT_UNIGRAM]
-        curvatures = thesis.trap_curvatures(
-            trapped, lambda r: data.record(r.key)["weights"], compute=False
-        )
-        done = sum(c is not None for c in curvatures)
-        if done < len(curvatures):  # not all shipped yet: not tested
-            out[cid] = (done, len(curvatures), "Hessians at its trapped runs shipped")
-        else:
-            out[cid] = thesis.curvature_rule(trapped, curvatures)
-    return out
-
-
-class _Runs:
-    """The shipped runs of the edition's groups, by group name (R(*groups))."""
-
-    def __init__(self, data, edition: dict):
-        self.edition = edition
-        self.recs = {
-            g: shipped_records(data, edition[g]) for c in CLAIMS for g in c.groups
-        }
-
-    def __call__(self, *groups):
-        return [r for g in groups for r in self.recs[g]]
-
-    def complete(self, *groups) -> bool:
-        return all(len(self.recs[g]) == len(self.edition[g]) for g in groups)
-
-    def counts(self, *groups) -> tuple[int, int]:
-        return (
-            sum(len(self.recs[g]) for g in groups),
-            sum(len(self.edition[g]) for g in groups),
-        )
-
-
 def _trained(data, edition: dict) -> dict:
     """Every trained row's :class:`~markovlib.companion.measures.Measure` from the
-    shipped data
-    (a (shipped, wanted) pair for a row whose groups are not all shipped yet)."""
-    R = _Runs(data, edition)
-    out = {}
-    for c in CLAIMS:
-        if c.groups and not R.complete(*c.groups):
-            out[c.id] = R.counts(*c.groups)
-        elif c.id in RULES:
-            out[c.id] = RULES[c.id](R, c.groups)
-    return {**out, **_weighted(data, R)}
+    shipped data (:class:`~markovlib.companion.records.Incomplete` for a row whose runs
+    are not all shipped yet)."""
+    trained = [c for c in CLAIMS if c.groups]
+    runs = Groups.shipped(data, {g: edition[g] for c in trained for g in c.groups})
+    return {c.id: evaluate(c, runs) for c in trained}
 
 
 def compute(data=None) -> list[Row]:
@@ -1053,12 +884,11 @@ def compute(data=None) -> list[Row]:
             measure=c.measure,
             groups=c.groups,
         )
-        if isinstance(m, tuple):  # not all shipped yet
-            what = m[2] if len(m) > 2 else "runs shipped"
+        if isinstance(m, Incomplete):  # not all shipped yet
             value, verdict_, runs, trapped = (
-                f"{m[0]} of {m[1]} {what} so far",
+                f"{m.done} of {m.wanted} {m.what} so far",
                 NOT_TESTED,
-                m[0],
+                m.done,
                 None,
             )
         else:

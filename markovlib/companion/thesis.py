@@ -19,12 +19,13 @@ import numpy as np
 import torch
 
 from .. import curvature as hessian, theory
-from ..analysis import claim_outcome
+from ..analysis import AT_UNIGRAM, claim_outcome
 from ..chains import MarkovChain, binary
 from ..model import Transformer, TransformerConfig
 from ..runs.derived import derived, held
 from ..runs.experiments import TRAPPED_SEEDS, above_line_cells
-from .measures import Measure, RunRecord, _n, trap_count
+from .measures import Measure, _n, trap_count
+from .records import Incomplete, RunRecord
 
 __all__ = [
     "CURVATURE_BATCH",
@@ -32,6 +33,7 @@ __all__ = [
     "saddle_scale",
     "trap_curvatures",
     "curvature_rule",
+    "shipped_curvature",
     "stays_trapped",
     "theory_model_stays",
     "layer_norm_marginal",
@@ -140,6 +142,18 @@ def curvature_rule(records: Sequence[RunRecord], curvatures, groups=()) -> Measu
         details={"smallest": low, "grad": grads, "scale": scale},
         counts=(("no negative curvature found", k, n),),
     )
+
+
+def shipped_curvature(records: Sequence[RunRecord], weights_of, groups=()):
+    """:func:`curvature_rule` at the trapped runs of ``records`` from their Hessians
+    shipped as derived values (``weights_of(record)``: a run's state dict);
+    :class:`~markovlib.companion.records.Incomplete` while some are not shipped."""
+    trapped = [r for r in records if r.cls == AT_UNIGRAM]
+    curvatures = trap_curvatures(trapped, weights_of, compute=False)
+    done = sum(c is not None for c in curvatures)
+    if done < len(curvatures):
+        return Incomplete(done, len(curvatures), "Hessians at its trapped runs shipped")
+    return curvature_rule(trapped, curvatures, groups)
 
 
 PRECISION_WORDS = {"fp32": "float32", "fp16-scaled": "fp16 with a loss scale of 65536"}
