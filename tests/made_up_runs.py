@@ -1,6 +1,6 @@
 """Made-up run records on binary chains, shared by the tests of
 markovlib.companion.measures and
-markovlib.companion.chapters."""
+markovlib.companion.chapters.<chapter>."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from made_up_runs import at_chain, at_marginal, record
 
 from markovlib.chains import binary
 from markovlib.companion import chapters, measures
-from markovlib.companion.records import RunRecord
+from markovlib.companion.records import RunRecord, runs_complete
 
 
 # --------------------------------------------------------------------- several chapters
@@ -25,10 +25,10 @@ def test_runs_complete_needs_every_step_and_finite_losses():
         frame = pd.DataFrame({"step": np.arange(n), "test_loss": loss})
         return SimpleNamespace(history=frame, test_history=frame)
 
-    assert chapters.runs_complete([run(11), run(11)], 10)
-    assert not chapters.runs_complete([run(11), run(10)], 10)
-    assert not chapters.runs_complete([run(11, bad=True)], 10)
-    assert chapters.runs_complete([], 10)
+    assert runs_complete([run(11), run(11)], 10)
+    assert not runs_complete([run(11), run(10)], 10)
+    assert not runs_complete([run(11, bad=True)], 10)
+    assert runs_complete([], 10)
 
 
 # ---------------------------------------------------------------- the framework chapter
@@ -36,38 +36,38 @@ def test_framework_facts_and_checks_hold_for_chains_and_catch_errors():
     from markovlib import chains
     from markovlib.model import Transformer, TransformerConfig
 
-    facts = chapters.chain_facts(0.5, 0.8)
+    facts = chapters.framework.chain_facts(0.5, 0.8)
     assert facts["fw_pi_0"] == pytest.approx(8 / 13) and facts["fw_switching"] == 1.3
     assert facts["fw_regime"].startswith("above 1")
-    assert chapters.chain_facts(0.2, 0.3)["fw_regime"].startswith("below 1")
-    assert chapters.chain_facts(0.3, 0.7)["fw_regime"].startswith("exactly 1")
+    assert chapters.framework.chain_facts(0.2, 0.3)["fw_regime"].startswith("below 1")
+    assert chapters.framework.chain_facts(0.3, 0.7)["fw_regime"].startswith("exactly 1")
     for p, q in ((0.5, 0.8), (0.3, 0.7), (0.2, 0.3)):
-        assert all(chapters.entropy_checks(binary(p, q)).values()), (p, q)
+        assert all(chapters.framework.entropy_checks(binary(p, q)).values()), (p, q)
     grid = np.round(np.linspace(0.02, 0.98, 49), 10)
     rate, unigram = chains.entropy_grid(grid)
-    assert all(chapters.entropy_grid_checks(grid, rate, unigram).values())
+    assert all(chapters.framework.entropy_grid_checks(grid, rate, unigram).values())
     bent = rate.copy()
     bent[3, 7] += 1e-6
-    bad = chapters.entropy_grid_checks(grid, bent, unigram)
+    bad = chapters.framework.entropy_grid_checks(grid, bent, unigram)
     assert not bad["grid: closed forms"] and not bad["grid: symmetric about p = q"]
-    assert chapters.entropy_facts(binary(0.5, 0.8), grid, rate, unigram)[
+    assert chapters.framework.entropy_facts(binary(0.5, 0.8), grid, rate, unigram)[
         "fw_gap_max"
     ] == pytest.approx((unigram - rate).max())
     chain = binary(0.5, 0.8)
     x = chain.sample(64, 200, seed=0)
     est = chains.empirical_kernel(chain, x)
-    assert all(chapters.sampler_checks(chain, x, est, 5.0).values())
+    assert all(chapters.framework.sampler_checks(chain, x, est, 5.0).values())
     wrong = chains.empirical_kernel(chain, binary(0.3, 0.8).sample(64, 200, seed=0))
-    assert not chapters.sampler_checks(chain, x, wrong, 5.0)[
+    assert not chapters.framework.sampler_checks(chain, x, wrong, 5.0)[
         "transition frequencies within 5 std. errors"
     ]
-    table = chapters.transition_table(chain, est)
+    table = chapters.framework.transition_table(chain, est)
     assert table["transitions n_i"].dtype.kind == "i"  # counts, not 1.208e+04
     assert table["transitions n_i"].sum() == est["counts"].sum()
-    assert all(chapters.symmetric_checks(5, 0.1).values())
-    assert chapters.symmetric_facts(5, 0.1)["fw_multi_entropy_rate"] == pytest.approx(
-        0.4637, abs=5e-5
-    )
+    assert all(chapters.framework.symmetric_checks(5, 0.1).values())
+    assert chapters.framework.symmetric_facts(5, 0.1)[
+        "fw_multi_entropy_rate"
+    ] == pytest.approx(0.4637, abs=5e-5)
     configs = {
         (pr, t): getattr(TransformerConfig, pr)(
             vocab_size=2, d_model=4, tied=t == "tied"
@@ -76,26 +76,30 @@ def test_framework_facts_and_checks_hold_for_chains_and_catch_errors():
         for t in ("tied", "untied")
     }
     n = {key: Transformer(cfg).n_params() for key, cfg in configs.items()}
-    assert all(chapters.parameter_checks(configs, n, 4).values())
+    assert all(chapters.framework.parameter_checks(configs, n, 4).values())
     assert not all(
-        chapters.parameter_checks(configs, n | {("gpt2", "tied"): 1}, 4).values()
+        chapters.framework.parameter_checks(
+            configs, n | {("gpt2", "tied"): 1}, 4
+        ).values()
     )
-    facts = chapters.parameter_facts(n, 4, 16)
+    facts = chapters.framework.parameter_facts(n, 4, 16)
     assert facts["fw_n_params_positional"] == 64 and facts["fw_max_len"] == 16
     shapes, dev = (
         {"theory": (2, 8, 2), "gpt2": (2, 8, 2)},
         {"theory": 0.01, "gpt2": 0.1},
     )
-    assert all(chapters.forward_checks(shapes, dev, 2, 8).values())
-    assert not all(chapters.forward_checks(shapes, dev, 2, 9).values())
+    assert all(chapters.framework.forward_checks(shapes, dev, 2, 8).values())
+    assert not all(chapters.framework.forward_checks(shapes, dev, 2, 9).values())
     exact = np.full(10, 0.5)
-    assert all(chapters.marginal_checks(1.0, exact, exact, 100, 5.0).values())
-    assert not all(chapters.marginal_checks(1.0, exact + 0.4, exact, 100, 5.0).values())
+    assert all(chapters.framework.marginal_checks(1.0, exact, exact, 100, 5.0).values())
+    assert not all(
+        chapters.framework.marginal_checks(1.0, exact + 0.4, exact, 100, 5.0).values()
+    )
 
 
 # ----------------------------------------------------------- the global_minimum chapter
 def test_rank_ratio_table_says_why_a_cell_is_empty():
-    from markovlib.companion.chapters import rank_ratio_table
+    from markovlib.companion.chapters.global_minimum import rank_ratio_table
 
     tied = {"rank_ratio": {"wte.weight": 0.2, "blocks.0.ff.W_1.weight": 0.38312}}
     untied = {"rank_ratio": {**tied["rank_ratio"], "head.weight": 0.124}}
@@ -112,14 +116,19 @@ def test_rank_ratio_table_says_why_a_cell_is_empty():
 
 def test_change_text_reads_the_first_and_last_rows():
     table = pd.DataFrame({"s": [0.241, 0.448]}, index=[50, 1000])
-    assert chapters.change_text(table, "s") == "grew from 0.241 to 0.448"
-    assert chapters.change_text(table.iloc[::-1], "s") == "fell from 0.448 to 0.241"
+    assert chapters.global_minimum.change_text(table, "s") == "grew from 0.241 to 0.448"
+    assert (
+        chapters.global_minimum.change_text(table.iloc[::-1], "s")
+        == "fell from 0.448 to 0.241"
+    )
     one = table.iloc[[-1]]
-    assert chapters.change_text(one, "s").startswith("is 0.448 (no checkpoint")
+    assert chapters.global_minimum.change_text(one, "s").startswith(
+        "is 0.448 (no checkpoint"
+    )
 
 
 def test_construction_claim_needs_the_kernel_the_loss_and_flat_slices():
-    from markovlib.companion.chapters import construction_claim
+    from markovlib.companion.chapters.global_minimum import construction_claim
 
     ok = {"kernel_error": 1e-8, "grad": 1e-9, "loss": 0.5 + 1e-12}
     flat = {"a": 0.5 + np.linspace(-1, 1, 5) ** 2}
@@ -133,7 +142,10 @@ def test_construction_claim_needs_the_kernel_the_loss_and_flat_slices():
 
 # --------------------------------------------------------- the bad_local_minima chapter
 def test_the_bad_local_minima_sentences_count_the_runs():
-    from markovlib.companion.chapters import perturbation_text, trap_training_text
+    from markovlib.companion.chapters.bad_local_minima import (
+        perturbation_text,
+        trap_training_text,
+    )
 
     def result(p, q, returned):
         returned = np.array(returned, dtype=bool)
@@ -157,7 +169,10 @@ def test_the_bad_local_minima_sentences_count_the_runs():
 
 
 def test_trap_variant_texts_glue_every_model_as_k_of_n():
-    from markovlib.companion.chapters import TRAP_KEYS, trap_variant_texts
+    from markovlib.companion.chapters.bad_local_minima import (
+        TRAP_KEYS,
+        trap_variant_texts,
+    )
 
     def stats(k, median):
         return SimpleNamespace(
@@ -181,7 +196,7 @@ def test_trap_variant_texts_glue_every_model_as_k_of_n():
 def test_fig4_kernel_maps_learnt_q_and_share_per_cell():
     grid = (0.3, 0.6)
     recs = [at_chain(0.3, 0.6), at_marginal(0.3, 0.6), at_chain(0.6, 0.6)]
-    learnt_q, share = chapters.fig4_kernel_maps(recs, grid)
+    learnt_q, share = chapters.saddles.fig4_kernel_maps(recs, grid)
     pi0 = binary(0.3, 0.6).stationary()[0]
     assert learnt_q[1, 0] == pytest.approx((0.6 + pi0) / 2)  # q = 0.6, p = 0.3
     assert learnt_q[1, 1] == pytest.approx(0.6)
@@ -190,7 +205,7 @@ def test_fig4_kernel_maps_learnt_q_and_share_per_cell():
 
 
 def test_the_saddles_sentences_carry_the_counts():
-    from markovlib.companion.chapters import saddle_grid_text, saddle_sides_text
+    from markovlib.companion.chapters.saddles import saddle_grid_text, saddle_sides_text
 
     def stats(n_escaped, n, median):
         return SimpleNamespace(n_escaped=n_escaped, n=n, median_text=median)
@@ -225,12 +240,12 @@ def test_thm3_holds_on_both_sides_of_the_line_not_on_it():
         h = theory.unigram_hessian(chain, cfg, length=6)
         v = h.eigenvector(0)
         pairing = analysis.ea_cosine(h, v)
-        assert chapters.thm3_holds(h, chain, pairing, drop=0.01)
-        assert not chapters.thm3_holds(h, chain, pairing, drop=0.0)
-        assert not chapters.thm3_holds(h, chain, -pairing, drop=0.01)
+        assert chapters.saddles.thm3_holds(h, chain, pairing, drop=0.01)
+        assert not chapters.saddles.thm3_holds(h, chain, pairing, drop=0.0)
+        assert not chapters.saddles.thm3_holds(h, chain, -pairing, drop=0.01)
     on = binary(0.4, 0.6)
     h = theory.unigram_hessian(on, cfg, length=6)
-    assert not chapters.thm3_holds(h, on, -1.0, drop=0.01)
+    assert not chapters.saddles.thm3_holds(h, on, -1.0, drop=0.01)
 
 
 # ------------------------------------------------------------------ the trapped chapter
@@ -254,7 +269,7 @@ def test_fig4_by_grid_only_complete_grids():
     groups.complete = lambda *names: all(
         len(groups.records[n]) == groups.wanted[n] for n in names
     )
-    out = chapters.fig4_by_grid(groups)
+    out = chapters.trapped.fig4_by_grid(groups)
     assert list(out) == ["a"]
     assert out["a"].value == measures.fig4(tied, untied).value
 
@@ -266,8 +281,11 @@ def test_by_seed_text_counts_cells_above_the_line_per_seed():
         record(0.6, 0.8, binary(0.6, 0.8).P, seed=1),
         record(0.2, 0.3, binary(0.2, 0.3).P, seed=1),  # below the line: not counted
     ]
-    assert chapters.by_seed_text(recs) == "seed 0: 1 of 2 cells; seed 1: 0 of 1 cells"
-    assert chapters.by_seed_text([]) == "no run shipped yet"
+    assert (
+        chapters.trapped.by_seed_text(recs)
+        == "seed 0: 1 of 2 cells; seed 1: 0 of 1 cells"
+    )
+    assert chapters.trapped.by_seed_text([]) == "no run shipped yet"
 
 
 def _gradient_table():
@@ -282,7 +300,7 @@ def _gradient_table():
 
 
 def test_gradient_table_names_the_cosine_of_a_zero_gradient():
-    shown = chapters.gradient_table(_gradient_table())
+    shown = chapters.trapped.gradient_table(_gradient_table())
     assert shown.loc["W_Q", "fp16 cosine"] == "none (all 0)"
     assert shown.loc["W_K", "fp16 cosine"] == 0.5
     assert not shown.isna().any().any()
@@ -290,8 +308,8 @@ def test_gradient_table_names_the_cosine_of_a_zero_gradient():
 
 def test_zero_share_text_all_or_at_least():
     t = _gradient_table()
-    assert chapters.zero_share_text(t, ["W_Q"]) == "all"
-    assert chapters.zero_share_text(t, ["W_Q", "W_K"]) == "at least 97 %"
+    assert chapters.trapped.zero_share_text(t, ["W_Q"]) == "all"
+    assert chapters.trapped.zero_share_text(t, ["W_Q", "W_K"]) == "at least 97 %"
 
 
 def test_crossover_text_counts_runs_at_the_unigram_loss():
@@ -302,7 +320,7 @@ def test_crossover_text_counts_runs_at_the_unigram_loss():
         },
         at_unigram=lambda key: 2 if key[0] == "gd" else 0,
     )
-    text = chapters.crossover_text(cross)
+    text = chapters.trapped.crossover_text(cross)
     first, second = text.split("; ")
     assert first == r"gd from $\theta_\pi$ + noise: 2 of 2 at $H(\pi)$"
     assert second == r"adamw from standard init: 0 of 3 at $H(\pi)$"
@@ -314,7 +332,7 @@ def test_plateau_ends_only_above_the_line_nan_when_never():
     stays = at_marginal(0.6, 0.8)
     flat = pd.DataFrame({"step": [0, 10], "test_loss": [0.69, 0.69]})  # above H(π)
     stays = replace(stays, history=flat)
-    t = chapters.plateau_ends([stays, at_chain(0.2, 0.3), at_chain(0.5, 0.8)])
+    t = chapters.trapped.plateau_ends([stays, at_chain(0.2, 0.3), at_chain(0.5, 0.8)])
     assert t["above_line"].tolist() == pytest.approx([0.4, 0.3])  # not (0.2, 0.3)
     assert np.isnan(t["escape"].iloc[0]) and t["escape"].iloc[1] == 10
     assert t["steps"].tolist() == [10, 10]
@@ -344,7 +362,7 @@ def _manifold_runs(found, common=None):
 def test_the_initialisation_verdict_counts_what_it_says():
     """The rows are the agreements of the runs with the predictions; the sentences
     carry those numbers and take their branches from them."""
-    from markovlib.companion.chapters import (
+    from markovlib.companion.chapters.initialisation import (
         initialisation_trap_text,
         initialisation_verdict,
     )
@@ -408,18 +426,18 @@ def test_most_learnt_picks_the_best_run_on_the_chain():
 
     uniform = np.full((5, 5), 0.2)
     exact = symmetric(5, 0.9).P
-    top = chapters.most_learnt(
+    top = chapters.multi_state.most_learnt(
         [rec(0.9, uniform), rec(0.9, exact), rec(0.1, exact)], 0.9
     )
     assert top["p"] == 0.9 and top["class"] == "escaped" and top["share"] == 1.0
     assert top["stay"] == "0.100 to 0.100" and top["true"] == 0.1
-    none = chapters.most_learnt([rec(0.1, exact)], 0.9)
+    none = chapters.multi_state.most_learnt([rec(0.1, exact)], 0.9)
     assert none["class"] == "not shipped" and none["share"] == "–"
 
 
 # -------------------------------------------------------------------- the depth chapter
 def test_shares_text_prints_one_share_per_run():
-    text = chapters.shares_text([at_chain(0.3, 0.6), at_marginal(0.3, 0.6)])
+    text = chapters.depth.shares_text([at_chain(0.3, 0.6), at_marginal(0.3, 0.6)])
     assert text == "1.000 0.000"
 
 
@@ -428,7 +446,7 @@ def test_the_ccmc_verdicts_follow_their_rules():
     """The rate holds within ±0.15 of -1/2; collapse needs a top share above 0.9 (and,
     for W+, a Markov chain whose top token holds under half); the mean-field sentence
     counts the tokens its limit keeps above 1 %."""
-    from markovlib.companion.chapters import (
+    from markovlib.companion.chapters.ccmc import (
         ccmc_collapse,
         ccmc_mean_field_text,
         ccmc_rate,
@@ -480,10 +498,10 @@ def test_ccmc_facts_checks_and_claims_from_a_small_run():
 
     W = ccmc.random_W(4, sigma=1.0, seed=0)
     eq = ccmc.equivalence(W, ccmc.sample_prompts(16, 8, 4, seed=1), seed=2)
-    facts, text = chapters.ccmc_equivalence_facts(eq, 16)
+    facts, text = chapters.ccmc.ccmc_equivalence_facts(eq, 16)
     assert facts["cc_nprompts"] == 16 and text.startswith("16 prompts: max difference")
     errors = {100: np.array([1.0, 1.0]), 400: np.array([0.5]), 1600: np.array([0.25])}
-    facts, text = chapters.ccmc_estimation_facts(errors, -0.5, W)
+    facts, text = chapters.ccmc.ccmc_estimation_facts(errors, -0.5, W)
     assert facts["cc_est_const"] == pytest.approx(10.0) and facts["cc_est_reps"] == 2
     assert facts["cc_est_n_tail"] == 100 and "n = 100..1600: -0.500" in text
     prompt = ccmc.balanced_prompt(4, 8, seed=2)
@@ -493,27 +511,27 @@ def test_ccmc_facts_checks_and_claims_from_a_small_run():
         for name, V in (("W+", W + 3 * torch.eye(4)), ("W-", W - 3 * torch.eye(4)))
     }
     ends = {name: ccmc.final_window(run, 10) for name, run in runs.items()}
-    facts = chapters.ccmc_generation_facts(runs, ends, 2)
+    facts = chapters.ccmc.ccmc_generation_facts(runs, ends, 2)
     assert facts["cc_share_plus"] == ends["W+"]["share"] and facts["cc_n_winners"] == 2
     assert facts["cc_stable_minus"] == len(runs["W-"]["stable"])
-    report = chapters.ccmc_generation_report(runs, ends, 30, 10)
+    report = chapters.ccmc.ccmc_generation_report(runs, ends, 30, 10)
     assert report.count("stable single-token states") == 2
-    collapse = chapters.ccmc_collapse(ends["W+"], ends["W-"], 10, 30, 2)
+    collapse = chapters.ccmc.ccmc_collapse(ends["W+"], ends["W-"], 10, 30, 2)
     mean_err = np.array([1.0, 0.5])
     args = (W, prompt, ends, 0.01, collapse)
-    checks = chapters.ccmc_checks(
+    checks = chapters.ccmc.ccmc_checks(
         eq, mean_err, *args, converges=False, default_regime=True
     )
     assert len(checks) == 4 and checks["attention = the CCMC formula"]
     off = eq | {"max_diff": 1e-3}
-    assert not chapters.ccmc_checks(
+    assert not chapters.ccmc.ccmc_checks(
         off, mean_err, *args, converges=False, default_regime=True
     )["attention = the CCMC formula"]
     odd = prompt[:7]
-    assert not chapters.ccmc_checks(
+    assert not chapters.ccmc.ccmc_checks(
         eq, mean_err, W, odd, *args[2:], converges=False, default_regime=False
     )["the prompt holds every token equally often"]
-    claims = chapters.ccmc_claims(eq, -0.46, True, 0.96789, collapse)
+    claims = chapters.ccmc.ccmc_claims(eq, -0.46, True, 0.96789, collapse)
     assert claims["ccmc_rate"] == ("-0.46", True)
     assert claims["ccmc_collapse"] == ("0.968", collapse.plus)
     assert claims["ccmc_equivalence"][1] is True
@@ -523,7 +541,7 @@ def test_crossover_lines_print_no_negative_zero():
     """Issue 41: the trapped chapter printed "[ 0. -0.]" for the crossover's shares."""
     from types import SimpleNamespace
 
-    from markovlib.companion.chapters import crossover_lines
+    from markovlib.companion.chapters.trapped import crossover_lines
 
     cross = SimpleNamespace(
         losses={("gd", "θ_π + noise"): None, ("adamw", "standard init"): None},

@@ -31,6 +31,7 @@ __all__ = [
     "Groups",
     "Incomplete",
     "load_groups",
+    "runs_complete",
     "train_groups",
 ]
 
@@ -204,6 +205,14 @@ class Groups:
     def weights_of(self, record: RunRecord) -> dict:
         """The final weights (a state dict) of one of these shipped runs."""
         return self.data.record(record.key)["weights"]
+
+
+def runs_complete(runs, steps: int) -> bool:
+    """Whether every run's history has ``steps`` + 1 rows and finite test losses."""
+    return all(
+        len(r.history) == steps + 1 and np.isfinite(r.test_history["test_loss"]).all()
+        for r in runs
+    )
 
 
 def train_groups(groups: dict, *, ensemble_size: int = 32) -> dict:
