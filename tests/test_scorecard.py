@@ -395,9 +395,10 @@ def test_a_claim_about_the_papers_chain_is_asked_of_the_readers(monkeypatch):
     assert "paper edition's shipped runs" in grid and "asked of" not in grid
     theirs = claims_table(verdicts, chain=(0.5, 0.8))
     assert "Fig 3(a): tied runs stay at H(π) on (0.5, 0.8) (paper)" in theirs
-    report = claims_report(S, verdicts, chain=(0.3, 0.9)).splitlines()
-    assert report[2].split()[:2] == ["fig3a", "not"] and "yours" in report[2]
-    assert report[2].endswith("(asked of this chain)")
+    values = {"fig3a": "6 of 6 at H(π)"}
+    report = claims_report(S, verdicts, values, chain=(0.3, 0.9)).splitlines()
+    assert report[2].split()[:2] == ["fig3a", "not"]
+    assert report[2].endswith("yours    asked of this chain: 6 of 6 at H(π)")
     assert "shipped" in report[3] and "asked" not in report[3]
 
 

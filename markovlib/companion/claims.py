@@ -60,6 +60,13 @@ class Claim:
         m = _OPENING_CHAIN.match(self.setting)
         return (float(m[1]), float(m[2])) if m else None
 
+    @property
+    def label(self) -> str:
+        """What the claim's source calls it, where its text opens with that: 'Fig
+        3(a)', 'Sec. 4.1'; '' otherwise."""
+        m = _LABEL.match(self.claim)
+        return m[0].removesuffix(": ") if m else ""
+
     def asked_of(self, p: float, q: float) -> str:
         """The claim asked of another chain (issue 70): its source's label dropped
         ('Fig 3(a): '), its chain replaced by (p, q), or ', on (p, q)' added."""
@@ -804,11 +811,14 @@ def claim(claim_id: str) -> Claim:
 
 
 # "Fig N", or "the Fig N" (the article taken in: "the Fig 4 grid", not "the the")
-_PAPER_FIGURE = re.compile(r"(?<![\w'’.])(?<!paper's )(?<!paper’s )(?:[Tt]he )?(Fig) (\d)")
+_PAPER_FIGURE = re.compile(
+    r"(?<![\w'’.])(?<!paper's )(?<!paper’s )(?:[Tt]he )?(Fig) (\d)"
+)
 
 
 def paper_figures(text: str) -> str:
     """The paper's figures named as the paper's ("the paper's Fig 3(b)") on a page
     whose own figures are "Fig. N" (issue 49)."""
     named = _PAPER_FIGURE.sub(r"the paper's \1 \2", text)
-    return "The" + named[3:] if _PAPER_FIGURE.match(text) else named
+    start = _PAPER_FIGURE.match(text) and text[0].isupper()
+    return "The" + named[3:] if start else named

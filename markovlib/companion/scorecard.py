@@ -277,11 +277,11 @@ def claim_title(c: Claim, chain=None) -> tuple[str, str]:
     paper's theorems predict there."""
     if not asked_elsewhere(c, chain):
         return c.claim, c.source
-    theirs = chain_text(*c.chain)
-    label = c.claim[: len(c.claim) - len(c.asked_of(*c.chain))].rstrip(": ")
-    whose = f"the {c.source}'s {label}" if label else f"{c.source}"
+    owner = {"paper": "the paper's", "this book": "this book's"}.get(c.source)
+    whose = f"{owner or c.source + chr(39) + 's'} {c.label or 'claim'}"
     return c.asked_of(*chain), (
-        f"{whose} on {theirs}, asked of this page's chain; {prediction(*chain)}"
+        f"{whose} on {chain_text(*c.chain)}, asked of this page's chain; "
+        f"{prediction(*chain)}"
     )
 
 
@@ -369,9 +369,9 @@ def claims_report(
             value = (values or {}).get(cid) or ""
             read = _whose(claim(cid), _RECORDED.get(cid))
             asked = (
-                " (asked of this chain)" if asked_elsewhere(claim(cid), chain) else ""
+                "asked of this chain: " if asked_elsewhere(claim(cid), chain) else ""
             )
-            line = f"  {cid:<{width}}  {v:<26}  {read:<7}  {value}{asked}"
+            line = f"  {cid:<{width}}  {v:<26}  {read:<7}  {asked}{value}"
             lines.append(line.rstrip())
     return "\n".join(lines)
 
