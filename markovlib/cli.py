@@ -38,22 +38,26 @@ import torch
 
 from . import presets
 from .chains import binary
+from .companion.chapter_runner import (
+    ChapterProgress,
+    chapter_report,
+    failure_lines,
+    quiet_kernel_manager,
+    run_chapters,
+)
+from .companion.myst_markdown import (
+    chapter_labels,
+    chapter_titles,
+    other_chapters_named,
+    render_roles,
+)
 from .companion.notebook import (
     CHAPTER_RULES,
     CHAPTER_SEED_LIMIT,
     SEED_RULE,
-    ChapterProgress,
-    chapter_labels,
     chapter_parameters,
-    chapter_report,
-    chapter_titles,
     check_chapter_parameters,
-    failure_lines,
     find_repository,
-    other_chapters_named,
-    quiet_kernel_manager,
-    render_roles,
-    run_chapters,
 )
 from .companion.scorecard import by_source, compute, source_counts
 from .model import TransformerConfig

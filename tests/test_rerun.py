@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from markovlib.chains import binary
-from markovlib.companion.notebook import glued_values, render_roles
+from markovlib.companion.myst_markdown import glued_values, render_roles
 from markovlib.runs.store import ResultStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,7 +323,7 @@ def test_chapter_progress_updates_one_line_and_shows_only_training():
     """On a terminal: "<chapter>: i of n cells" rewritten in place, cleared for a
     markovlib: line and the training bar (not redrawn over a running bar); figures'
     reprs, prints and warnings stay in the notebook."""
-    from markovlib.companion.notebook import ChapterProgress
+    from markovlib.companion.chapter_runner import ChapterProgress
 
     out = _Terminal()
     progress = ChapterProgress("saddles", 3, out)
@@ -433,7 +433,7 @@ def test_a_one_chapter_page_resolves_every_cross_reference(tmp_path):
     import re
 
     import markovlib.cli as cli
-    from markovlib.companion.notebook import chapter_labels, chapter_titles
+    from markovlib.companion.myst_markdown import chapter_labels, chapter_titles
 
     labels, titles = chapter_labels(ROOT / "book"), chapter_titles(ROOT / "book")
     foreign = {k for k, v in labels.items() if v != "trapped"}

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from markovlib.companion.notebook import run_chapters
+    from markovlib.companion.chapter_runner import run_chapters
     from markovlib.runs.derived import ship
 
     with tempfile.TemporaryDirectory(prefix="markovlib-derive-") as work:

@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from markovlib.companion.notebook import run_chapters
+from markovlib.companion.chapter_runner import run_chapters
 
 ROOT = Path(__file__).resolve().parents[1]
 

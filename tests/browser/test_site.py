@@ -763,7 +763,7 @@ def rerun_page(tmp_path_factory):
     import nbformat
 
     from markovlib.cli import _page
-    from markovlib.companion.notebook import chapter_titles
+    from markovlib.companion.myst_markdown import chapter_titles
 
     executed = SITE.parents[1] / "book" / "framework.ipynb"
     if not executed.is_file():
