@@ -52,7 +52,7 @@ def _rule(path: Path):
 
 # maths written as plain text (issue 49: "H_rate", "θ_π", "s_2/s_1", "2^16" on pages),
 # not a name's part (ff.W_1): the rule the figures' texts are held to too
-PSEUDO_TEX = _rule(ROOT / "markovlib" / "companion" / "texts.py").PSEUDO_TEX
+PSEUDO_TEX = _rule(ROOT / "markovlib" / "companion" / "pseudo_tex.py").PSEUDO_TEX
 SITE = Path(
     os.environ.get("MARKOVLIB_SITE") or ROOT / "_build" / "strict" / "_build" / "html"
 ).resolve()

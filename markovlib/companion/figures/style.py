@@ -26,7 +26,7 @@ import seaborn as sns
 from matplotlib.font_manager import font_scalings
 
 from ...chains import MarkovChain
-from ..texts import PSEUDO_TEX
+from ..pseudo_tex import PSEUDO_TEX
 
 __all__ = [
     "probability_panels",
