@@ -1,7 +1,6 @@
-"""markovlib.companion.measures on small made-up runs: records of runs, a grid of
-shares, Fig 4's
-cells and runs by the rule, a seed's runs across cells, and the plateau count of a
-group of runs. (A chapter's own numbers and sentences: tests/test_chapters.py.)"""
+"""markovlib.companion.measures on small made-up runs: a grid of shares, Fig 4's cells
+and runs by the rule, a seed's runs across cells, and the plateau count of a group of
+runs. (A chapter's own numbers and sentences: tests/test_chapter_<chapter>.py.)"""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ from made_up_runs import at_chain, at_marginal, record
 
 from markovlib.analysis import EscapeStats
 from markovlib.chains import binary
-from markovlib.companion import measures
-from markovlib.companion.records import records_of
+from markovlib.companion import chapters, measures
 
 
 def test_grid_shares_averages_the_runs_of_each_cell_rows_q_columns_p():
@@ -24,11 +22,6 @@ def test_grid_shares_averages_the_runs_of_each_cell_rows_q_columns_p():
     assert grid[0, 0] == pytest.approx(0.5)  # q = 0.6, p = 0.3: one of each
     assert grid[1, 1] == pytest.approx(1.0)  # q = 0.8, p = 0.5
     assert np.isnan(grid[0, 1]) and np.isnan(grid[1, 0])  # no runs there
-
-
-def test_records_of_refuses_mismatched_lengths():
-    with pytest.raises(ValueError, match="2 results for 1 specs"):
-        records_of([object(), object()], [object()])
 
 
 def test_plateau_text_counts_runs_on_the_plateau():
@@ -55,7 +48,7 @@ def test_fig4_counts_cells_by_majority_and_runs_above_and_below_the_line():
     untied = [at_chain(0.8, 0.5)] * 3 + [at_chain(0.6, 0.6)] * 3
     m = measures.fig4(tied, untied)
     assert m.details["tied_cells"] == [(0.8, 0.5)]
-    assert measures.cells_at_unigram(tied) == [(0.2, 0.4), (0.8, 0.5)]
+    assert chapters.trapped.cells_at_unigram(tied) == [(0.2, 0.4), (0.8, 0.5)]
     assert "1 of 2 cells" in m.value and "3 of 6 runs" in m.value
     assert m.details["tied_below"] == "1 of 1 runs"
     assert len(measures.above_line(tied)) == 6

@@ -41,7 +41,6 @@ __all__ = [
     "survival_of",
     "at_step",
     "cell_classes",
-    "cells_at_unigram",
     "above_line",
     "trapped_text",
     "by_seed",
@@ -333,12 +332,6 @@ def by_seed(records: Sequence[RunRecord]) -> dict[int, tuple[int, int]]:
     for r in records:
         out.setdefault(int(r.spec.seed), []).append(r)
     return {s: trap_count(rs) for s, rs in sorted(out.items())}
-
-
-def cells_at_unigram(records: Sequence[RunRecord]) -> list[tuple[float, float]]:
-    """The cells (p, q) that :func:`cell_classes` puts at H(π) (for a figure's
-    marks)."""
-    return [c for c, v in cell_classes(records).items() if v == AT_UNIGRAM]
 
 
 def _above(cells: dict) -> dict:

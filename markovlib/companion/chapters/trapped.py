@@ -8,10 +8,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ...analysis import AT_UNIGRAM
 from ..measures import (
     Measure,
     above_line,
     by_seed,
+    cell_classes,
     fig4,
     survival_of,
 )
@@ -19,6 +21,7 @@ from ..notebook import shown_number
 from ..records import RunRecord
 
 __all__ = [
+    "cells_at_unigram",
     "fig4_by_grid",
     "by_seed_text",
     "gradient_table",
@@ -27,6 +30,12 @@ __all__ = [
     "crossover_lines",
     "plateau_ends",
 ]
+
+
+def cells_at_unigram(records: Sequence[RunRecord]) -> list[tuple[float, float]]:
+    """The cells (p, q) that :func:`~markovlib.companion.measures.cell_classes` puts at
+    H(π) (for the figure's marks)."""
+    return [c for c, v in cell_classes(records).items() if v == AT_UNIGRAM]
 
 
 def fig4_by_grid(groups) -> dict[str, Measure]:
