@@ -129,6 +129,15 @@ def test_unlike_the_authors_reads_the_claim_and_the_scale():
     paper = authors("fig3", resolve("paper", "trapped", environ=False))
     assert not scorecard.unlike_the_authors(fig3a, paper)
     assert not scorecard.unlike_the_authors(fig3b, multi)
+    # a claim that runs leave H(π) counts them too (a 400-iteration re-run of
+    # (0.6, 0.5) read 'differs' for "the trap is a plateau that training leaves")
+    blm = resolve("cpu", "bad_local_minima", environ=False)
+    for cid in ("fig3a_fp32", "trap_models"):
+        assert claims.claim(cid).traps and not claims.claim(cid).stays
+        assert "length 256 (the authors' 1024)" in scorecard.unlike_the_authors(
+            claims.claim(cid), blm
+        )
+    assert all(c.traps for c in claims.CLAIMS if c.stays)
 
 
 def test_counts_text_gives_each_parts_interval():

@@ -47,6 +47,14 @@ class Claim:
     # the claim says runs stay at H(π) (to the end of the authors' runs): runs shorter
     # than theirs cannot test it (a run at H(π) may still leave it)
     stays: bool = False
+    # the claim counts runs at H(π) (that stay or leave): the trapped chapter measured
+    # those counts to move with the runs' length (tokens per batch) and iterations, so
+    # runs unlike the authors' in them cannot judge it (issue 70); every ``stays`` claim
+    traps: bool = False
+
+    def __post_init__(self):
+        if self.stays:
+            object.__setattr__(self, "traps", True)
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -305,6 +313,7 @@ CLAIMS: tuple[Claim, ...] = (
         rule=measures.float32_plateau,
         reads={"budget": "trap400-gpt2-tied-fp32", "longer": "trap-gpt2-tied"},
         authors="fig3",
+        traps=True,
     ),
     Claim(
         "trap_models",
@@ -317,6 +326,7 @@ CLAIMS: tuple[Claim, ...] = (
         rule=measures.trap_models,
         reads={"theory": "trap400-theory-tied-fp32", "gpt2": "trap400-gpt2-tied-fp32"},
         authors="fig3",
+        traps=True,
     ),
     Claim(
         "precision",
@@ -442,6 +452,7 @@ CLAIMS: tuple[Claim, ...] = (
             "with_ln": "trap400-theory-ln-tied-fp32",
         },
         authors="fig3",
+        traps=True,
     ),
     Claim(
         "thm2_grid",
@@ -687,6 +698,7 @@ CLAIMS: tuple[Claim, ...] = (
         rule=measures.fig1_depths,
         reads={"by_depth": {L: f"depth-fig1-L{L}" for L in (1, 2, 4, 8)}},
         authors="fig1",
+        traps=True,
     ),
     Claim(
         "depth_factors",

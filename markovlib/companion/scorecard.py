@@ -17,7 +17,7 @@ The rule (:func:`verdict`, stated on the page):
 * **not tested at this scale** — a trained claim at a scale that claims nothing about
   convergence (``smoke``), whatever its check says; at a reduced scale (``cpu``: fewer
   and shorter runs than the paper edition's), a trained claim its runs leave undecided
-  (too few runs, partly), or one that says runs stay at H(π) judged on runs whose
+  (too few runs, partly), or one that counts runs at H(π) judged on runs whose
   length, batch or (shorter) iterations differ from the authors' (``unlike``: settings
   the trapped chapters measured to change how many runs stay; issue 70), or any
   claim a part of which has no run to judge;
@@ -131,13 +131,14 @@ def smaller_than_the_paper(scale) -> bool:
 
 
 def unlike_the_authors(c: Claim, scale) -> list[str]:
-    """Where ``c`` says runs stay at H(π): how the runs of ``scale`` differ from the
-    authors' of its figure (:data:`~markovlib.presets.AUTHORS`) in what the book
-    measured to change how many runs stay (fewer iterations: a run at H(π) may still
-    leave; the length and batch: the trapped chapter's tokens per batch), e.g.
-    ['length 256 (the authors' 1024)']; empty otherwise."""
+    """Where ``c`` counts runs at H(π) (:attr:`Claim.traps`): how the runs of
+    ``scale`` differ from the authors' of its figure
+    (:data:`~markovlib.presets.AUTHORS`) in what the book measured to change how many
+    runs stay (fewer iterations: a run at H(π) may still leave; the length and batch:
+    the trapped chapter's tokens per batch), e.g. ['length 256 (the authors' 1024)'];
+    empty otherwise."""
     A = AUTHORS.get(c.authors) if c.authors else None
-    if not (c.stays and A and scale is not None):
+    if not (c.traps and A and scale is not None):
         return []
     out = [f"{scale.steps} iterations (the authors' {A.steps})"]
     out = out if scale.steps < A.steps else []
@@ -468,11 +469,11 @@ not all
 undecided (too few
   runs, partly), or that says runs stay at $H(\\pi)$ judged on runs shorter than the \
 authors' (the
-  rule's change of 2026-11-28, issue 46) or of another length or batch (issue 70, \
-the same day:
-  the trapped chapter measures fewer traps with fewer tokens per batch); the row \
-keeps its k of n
-  and interval as an observation;
+  rule's change of 2026-11-28, issue 46), or that counts runs at $H(\\pi)$ judged on \
+runs of another
+  length or batch (issue 70, the same day: the trapped chapter measures fewer traps \
+with fewer
+  tokens per batch); the row keeps its k of n and interval as an observation;
 - *not applicable to this chain*: the chain is outside the claim's setting.
 
 """
