@@ -24,7 +24,8 @@ from ..chains import MarkovChain, binary
 from ..model import Transformer, TransformerConfig
 from ..runs.derived import derived, held
 from ..runs.experiments import TRAPPED_SEEDS, above_line_cells
-from .measures import Measure, _n, trap_count
+from .measures import Measure, trap_count
+from .measures.counts import _n
 from .records import Incomplete, RunRecord
 
 __all__ = [

@@ -1,0 +1,269 @@
+"""The rules of Fig 3 (one chain, (0.5, 0.8) or (0.2, 0.3)): runs at H(π) or escaped,
+float32 and fp16 against each other, and the learnt predictions at θ_π (Fig 3(c, d),
+Sec. 4.1's f = σ(b))."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from ...analysis import (
+    AT_UNIGRAM,
+    AT_UNIGRAM_BELOW,
+    CLAIM_SHARE,
+    ESCAPED,
+    ESCAPED_ABOVE,
+)
+from ..records import RunRecord
+from .counts import Measure, _n, classes, survival_of, trap_count
+
+__all__ = [
+    "fig3a",
+    "float32_plateau",
+    "precision_traps",
+    "trap_models",
+    "escape_claim",
+    "fig3c",
+    "fig3c_untied",
+    "bias_prediction",
+    "bad_minimum",
+]
+
+
+def fig3a(records: Sequence[RunRecord], groups=()) -> Measure:
+    """Fig 3(a): tied runs on a chain with p + q > 1 stay at H(π): the claim holds when
+    at least :data:`~markovlib.analysis.CLAIM_SHARE` of them are at H(π) at the end."""
+    n, t = trap_count(records)
+    steps = records[0].steps
+    return Measure(
+        f"{_n(t, n)} at H(π) after {steps} iterations",
+        t >= CLAIM_SHARE * n,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        counts=(("at H(π)", t, n),),
+    )
+
+
+def float32_plateau(
+    budget: Sequence[RunRecord], longer: Sequence[RunRecord], groups=()
+) -> Measure:
+    """This book: in float32 the trap is a plateau that training leaves: fewer than
+    half of the tied runs are at H(π) at the authors' budget, and at 1000 iterations."""
+    (n1, t1), (n2, t2) = trap_count(budget), trap_count(longer)
+    s = survival_of(longer)
+    med = "–" if s.median_escape is None else f"{s.median_escape:.0f}"
+    return Measure(
+        f"{_n(t1, n1)} at H(π) after {budget[0].steps} iterations; {_n(t2, n2)} after "
+        f"{longer[0].steps} (median escape step {med})",
+        t1 < CLAIM_SHARE * n1 and t2 < CLAIM_SHARE * n2,
+        runs=n1 + n2,
+        trapped=t1 + t2,
+        groups=tuple(groups),
+    )
+
+
+def _seeds_at(records: Sequence[RunRecord]) -> set[int]:
+    return {r.spec.seed for r in records if r.cls == AT_UNIGRAM}
+
+
+def precision_traps(
+    fp16: Sequence[RunRecord], fp32: Sequence[RunRecord], groups=()
+) -> Measure:
+    """This book: fp16 without loss scaling keeps tied runs at H(π) that float32 (same
+    seeds, same batches) frees."""
+    (n16, t16), (n32, t32) = trap_count(fp16), trap_count(fp32)
+    only16 = len(_seeds_at(fp16) - _seeds_at(fp32))
+    return Measure(
+        f"fp16 {_n(t16, n16)}, float32 {_n(t32, n32)} at H(π) after "
+        f"{fp16[0].steps} iterations ({only16} seeds at H(π) in fp16 only)",
+        t16 > t32,
+        runs=n16 + n32,
+        trapped=t16 + t32,
+        groups=tuple(groups),
+        details={"fp16": t16, "fp32": t32, "fp16_only": only16},
+    )
+
+
+def trap_models(
+    theory: Sequence[RunRecord], gpt2: Sequence[RunRecord], groups=()
+) -> Measure:
+    """This book: the theory model (no layer norm) is trapped more often than GPT-2."""
+    (nt, tt), (ng, tg) = trap_count(theory), trap_count(gpt2)
+    return Measure(
+        f"theory {_n(tt, nt)}, GPT-2 {_n(tg, ng)} at H(π) after "
+        f"{theory[0].steps} iterations",
+        tt > tg,
+        runs=nt + ng,
+        trapped=tt + tg,
+        groups=tuple(groups),
+    )
+
+
+def escape_claim(records: Sequence[RunRecord], groups=()) -> Measure:
+    """Runs that should learn the chain (untied, p + q < 1): the claim holds when at
+    least :data:`~markovlib.analysis.CLAIM_SHARE` of them escaped."""
+    cls = classes(records)
+    n, e, t = (
+        len(cls),
+        sum(c == ESCAPED for c in cls),
+        sum(c == AT_UNIGRAM for c in cls),
+    )
+    return Measure(
+        f"{_n(e, n)} escaped (share of the gap > {ESCAPED_ABOVE:g})",
+        e >= CLAIM_SHARE * n,
+        runs=n,
+        trapped=t,
+        groups=tuple(groups),
+        counts=(("escaped", e, n),),
+    )
+
+
+# Fig 3(d) per position (rule written 2026-11-27, before it was computed): a run
+# predicts along a path when at least ALONG_SHARE of the positions after a zero of one
+# test path (FIG3D_SEED, the run's length) are within the fig3c tolerance
+ALONG_SHARE, FIG3D_SEED = 0.9, 31337
+
+
+@torch.no_grad()
+def along_path(model, record: RunRecord) -> np.ndarray:
+    """P(x_{n+1} = 1 | x_1^n) that ``model`` predicts at the positions after a zero of
+    one test path of its run's chain and length (seed :data:`FIG3D_SEED`)."""
+    x = record.chain.sample(1, record.spec.train.seq_len, seed=FIG3D_SEED)
+    model.eval()
+    first = next(model.parameters(), None) if hasattr(model, "parameters") else None
+    on = x if first is None else x.to(first.device)  # a model on the GPU
+    probs = model.probabilities(on)[0, :, 1].double().cpu().numpy()
+    return probs[np.flatnonzero(x[0].numpy() == 0)]
+
+
+def fig3c(trapped: Sequence[RunRecord], groups=(), load=None) -> Measure:
+    """Fig 3(c, d): a run at θ_π predicts π₁ after a zero, an escaped one p: each
+    within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance p − π₁, by
+    its learnt kernel; with ``load`` (record -> model) also position by position along
+    one test path (:func:`along_path`, :data:`ALONG_SHARE`), in at least
+    :data:`~markovlib.analysis.CLAIM_SHARE` of the runs of each kind."""
+    stuck = [r for r in trapped if r.cls == AT_UNIGRAM]
+    free = [r for r in trapped if r.cls == ESCAPED]
+    chain = trapped[0].chain
+    p, pi1 = float(chain.P[0, 1]), float(chain.stationary()[1])
+    if not stuck or not free:
+        return Measure(
+            f"{_n(len(stuck), len(trapped))} at θ_π, {len(free)} escaped: nothing to "
+            "compare",
+            False,
+            runs=len(trapped),
+            trapped=len(stuck),
+            groups=tuple(groups),
+            counts=tuple(  # the kind with no run: a part of 0 runs, not tested
+                (f"{kind} after a zero", 0, 0)
+                for kind, rs in (
+                    ("at θ_π predict π₁", stuck),
+                    ("escaped predict p", free),
+                )
+                if not rs
+            ),
+        )
+    s = min(stuck, key=lambda r: r.share)
+    f = max(free, key=lambda r: r.share)
+    a, b = float(s.kernel[0, 1]), float(f.kernel[0, 1])
+    tol = AT_UNIGRAM_BELOW * abs(p - pi1)
+    kinds = ((stuck, pi1, "at θ_π predict π₁"), (free, p, "escaped predict p"))
+    counts = [  # every run of each kind, not only the two the figure shows
+        (
+            f"{text} after a zero",
+            sum(abs(float(r.kernel[0, 1]) - want) < tol for r in rs),
+            len(rs),
+        )
+        for rs, want, text in kinds
+    ]
+    ok = abs(a - pi1) < tol and abs(b - p) < tol
+    if load is not None:
+        for rs, want, text in kinds:
+            k = sum(
+                bool(
+                    np.mean(np.abs(along_path(load(r), r) - want) < tol) >= ALONG_SHARE
+                )
+                for r in rs
+            )
+            counts.append((f"{text} along a path", k, len(rs)))
+            ok = ok and k >= CLAIM_SHARE * len(rs)
+    return Measure(
+        f"P(1|0) {a:.3f} at θ_π (π₁ = {pi1:.3f}), {b:.3f} escaped (p = {p:g})",
+        ok,
+        runs=len(trapped),
+        trapped=len(stuck),
+        groups=tuple(groups),
+        details={"stuck_seed": s.spec.seed, "free_seed": f.spec.seed},
+        counts=tuple(counts),
+    )
+
+
+def fig3c_untied(records: Sequence[RunRecord], p: float, q: float, groups=()):
+    """Fig 3(c)'s untied curve: untied runs on (p, q), p + q > 1, predict p after a
+    zero: at least :data:`~markovlib.analysis.CLAIM_SHARE` of them have a learnt
+    P(1|0) within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance
+    p − π₁ from p."""
+    rs = [r for r in records if (r.spec.chain["p"], r.spec.chain["q"]) == (p, q)]
+    pi1 = float(rs[0].chain.stationary()[1])
+    tol = AT_UNIGRAM_BELOW * abs(p - pi1)
+    got = [float(r.kernel[0, 1]) for r in rs]
+    k = sum(abs(g - p) < tol for g in got)
+    return Measure(
+        f"untied P(1|0) {' '.join(f'{g:.3f}' for g in got)} (p = {p:g}, π₁ = "
+        f"{pi1:.3f}): {_n(k, len(rs))} within {tol:.3g} of p",
+        k >= CLAIM_SHARE * len(rs),
+        runs=len(rs),
+        trapped=trap_count(rs)[1],
+        groups=tuple(groups),
+        counts=(("predict p after a zero", k, len(rs)),),
+    )
+
+
+def bias_prediction(model) -> float:
+    """P(x_{n+1} = 1) that the head's bias alone gives (softmax of b): Thm 2's
+    f = σ(b) when the output ignores the input."""
+    return float(torch.softmax(model.head.bias.detach().double(), -1)[1])
+
+
+def bad_minimum(records: Sequence[RunRecord], load, groups=()) -> Measure:
+    """Sec. 4.1: at θ_π "the output ignores the input", f = σ(b) = π₁, in two parts on
+    the runs at H(π) among ``records``: f = π₁ whatever the input (its learnt kernel's
+    P(1|0) and P(1|1) both within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the
+    distance p − π₁ from π₁), and f = σ(b) (the head's bias alone,
+    :func:`bias_prediction` of ``load(record)``, within the same distance). Printed
+    beside: the embedding gap ‖e₁ − e₀‖ (a = e = 0 at the theorem's θ_π)."""
+    stuck = [r for r in records if r.cls == AT_UNIGRAM]
+    chain = records[0].chain
+    p, pi1 = float(chain.P[0, 1]), float(chain.stationary()[1])
+    tol = AT_UNIGRAM_BELOW * abs(p - pi1)
+    after0 = [float(r.kernel[0, 1]) for r in stuck]
+    after1 = [float(r.kernel[1, 1]) for r in stuck]
+    k = sum(abs(a - pi1) < tol and abs(b - pi1) < tol for a, b in zip(after0, after1))
+    models = [load(r) for r in stuck]
+    bias = [bias_prediction(m) for m in models]
+    kb = sum(abs(b - pi1) < tol for b in bias)  # the bias alone makes the prediction
+    e = [float((m.wte.weight[1] - m.wte.weight[0]).detach().norm()) for m in models]
+    value = (
+        f"f after a 0 and after a 1, medians {np.median(after0):.3f} and "
+        f"{np.median(after1):.3f} (π₁ = {pi1:.3f}): {_n(k, len(stuck))} at H(π) "
+        f"within {tol:.3g} of π₁ after both; the head's bias alone, σ(b), within it "
+        f"in {_n(kb, len(stuck))} (median {np.median(bias):.3f}); ‖e₁ − e₀‖ median "
+        f"{np.median(e):.3f}"
+        if stuck
+        else "no run at H(π)"
+    )
+    parts = (
+        ("f = π₁ whatever the input", k, len(stuck)),
+        ("f = σ(b), the bias alone", kb, len(stuck)),
+    )
+    return Measure(
+        value,
+        bool(stuck) and all(c >= CLAIM_SHARE * n for _, c, n in parts),
+        runs=len(records),
+        trapped=len(stuck),
+        groups=tuple(groups),
+        counts=parts,  # none at H(π): parts of 0 runs, not tested
+    )
