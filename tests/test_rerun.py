@@ -303,7 +303,7 @@ def test_rerun_terminal_reads_like_a_progress_report(tmp_path):
         done.stdout.split("\n")[1],
         "The exact claims of this chapter hold at the smoke scale (asserted above).",
     ] and re.fullmatch(r"saddles: ran in \d+ s", done.stdout.split("\n")[1])
-    assert re.search(r"^  thm3 +reproduced +-0\.0375$", done.stdout, re.M)
+    assert re.search(r"^  thm3 +reproduced +exact +-0\.0375$", done.stdout, re.M)
     assert done.stdout.endswith(
         f"HTML page: {tmp_path / 'out' / 'html' / 'book' / 'saddles.html'}\n"
     )
