@@ -45,6 +45,7 @@ from .companion.chapter_runner import (
     quiet_kernel_manager,
     run_chapters,
 )
+from .companion.computed import compute
 from .companion.myst_markdown import (
     chapter_labels,
     chapter_titles,
@@ -59,7 +60,7 @@ from .companion.notebook import (
     check_chapter_parameters,
     find_repository,
 )
-from .companion.scorecard import by_source, compute, source_counts
+from .companion.scorecard import by_source, source_counts
 from .model import TransformerConfig
 from .runs.edition import produce, produce_parallel, status
 from .runs.executors import (

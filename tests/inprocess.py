@@ -77,7 +77,7 @@ EDITION_USERS = (
     "markovlib.runs.edition",
     "markovlib.runs.experiments",
     "markovlib.companion.replication",
-    "markovlib.companion.scorecard",
+    "markovlib.companion.computed",
 )
 
 

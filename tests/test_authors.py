@@ -14,7 +14,7 @@ import torch
 
 from markovlib.analysis import AT_UNIGRAM
 from markovlib.chains import binary, symmetric
-from markovlib.companion import claims, measures, scorecard
+from markovlib.companion import claims, computed, measures
 from markovlib.companion.figures import trapped as trapped_figures
 from markovlib.companion.records import RunRecord, record_of
 from markovlib.presets import AUTHORS, authors, resolve
@@ -403,12 +403,12 @@ def test_cells_not_shipped_yet_give_an_empty_table_and_a_note_not_an_error():
 def test_settings_are_read_from_the_specs_and_say_whose_they_are():
     c = claims.claim("fig3b")
     specs = [s for g in c.groups for s in PAPER_EDITION[g]]
-    text = scorecard.setting_text(c, specs)
+    text = computed.setting_text(c, specs)
     assert "400 iterations, batch 16 × length 1024, d 8, fp16 autocast" in text
     assert text.endswith("16 runs; the authors' settings (Fig 3)")
     ctrl = claims.claim("fig3b_fp32")
     specs = [s for g in ctrl.groups for s in PAPER_EDITION[g]]
-    assert "this book's control, not the authors' settings" in scorecard.setting_text(
+    assert "this book's control, not the authors' settings" in computed.setting_text(
         ctrl, specs
     )
 
@@ -420,12 +420,12 @@ def test_a_row_is_the_papers_only_at_the_authors_settings(c):
     """A trained row whose source is the paper reads only runs at the authors' settings
     of its figure; any other trained row is this book's."""
     specs = [s for g in c.groups for s in PAPER_EDITION[g]]
-    differ = scorecard.authors_mismatches(c, specs)
+    differ = computed.authors_mismatches(c, specs)
     if c.source.startswith("paper"):
         assert not differ and not c.design, f"{c.id}: {differ}"
     else:  # a control differs in a setting, or by its design (said on the row)
         assert c.source == "this book" and (differ or c.design), c.id
-        text = scorecard.setting_text(c, specs)
+        text = computed.setting_text(c, specs)
         assert "; this book's" in text and "; the authors' settings (" not in text, text
 
 

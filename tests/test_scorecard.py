@@ -16,7 +16,7 @@ import torch
 import yaml
 from filelock import FileLock
 
-from markovlib.companion import claims, scorecard
+from markovlib.companion import claims, computed, scorecard, verdicts
 from markovlib.presets import authors, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +40,7 @@ SMOKE, CPU, PAPER = (resolve(s) for s in ("smoke", "cpu", "paper"))
 )
 def test_the_verdict_rule(ok, scale, exact, applicable, expected):
     got = scorecard.verdict(ok, scale, exact=exact, applicable=applicable)
-    assert got == expected and got in scorecard.VERDICTS
+    assert got == expected and got in verdicts.VERDICTS
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_no_verdict_from_zero_runs():
         )
         both = (("escaped", 12, 12), *none)
         assert scorecard.verdict(True, scale, counts=both) == "not tested at this scale"
-    assert scorecard.counts_text(none) == "95 % interval —"
+    assert verdicts.counts_text(none) == "95 % interval —"
 
 
 def test_unlike_the_authors_reads_the_claim_and_the_scale():
@@ -141,8 +141,8 @@ def test_unlike_the_authors_reads_the_claim_and_the_scale():
 
 
 def test_counts_text_gives_each_parts_interval():
-    assert scorecard.counts_text((("at H(π)", 25, 32),)) == "95 % interval 60–91 %"
-    assert scorecard.counts_text((("a", 3, 3), ("b", 0, 8))) == (
+    assert verdicts.counts_text((("at H(π)", 25, 32),)) == "95 % interval 60–91 %"
+    assert verdicts.counts_text((("a", 3, 3), ("b", 0, 8))) == (
         "95 % intervals: a 3 of 3, 29–100 %; b 0 of 8, 0–37 %"
     )
 
@@ -348,7 +348,9 @@ def test_a_chapters_claims_table_has_one_line_per_claim():
     intervals in one sentence; now one list-table row per recorded claim: badge, claim,
     k of n per part (or the value), the 95 % interval of each, and the setting and the
     whole measurement in a closed dropdown."""
-    from markovlib.companion.scorecard import claims_table, counts_text, record
+    from markovlib.analysis import share_interval
+    from markovlib.companion.scorecard import claims_table, record
+    from markovlib.companion.verdicts import counts_text
 
     parts = (("attention", 7, 8), ("rank", 2, 8))
     verdicts = {
@@ -368,7 +370,7 @@ def test_a_chapters_claims_table_has_one_line_per_claim():
         assert ":::{dropdown} Details" in row and ":open:" not in row
         assert scorecard.as_maths(c.setting).split(",")[0] in row
     assert rows[0].rstrip().endswith("  - 2.2e-16\n  - —")
-    low, high = scorecard.share_interval(3, 4)
+    low, high = share_interval(3, 4)
     assert (
         rows[1].rstrip().endswith(f"  - 3 of 4\n  - {100 * low:.0f}–{100 * high:.0f} %")
     )
@@ -431,7 +433,7 @@ def test_thm2_row_checks_every_part_of_the_theorem_at_theta_pi(monkeypatch):
     from markovlib import binary, theory
 
     chain = binary(0.5, 0.8)
-    m = scorecard.thm2_point(chain)
+    m = computed.thm2_point(chain)
     assert m.ok and "over 810 parameters" in m.value
     exact = theory.unigram_point
 
@@ -442,8 +444,8 @@ def test_thm2_row_checks_every_part_of_the_theorem_at_theta_pi(monkeypatch):
             model.wpe.weight[:] += 0.05
         return model
 
-    monkeypatch.setattr(scorecard, "unigram_point", off)
-    assert not scorecard.thm2_point(chain).ok
+    monkeypatch.setattr(computed, "unigram_point", off)
+    assert not computed.thm2_point(chain).ok
 
 
 def test_the_cli_table_keeps_its_columns_at_the_terminal_width(rows, monkeypatch):

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from ..runs.experiments import paper_edition
 from ..runs.shipped import ShippedData
-from . import scorecard
+from .computed import compute
 from .records import shipped_records
+from .verdicts import NOT_TESTED
 
 __all__ = ["judge", "compare", "report_markdown", "write_report"]
 
@@ -38,7 +39,7 @@ def judge(data: ShippedData, groups=None) -> dict:
                     3,
                 ),
             }
-    verdicts = {row.id: row.verdict for row in scorecard.compute(data)}
+    verdicts = {row.id: row.verdict for row in compute(data)}
     return {"devices": dict(devices), "runs": runs, "verdicts": verdicts}
 
 
@@ -63,7 +64,7 @@ def compare(fresh: dict, reference: dict) -> dict:
     changed, unjudged = {}, []
     for row, verdict in fresh["verdicts"].items():
         before = reference["verdicts"].get(row)
-        if verdict == scorecard.NOT_TESTED and before != verdict:
+        if verdict == NOT_TESTED and before != verdict:
             unjudged.append(row)  # its runs not all re-trained
         elif before != verdict:
             changed[row] = [before, verdict]

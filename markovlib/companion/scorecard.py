@@ -8,21 +8,8 @@ scorecard page (``book/scorecard.md``, written by :func:`page` and kept in sync 
 test) pastes both from the chapter, so the page never types a number and building the
 book at another scale changes numbers and verdicts by itself.
 
-The rule (:func:`verdict`, stated on the page):
-
-* **reproduced** — the chapter's check of the claim holds;
-* **differs** — it fails, for an exact (untrained) claim at any scale, or for a
-  trained claim at a scale whose runs are long enough to claim convergence
-  (``cpu``, ``paper``);
-* **not tested at this scale** — a trained claim at a scale that claims nothing about
-  convergence (``smoke``), whatever its check says; at a reduced scale (``cpu``: fewer
-  and shorter runs than the paper edition's), a trained claim its runs leave undecided
-  (too few runs, partly), or one that counts runs at H(π) judged on runs whose
-  length, batch or (shorter) iterations differ from the authors' (``unlike``: settings
-  the trapped chapters measured to change how many runs stay; issue 70), or any
-  claim a part of which has no run to judge;
-* **not applicable to this chain** — the reader's chain is outside the claim's setting
-  (e.g. a claim about p + q > 1 on a chain with p + q < 1).
+The rule: :mod:`markovlib.companion.verdicts` (stated on the page); the rows of the
+paper edition computed from the shipped data: :mod:`markovlib.companion.computed`.
 """
 
 from __future__ import annotations
@@ -30,148 +17,40 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-import torch
 
 from ..analysis import (
     AT_UNIGRAM_BELOW,
     CLAIM_SHARE,
     ESCAPED_ABOVE,
-    FAILS,
-    HOLDS,
-    PARTLY as PARTLY_HOLDS,
-    TOO_FEW as TOO_FEW_RUNS,
-    claim_outcome,
-    hessian_blocks,
-    share_interval,
 )
-from ..chains import binary
-from ..model import TransformerConfig
-from ..presets import AUTHORS, resolve
-from ..runs.experiments import paper_edition
-from ..runs.shipped import ShippedData, default_data_dir, no_data_message
-from ..theory import (
-    construction_checks,
-    gradient_norm,
-    hessian,
-    population_loss,
-    unigram_curvature,
-    unigram_hessian,
-    unigram_point,
-)
-from . import thesis
-from .claims import CLAIMS, Claim, chain_text, claim, evaluate, paper_figures
-from .measures import Measure, k_threshold
+from .claims import CLAIMS, Claim, chain_text, claim, paper_figures
+from .computed import COMPUTED, compute
 from .notebook import glue
-from .records import Groups, Incomplete
+from .verdicts import (
+    DIFFERS,
+    NOT_APPLICABLE,
+    NOT_TESTED,
+    PARTLY,
+    REPRODUCED,
+    TOO_FEW,
+    interval_text,
+    smaller_than_the_paper,
+    unlike_the_authors,
+    verdict,
+    with_intervals,
+)
 
 __all__ = [
     "by_source",
     "source_counts",
-    "VERDICTS",
     "verdict",
     "record",
     "claims_report",
     "page",
     "write_page",
 ]
-
-REPRODUCED, DIFFERS, PARTLY = "reproduced", "differs", "partly"
-TOO_FEW = "too few runs"  # no k of the part's n could decide (n <= 5)
-NOT_TESTED, NOT_APPLICABLE = "not tested at this scale", "not applicable to this chain"
-VERDICTS = (REPRODUCED, TOO_FEW, PARTLY, DIFFERS, NOT_TESTED, NOT_APPLICABLE)
-# analysis.claim_outcome of a part of a claim -> its verdict; the worst part decides
-_OUTCOME = {
-    HOLDS: REPRODUCED,
-    TOO_FEW_RUNS: TOO_FEW,
-    PARTLY_HOLDS: PARTLY,
-    FAILS: DIFFERS,
-}
-
-
-def verdict(
-    ok: bool,
-    scale=None,
-    *,
-    exact: bool = False,
-    applicable: bool = True,
-    counts: tuple = (),
-    unlike: bool = False,
-) -> str:
-    """The page's rule: see the module docstring. ``scale`` is a
-    :class:`~markovlib.presets.Scale`; ``counts``: the runs that behave as a trained
-    claim says, per part, (part, k, n), judged by
-    :func:`~markovlib.analysis.claim_outcome` (the worst part decides; a part of no
-    runs leaves the claim not tested); ``unlike``: the claim says runs stay at H(π)
-    and its runs differ from the authors' (:func:`unlike_the_authors`)."""
-    if not isinstance(ok, bool):
-        ok = bool(ok)
-    if not applicable:
-        return NOT_APPLICABLE
-    if not exact and (scale is None or not scale.converges):
-        return NOT_TESTED
-    if not exact and any(n == 0 for _, _, n in counts):
-        return NOT_TESTED  # no verdict from zero runs
-    v = REPRODUCED if ok else DIFFERS
-    if counts and not exact:
-        outcomes = [_OUTCOME[claim_outcome(k, n)] for _, k, n in counts]
-        worst = (REPRODUCED, TOO_FEW, PARTLY, DIFFERS)
-        v = max(outcomes, key=worst.index)
-    cut = not exact and smaller_than_the_paper(scale)
-    return NOT_TESTED if cut and (unlike or v in (TOO_FEW, PARTLY)) else v
-
-
-def smaller_than_the_paper(scale) -> bool:
-    """Whether ``scale`` trains fewer or shorter runs than the paper edition's and
-    claims convergence (``cpu``, a reader's re-run; issue 46)."""
-    return scale is not None and scale.converges and scale.name != "paper"
-
-
-def unlike_the_authors(c: Claim, scale) -> list[str]:
-    """Where ``c`` counts runs at H(π) (:attr:`Claim.traps`): how the runs of
-    ``scale`` differ from the authors' of its figure
-    (:data:`~markovlib.presets.AUTHORS`) in what the book measured to change how many
-    runs stay (fewer iterations: a run at H(π) may still leave; the length and batch:
-    the trapped chapter's tokens per batch), e.g. ['length 256 (the authors' 1024)'];
-    empty otherwise."""
-    A = AUTHORS.get(c.authors) if c.authors else None
-    if not (c.traps and A and scale is not None):
-        return []
-    out = [f"{scale.steps} iterations (the authors' {A.steps})"]
-    out = out if scale.steps < A.steps else []
-    for name, mine, theirs in (
-        ("length", scale.seq_len, A.seq_len),
-        ("batch", scale.batch_size, A.batch_size),
-    ):
-        out += [f"{name} {mine} (the authors' {theirs})"] if mine != theirs else []
-    return out
-
-
-def _interval(k: int, n: int) -> str:
-    """The 95 % interval of a share of k of n runs: '60–91 %' ('—': no runs)."""
-    if n == 0:
-        return "—"
-    low, high = share_interval(k, n)
-    return f"{100 * low:.0f}–{100 * high:.0f} %"
-
-
-def counts_text(counts: tuple) -> str:
-    """The 95 % interval of each part's share of runs, for the row beside its counts:
-    '95 % interval 60–91 %', or per part where the claim has several."""
-    if len(counts) == 1:
-        return f"95 % interval {_interval(*counts[0][1:])}"
-    return "95 % intervals: " + "; ".join(
-        f"{part} {k} of {n}, {_interval(k, n)}" for part, k, n in counts
-    )
-
-
-def with_intervals(c: Claim, value: str, counts: tuple) -> str:
-    """A trained row's measured value with each part's interval (:func:`counts_text`)
-    beside it, as the chapters glue it and the scorecard prints it."""
-    return f"{value} ({counts_text(counts)})" if counts and not c.exact else value
 
 
 def record(
@@ -232,7 +111,7 @@ def _claim_line(c: Claim, r: Recorded, chain=None) -> list[str]:
     parts = len(counts) > 1
     if counts and not c.exact:
         runs = "; ".join(f"{p + ' ' if parts else ''}{k} of {n}" for p, k, n in counts)
-        interval = "; ".join(_interval(k, n) for _, k, n in counts)
+        interval = "; ".join(interval_text(k, n) for _, k, n in counts)
     else:
         runs, interval = as_maths(value), "—"
     whole = f"{as_maths(c.measure)}: {as_maths(with_intervals(c, value, counts))}"
@@ -695,216 +574,6 @@ def pin(path="tests/scorecard_paper.json", rows=None) -> None:
         for r in rows
     ]
     Path(path).write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n")
-
-
-# ------------------------------------------------ the scorecard computed from the data
-# Rows of the paper edition that `markovlib scorecard` computes from the shipped runs
-# and the exact theory; the others (the related papers' chapters) are computed by
-# their chapters when the book is built.
-EXACT = ("thm1", "thm2", "thm3", "k_threshold", "thm2_grid", "thm3_point")
-EXACT += ("depth_curvature",)
-COMPUTED = tuple(c.id for c in CLAIMS if c.groups or c.id in EXACT)
-
-
-@dataclass(frozen=True)
-class Row:
-    """One computed row of the scorecard."""
-
-    id: str
-    claim: str
-    source: str
-    setting: str
-    measure: str
-    value: str
-    verdict: str
-    runs: int | None = None
-    trapped: int | None = None
-    groups: tuple = ()
-
-    def as_dict(self) -> dict:
-
-        d = asdict(self)
-        d["groups"] = list(self.groups)
-        if d["runs"] is None:  # exact rows: no runs
-            del d["runs"], d["trapped"]
-        return d
-
-
-def _exact() -> dict:
-    """The exact rows: Thm 1's constructions at (0.2, 0.3) and at (0.5, 0.8), where
-    p + q > 1, Thm 2's and Thm 3's Hessians at the paper's chains, the k-state threshold
-    (bisection on the exact Hessian)."""
-
-    trap = binary(0.5, 0.8)
-    built = {  # Thm 1 holds for every (p, q): below the line and above it
-        (chain, name): c
-        for chain in (binary(0.2, 0.3), trap)
-        for name, c in construction_checks(chain)[0].items()
-    }
-    dev = max(abs(c["loss"] - ch.entropy_rate()) for (ch, _), c in built.items())
-    thm1 = dev < 1e-9 and all(
-        c["kernel_error"] < 1e-6 and c["grad"] < 1e-6 for c in built.values()
-    )
-    out = {"thm1": Measure(f"{dev:.1e} over {len(built)} constructions", thm1)}
-    for cid, tied in (("thm2", True), ("thm3", False)):
-        H = unigram_hessian(trap, TransformerConfig.theory(tied=tied))
-        closed = unigram_curvature(trap, tied=tied)
-        sign = H.min_eigenvalue > 0 if tied else H.min_eigenvalue < 0
-        out[cid] = Measure(
-            f"{H.min_eigenvalue:.4f} (closed form {closed:.4f})",
-            bool(sign and abs(H.min_eigenvalue - closed) < 1e-6),
-        )
-    point = thm2_point(trap)
-    out["thm2"] = Measure(
-        f"{out['thm2'].value}; {point.value}", out["thm2"].ok and point.ok
-    )
-    out["k_threshold"] = k_threshold()
-    out["thm2_grid"], out["thm3_point"] = thesis.thm2_grid(), thesis.thm3_point()
-    out["depth_curvature"] = thesis.depth_rule(thesis.depth_curvature(trap), trap)
-    return out
-
-
-THM2_LENGTH = 3  # the Hessian at θ_π does not depend on the length (stationary start)
-
-
-def thm2_point(chain, length: int = THM2_LENGTH) -> Measure:
-    """The rest of Thm 2 at θ_π (tied, exact over every path of ``length``): f = π₁
-    whatever the input, L = H(π), ∇L = 0, and the Hessian of every parameter zero
-    outside the rows and columns of (e, b); each below 1e-9."""
-    model = unigram_point(chain, TransformerConfig.theory(max_len=length)).double()
-    with torch.no_grad():  # b = log π in float64, not float32
-        model.head.bias.copy_(torch.as_tensor(np.log(chain.stationary())))
-    x = chain.sample(64, length, seed=0)
-    f = float((model.probabilities(x)[..., 1] - chain.stationary()[1]).abs().max())
-    loss = population_loss(model, chain, length=length, exact=True).mean
-    gap = abs(loss - chain.unigram_entropy())
-    grad = gradient_norm(model, chain, length)
-    H, labels = hessian(model, chain, length)
-    outside = hessian_blocks(H, labels, ("wte.weight", "head.bias")).outside
-    worst = max(f, gap, grad, outside)
-    return Measure(
-        f"at θ_π, f = π₁, L = H(π), ∇L = 0 and the Hessian outside (e, b) zero "
-        f"over {len(labels)} parameters: largest deviation "
-        f"{thesis.rounding_text(worst)}",
-        worst < 1e-9,
-    )
-
-
-PRECISION_TEXT = {
-    "fp32": "float32",
-    "bf16": "bf16 autocast",
-    "fp16": "fp16 autocast without loss scaling",
-    "fp16-scaled": "fp16 autocast with a loss scale of 65536",
-}
-
-
-def _values(xs) -> str:
-    """The distinct values of ``xs``, sorted, as 'a' or 'a, b, c'."""
-    return ", ".join(map(str, sorted(set(xs))))
-
-
-def run_settings(specs) -> str:
-    """The training settings of ``specs`` as the page prints them (read from the
-    specs, so the text cannot disagree with the runs): iterations, batch × length, d,
-    depth where it is not 1, precision and the number of runs."""
-    t, c = [s.train for s in specs], [s.config for s in specs]
-    parts = [
-        f"{_values(x.steps for x in t)} iterations",
-        f"batch {_values(x.batch_size for x in t)} × length "
-        f"{_values(x.seq_len for x in t)}",
-        f"d {_values(x.d_model for x in c)}",
-    ]
-    if {x.n_layers for x in c} != {1}:
-        parts.append(f"depth {_values(x.n_layers for x in c)}")
-    parts.append(_values(PRECISION_TEXT[x.precision] for x in t))
-    return ", ".join(parts) + f"; {len(specs)} runs"
-
-
-def authors_mismatches(c: Claim, specs) -> list[str]:
-    """How the runs of ``c`` differ from the authors' settings of its figure
-    (:data:`~markovlib.presets.AUTHORS`), e.g. 'steps: 1000 (400)'; empty when they are
-    theirs (and for a row compared with no figure: ``['no published settings']``)."""
-    if c.authors is None:
-        return ["no published settings"]
-    A = AUTHORS[c.authors]
-    started = {"continued from a run's final weights" for s in specs if s.init}
-    return sorted({m for s in specs for m in A.mismatches(s)} | started)
-
-
-def setting_text(c: Claim, specs) -> str:
-    """The Setting column of a trained row: what is compared, the runs' settings, and
-    whether they are the authors' (:func:`authors_mismatches`) or this book's
-    control."""
-    differ = authors_mismatches(c, specs)
-    if c.design:
-        whose = f"this book's control at the authors' settings: {c.design}"
-    elif not differ:
-        whose = f"the authors' settings ({AUTHORS[c.authors].figure})"
-    elif c.authors is None:
-        whose = "this book's settings (no published ones to match)"
-    else:
-        whose = f"this book's control, not the authors' settings ({'; '.join(differ)})"
-    return f"{c.setting}; {run_settings(specs)}; {whose}"
-
-
-def _trained(data, edition: dict) -> dict:
-    """Every trained row's :class:`~markovlib.companion.measures.Measure` from the
-    shipped data (:class:`~markovlib.companion.records.Incomplete` for a row whose runs
-    are not all shipped yet)."""
-    trained = [c for c in CLAIMS if c.groups]
-    runs = Groups.shipped(data, {g: edition[g] for c in trained for g in c.groups})
-    return {c.id: evaluate(c, runs) for c in trained}
-
-
-def compute(data=None) -> list[Row]:
-    """The rows of :data:`COMPUTED` from the shipped data (``data``: a folder or a
-    :class:`~markovlib.runs.shipped.ShippedData`; default :func:`default_data_dir`) and
-    the exact theory, in the page's order. Trains nothing; a row whose runs are not all
-    shipped yet is *not tested*, with how many are there. A trained row's setting is
-    read from the specs of its runs (:func:`setting_text`)."""
-
-    if not isinstance(data, ShippedData):
-        directory = default_data_dir() if data is None else data
-        if directory is None:
-            raise FileNotFoundError(no_data_message())
-        data = ShippedData(directory)
-    paper = resolve("paper", environ=False)
-    edition = dict(paper_edition())
-    measured = {**_exact(), **_trained(data, edition)}
-    rows = []
-    for c in CLAIMS:
-        if c.id not in COMPUTED:
-            continue
-        m = measured[c.id]
-        specs = [s for g in c.groups for s in edition[g]]
-        common = dict(
-            id=c.id,
-            claim=c.claim,
-            source=c.source,
-            setting=setting_text(c, specs) if specs else c.setting,
-            measure=c.measure,
-            groups=c.groups,
-        )
-        if isinstance(m, Incomplete):  # not all shipped yet
-            value, verdict_, runs, trapped = (
-                f"{m.done} of {m.wanted} {m.what} so far",
-                NOT_TESTED,
-                m.done,
-                None,
-            )
-        else:
-            value, runs, trapped = (
-                with_intervals(c, m.value, m.counts),
-                m.runs,
-                m.trapped,
-            )
-            verdict_ = verdict(
-                m.ok, paper, exact=c.exact, applicable=m.applicable, counts=m.counts
-            )
-        rows.append(
-            Row(**common, value=value, verdict=verdict_, runs=runs, trapped=trapped)
-        )
-    return rows
 
 
 if __name__ == "__main__":  # python -m markovlib.companion.scorecard [--pin]

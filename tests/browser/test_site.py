@@ -326,7 +326,7 @@ def _check_claims_box(stem: str, box) -> None:
     the claim with its details one click away, runs or a value, an interval; the box's
     prose around it short (it was 14-20 lines of bold text with five intervals)."""
     from markovlib.companion.claims import CLAIMS
-    from markovlib.companion.scorecard import VERDICTS
+    from markovlib.companion.verdicts import VERDICTS
 
     mine = [c for c in CLAIMS if c.chapter == stem]
     if not mine:
@@ -357,7 +357,8 @@ def displayed_pt(scale: float) -> float:
 
 def _check_scorecard(rows) -> None:
     from markovlib.companion.claims import CLAIMS
-    from markovlib.companion.scorecard import MATHS, VERDICTS, paper_figures
+    from markovlib.companion.scorecard import MATHS, paper_figures
+    from markovlib.companion.verdicts import VERDICTS
 
     assert rows is not None, "scorecard: no table"
     assert len(rows) == len(CLAIMS), f"scorecard: {len(rows)} rows for {len(CLAIMS)}"

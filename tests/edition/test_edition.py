@@ -108,7 +108,7 @@ def test_chapter_claims_are_glued_by_the_rule(path):
     chapter's claims glued; at smoke scale a claim judged from this chain's runs is
     "not tested at this scale" (the rule refuses to judge too few runs)."""
     from markovlib.companion.claims import CLAIMS
-    from markovlib.companion.scorecard import VERDICTS
+    from markovlib.companion.verdicts import VERDICTS
 
     nb = _executed(path.stem)
     errors = [
