@@ -158,7 +158,7 @@ def test_unknown_claim_and_untyped_value_are_refused():
     with pytest.raises(ValueError, match="claim must be one of"):
         claims.claim("thm9")
     with pytest.raises(TypeError, match="as the chapter prints it"):
-        scorecard.record("thm1", 0.001, True, CPU)
+        scorecard.glue_claim("thm1", 0.001, True, CPU)
 
 
 def test_claims_cover_the_issue_list():
@@ -291,16 +291,16 @@ def test_every_claim_is_recorded_by_its_chapter_and_links_to_a_target(c):
     )
     # the chapter records this claim on the scorecard (its id as a literal); that the
     # values are glued is checked on the executed chapters (test_notebooks)
-    assert "record(" in code and f'"{c.id}"' in code, c.id
+    assert "glue_claim" in code and f'"{c.id}"' in code, c.id
     everything = json.dumps(nb)
     assert c.target in everything, f"{c.target} is not defined in {c.chapter}"
 
 
-def test_record_measures_marks_missing_runs_not_tested():
+def test_glue_claims_marks_missing_runs_not_tested():
     from markovlib.companion.measures import Measure
 
     S = resolve("paper")
-    verdicts = scorecard.record_measures(
+    verdicts = scorecard.glue_claims(
         {
             "fig3c": Measure("x", True),
             "trap_models": None,
@@ -313,7 +313,7 @@ def test_record_measures_marks_missing_runs_not_tested():
         "trap_models": scorecard.NOT_TESTED,
         "fig3a_fp32": scorecard.DIFFERS,
     }
-    off = scorecard.record_measures({"fig3c": None}, S, applicable=False)
+    off = scorecard.glue_claims({"fig3c": None}, S, applicable=False)
     assert off == {"fig3c": scorecard.NOT_APPLICABLE}
 
 
@@ -323,11 +323,11 @@ def test_claims_report_is_one_format_for_every_chapter(monkeypatch):
     runs it read."""
     from types import SimpleNamespace
 
-    from markovlib.companion.scorecard import claims_report, record
+    from markovlib.companion.scorecard import claims_report, glue_claim
 
-    monkeypatch.setattr(scorecard, "_RECORDED", {})
+    monkeypatch.setattr(scorecard, "_GLUED", {})
     S = SimpleNamespace(name="smoke")
-    record("thm2", "0.1420", True, CPU)
+    glue_claim("thm2", "0.1420", True, CPU)
     text = claims_report(
         S,
         {"fig1": "differs", "thm2": "reproduced"},
@@ -349,16 +349,16 @@ def test_a_chapters_claims_table_has_one_line_per_claim():
     k of n per part (or the value), the 95 % interval of each, and the setting and the
     whole measurement in a closed dropdown."""
     from markovlib.analysis import share_interval
-    from markovlib.companion.scorecard import claims_table, record
+    from markovlib.companion.scorecard import claims_table, glue_claim
     from markovlib.companion.verdicts import counts_text
 
     parts = (("attention", 7, 8), ("rank", 2, 8))
     verdicts = {
-        "thm1": record("thm1", "2.2e-16", True, CPU),
-        "fig3b": record(
+        "thm1": glue_claim("thm1", "2.2e-16", True, CPU),
+        "fig3b": glue_claim(
             "fig3b", "3 of 4 runs escaped", True, CPU, counts=(("", 3, 4),)
         ),
-        "appd_untied": record("appd_untied", "untied: ...", False, CPU, counts=parts),
+        "appd_untied": glue_claim("appd_untied", "untied: ...", False, CPU, counts=parts),
     }
     table = claims_table(verdicts)
     assert table.startswith("```{list-table}") and table.endswith("```")
@@ -383,14 +383,14 @@ def test_a_claim_about_the_papers_chain_is_asked_of_the_readers(monkeypatch):
     H(π) on (0.5, 0.8)" and judged it on the reader's runs; now the row asks the claim
     of (0.3, 0.9), says what Thm 2 predicts there and whose runs it read, and runs of
     another length than the authors' leave it an observation."""
-    from markovlib.companion.scorecard import claims_report, claims_table, record
+    from markovlib.companion.scorecard import claims_report, claims_table, glue_claim
 
-    monkeypatch.setattr(scorecard, "_RECORDED", {})
+    monkeypatch.setattr(scorecard, "_GLUED", {})
     S = resolve("cpu", "trapped", environ=False)
     stays = (("at H(π)", 6, 6),)
     verdicts = {
-        "fig3a": record("fig3a", "6 of 6 at H(π)", True, S, counts=stays),
-        "fig4": record("fig4", "9 of 10 cells", True, PAPER, counts=(("", 9, 10),)),
+        "fig3a": glue_claim("fig3a", "6 of 6 at H(π)", True, S, counts=stays),
+        "fig4": glue_claim("fig4", "9 of 10 cells", True, PAPER, counts=(("", 9, 10),)),
     }
     assert verdicts["fig3a"] == "not tested at this scale"  # length 256, not 1024
     yours = claims_table(verdicts, chain=(0.3, 0.9))

@@ -1,9 +1,9 @@
 """The reproduction scorecard: one row per claim of the paper (and of this book), its
 verdict by one rule.
 
-A chapter checks each of its claims at the scale it ran and calls :func:`record` with
+A chapter checks each of its claims at the scale it ran and calls :func:`glue_claim` with
 the number it measured (already formatted, as the chapter prints it) and whether the
-claim's check held. ``record`` glues ``sc_<id>_value`` and ``sc_<id>_verdict``; the
+claim's check held. ``glue_claim`` glues ``sc_<id>_value`` and ``sc_<id>_verdict``; the
 scorecard page (``book/scorecard.md``, written by :func:`page` and kept in sync by a
 test) pastes both from the chapter, so the page never types a number and building the
 book at another scale changes numbers and verdicts by itself.
@@ -46,14 +46,14 @@ __all__ = [
     "by_source",
     "source_counts",
     "verdict",
-    "record",
+    "glue_claim",
     "claims_report",
     "page",
     "write_page",
 ]
 
 
-def record(
+def glue_claim(
     claim_id: str,
     value: str,
     ok: bool,
@@ -82,13 +82,13 @@ def record(
     )
     glue(f"sc_{c.id}_value", with_intervals(c, value, counts), display=False)
     glue(f"sc_{c.id}_verdict", v, display=False)
-    _RECORDED[c.id] = Recorded(v, value, tuple(counts), scale, tuple(unlike))
+    _GLUED[c.id] = Glued(v, value, tuple(counts), scale, tuple(unlike))
     return v
 
 
 @dataclass(frozen=True)
-class Recorded:
-    """What :func:`record` judged, for the chapter's table: the verdict, the value,
+class Glued:
+    """What :func:`glue_claim` judged, for the chapter's table: the verdict, the value,
     the counts, the scale of the runs it read (None: none) and how they differ from
     the authors' where that left the claim untested."""
 
@@ -99,10 +99,10 @@ class Recorded:
     unlike: tuple = ()
 
 
-_RECORDED: dict[str, Recorded] = {}  # claim id: what record judged
+_GLUED: dict[str, Glued] = {}  # claim id: what glue_claim judged
 
 
-def _claim_line(c: Claim, r: Recorded, chain=None) -> list[str]:
+def _claim_line(c: Claim, r: Glued, chain=None) -> list[str]:
     """One claim of a chapter's table: its badge, the claim (asked of the page's
     ``chain`` (p, q) where the paper's is another; :func:`runs_read` beneath it; its
     setting and the whole measurement in a closed dropdown), runs k of n (or the
@@ -182,7 +182,7 @@ def prediction(p: float, q: float) -> str:
     )
 
 
-def runs_read(c: Claim, r: Recorded, chain=None) -> str:
+def runs_read(c: Claim, r: Glued, chain=None) -> str:
     """Which runs a row judged (issue 70): this page's (chain, scale, count), the
     paper edition's shipped ones, or none; and how they differ from the authors' where
     that leaves the claim an observation."""
@@ -209,7 +209,7 @@ def claims_table(verdicts: dict[str, str], chain=None) -> str:
     """A chapter's claims as a MyST table, one line each (issue 49): the verdict as a
     badge, the claim (asked of ``chain``, (p, q), where the paper's is another) and
     the runs it read, runs k of n (or the value), the 95 % interval of their share;
-    the setting and the whole measurement one click away, as :func:`record` had them."""
+    the setting and the whole measurement one click away, as :func:`glue_claim` had them."""
     lines = [
         "```{list-table}",
         ":header-rows: 1",
@@ -222,7 +222,7 @@ def claims_table(verdicts: dict[str, str], chain=None) -> str:
         "  - 95 % interval",
     ]
     for cid, v in verdicts.items():
-        r = _RECORDED.get(cid) or Recorded(v, "", ())
+        r = _GLUED.get(cid) or Glued(v, "", ())
         lines += _claim_line(claim(cid), r, chain)
     return "\n".join([*lines, "```"])
 
@@ -232,7 +232,7 @@ def claims_report(
 ) -> str:
     """The last lines of every chapter, in one format: its exact claims hold at the
     scale ``S`` (the assertions above them passed), then each of its scorecard claims
-    with the verdict :func:`record` gave, whose runs it read and the measurement
+    with the verdict :func:`glue_claim` gave, whose runs it read and the measurement
     (``values``); glues ``sc_claims``, the :func:`claims_table` of its claims box
     (``chain``: the page's (p, q), for claims about one chain of the paper)."""
     lines = [
@@ -247,7 +247,7 @@ def claims_report(
         width = max(map(len, verdicts))
         for cid, v in verdicts.items():
             value = (values or {}).get(cid) or ""
-            read = _whose(claim(cid), _RECORDED.get(cid))
+            read = _whose(claim(cid), _GLUED.get(cid))
             asked = (
                 "asked of this chain: " if asked_elsewhere(claim(cid), chain) else ""
             )
@@ -256,7 +256,7 @@ def claims_report(
     return "\n".join(lines)
 
 
-def _whose(c: Claim, r: Recorded | None) -> str:
+def _whose(c: Claim, r: Glued | None) -> str:
     """The runs a row read, in a word: yours, shipped, exact or none."""
     if r is None or r.scale is None:
         return "none"
@@ -265,17 +265,17 @@ def _whose(c: Claim, r: Recorded | None) -> str:
     return "shipped" if r.scale.name == "paper" else "yours"
 
 
-def record_measures(
+def glue_claims(
     measured: dict, scale, *, applicable: bool = True, missing: str = "not shipped yet"
 ) -> dict[str, str]:
-    """:func:`record` each claim id's :class:`~markovlib.companion.measures.Measure`
+    """:func:`glue_claim` each claim id's :class:`~markovlib.companion.measures.Measure`
     (None: its
     runs are not shipped yet, so ``missing`` and not tested); return the verdicts."""
     verdicts = {}
     for cid, m in measured.items():
         value, ok, at = (missing, False, None) if m is None else (m.value, m.ok, scale)
         counts = () if m is None else m.counts
-        verdicts[cid] = record(cid, value, ok, at, applicable=applicable, counts=counts)
+        verdicts[cid] = glue_claim(cid, value, ok, at, applicable=applicable, counts=counts)
     return verdicts
 
 
