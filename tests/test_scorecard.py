@@ -358,7 +358,9 @@ def test_a_chapters_claims_table_has_one_line_per_claim():
         "fig3b": glue_claim(
             "fig3b", "3 of 4 runs escaped", True, CPU, counts=(("", 3, 4),)
         ),
-        "appd_untied": glue_claim("appd_untied", "untied: ...", False, CPU, counts=parts),
+        "appd_untied": glue_claim(
+            "appd_untied", "untied: ...", False, CPU, counts=parts
+        ),
     }
     table = claims_table(verdicts)
     assert table.startswith("```{list-table}") and table.endswith("```")

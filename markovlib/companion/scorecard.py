@@ -1,12 +1,13 @@
 """The reproduction scorecard: one row per claim of the paper (and of this book), its
 verdict by one rule.
 
-A chapter checks each of its claims at the scale it ran and calls :func:`glue_claim` with
-the number it measured (already formatted, as the chapter prints it) and whether the
-claim's check held. ``glue_claim`` glues ``sc_<id>_value`` and ``sc_<id>_verdict``; the
-scorecard page (``book/scorecard.md``, written by :func:`page` and kept in sync by a
-test) pastes both from the chapter, so the page never types a number and building the
-book at another scale changes numbers and verdicts by itself.
+A chapter checks each of its claims at the scale it ran and calls :func:`glue_claim`
+with the number it measured (already formatted, as the chapter prints it) and whether
+the claim's check held. ``glue_claim`` glues ``sc_<id>_value`` and
+``sc_<id>_verdict``; the scorecard page (``book/scorecard.md``, written by
+:func:`page` and kept in sync by a test) pastes both from the chapter, so the page
+never types a number and building the book at another scale changes numbers and
+verdicts by itself.
 
 The rule: :mod:`markovlib.companion.verdicts` (stated on the page); the rows of the
 paper edition computed from the shipped data: :mod:`markovlib.companion.computed`.
@@ -209,7 +210,8 @@ def claims_table(verdicts: dict[str, str], chain=None) -> str:
     """A chapter's claims as a MyST table, one line each (issue 49): the verdict as a
     badge, the claim (asked of ``chain``, (p, q), where the paper's is another) and
     the runs it read, runs k of n (or the value), the 95 % interval of their share;
-    the setting and the whole measurement one click away, as :func:`glue_claim` had them."""
+    the setting and the whole measurement one click away, as :func:`glue_claim` had
+    them."""
     lines = [
         "```{list-table}",
         ":header-rows: 1",
@@ -268,14 +270,16 @@ def _whose(c: Claim, r: Glued | None) -> str:
 def glue_claims(
     measured: dict, scale, *, applicable: bool = True, missing: str = "not shipped yet"
 ) -> dict[str, str]:
-    """:func:`glue_claim` each claim id's :class:`~markovlib.companion.measures.Measure`
-    (None: its
-    runs are not shipped yet, so ``missing`` and not tested); return the verdicts."""
+    """:func:`glue_claim` each claim id's
+    :class:`~markovlib.companion.measures.Measure` (None: its runs are not shipped yet,
+    so ``missing`` and not tested); return the verdicts."""
     verdicts = {}
     for cid, m in measured.items():
         value, ok, at = (missing, False, None) if m is None else (m.value, m.ok, scale)
         counts = () if m is None else m.counts
-        verdicts[cid] = glue_claim(cid, value, ok, at, applicable=applicable, counts=counts)
+        verdicts[cid] = glue_claim(
+            cid, value, ok, at, applicable=applicable, counts=counts
+        )
     return verdicts
 
 
