@@ -11,13 +11,14 @@ import pandas as pd
 
 from markovlib.chains import binary
 from markovlib.companion.records import RunRecord
+from markovlib.train import TrainConfig
 
 
 def record(p, q, kernel, seed=0):
     """A run on (p, q) whose learnt kernel is ``kernel``."""
     chain = binary(p, q)
     history = pd.DataFrame({"step": [0, 10], "test_loss": [0.7, 0.6]})
-    spec = SimpleNamespace(chain={"p": p, "q": q}, seed=seed)
+    spec = SimpleNamespace(chain={"p": p, "q": q}, seed=seed, train=TrainConfig())
     return RunRecord(chain, np.asarray(kernel, dtype=float), history, spec)
 
 
