@@ -18,7 +18,8 @@ def record(p, q, kernel, seed=0):
     """A run on (p, q) whose learnt kernel is ``kernel``."""
     chain = binary(p, q)
     history = pd.DataFrame({"step": [0, 10], "test_loss": [0.7, 0.6]})
-    spec = SimpleNamespace(chain={"p": p, "q": q}, seed=seed, train=TrainConfig())
+    train = TrainConfig(steps=10, batch_size=16, seq_len=1024)
+    spec = SimpleNamespace(chain={"p": p, "q": q}, seed=seed, train=train)
     return RunRecord(chain, np.asarray(kernel, dtype=float), history, spec)
 
 
