@@ -8,9 +8,14 @@ and among many evaluations the first to dip below the band counts as leaving H(�
 below H(π) by the larger of :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the gap and
 the noise band: the one-sided normal quantile at :data:`LEAVE_BY_NOISE` / (its number of
 evaluations) of the test loss of θ_π, so a run at θ_π is counted as leaving by noise
-alone with probability at most 1 % (Bonferroni over its evaluations).
+alone with probability at most 1 % (Bonferroni over its evaluations). Where that band
+reaches :data:`~markovlib.analysis.ESCAPED_ABOVE` of the gap (near p + q = 1, or few
+test tokens), a test loss cannot tell θ_π from the chain: the band stops there and
+:attr:`BandedSurvival.resolved` is False; the learnt kernels still can.
 
-Outside :data:`markovlib.runs.derived.MATHS` on purpose: no derived value reads it.
+Outside :data:`markovlib.runs.derived.MATHS` on purpose: no derived value reads it,
+and :func:`markovlib.analysis.survival` is not given the band as a parameter because
+a change to ``analysis.py`` gives every shipped derived value a new key.
 """
 
 from __future__ import annotations
@@ -21,7 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .analysis import AT_UNIGRAM_BELOW, Survival, gap, loss_share, survival
+from .analysis import (
+    AT_UNIGRAM_BELOW,
+    ESCAPED_ABOVE,
+    Survival,
+    gap,
+    loss_share,
+    survival,
+)
 from .chains import MarkovChain
 
 __all__ = [
@@ -29,6 +41,7 @@ __all__ = [
     "unigram_loss_sd",
     "noise_share",
     "eval_tokens",
+    "leave_share",
     "BandedSurvival",
     "banded_survival",
 ]
@@ -70,12 +83,25 @@ def eval_tokens(train_config) -> int:
     return int(t.eval_batches * t.batch_size * t.seq_len)
 
 
+def leave_share(chain, tokens: int, evaluations: int) -> float:
+    """The share of the gap at which a run leaves H(π): the larger of 10 % and
+    :func:`noise_share`, at most :data:`~markovlib.analysis.ESCAPED_ABOVE`."""
+    band = noise_share(chain, tokens, evaluations)
+    return min(max(AT_UNIGRAM_BELOW, band), ESCAPED_ABOVE)
+
+
 @dataclass(frozen=True)
 class BandedSurvival(Survival):
     """:class:`~markovlib.analysis.Survival` with the share of the gap at which a run
-    leaves H(π): the larger of 10 % and the noise band."""
+    leaves H(π) (:func:`leave_share`) and the noise band itself."""
 
     leave_at: float = AT_UNIGRAM_BELOW
+    noise: float = 0.0  # :func:`noise_share`
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the test loss can tell θ_π from the chain (noise below 0.9)."""
+        return self.noise < ESCAPED_ABOVE
 
 
 def banded_survival(
@@ -86,7 +112,7 @@ def banded_survival(
     reaches the larger of 10 % and :func:`noise_share`."""
     plain = survival(chain, histories)  # the steps and the escapes
     n = len(plain.steps)
-    leave_at = max(AT_UNIGRAM_BELOW, noise_share(chain, tokens, n))
+    leave_at, noise = leave_share(chain, tokens, n), noise_share(chain, tokens, n)
     shares = np.stack(
         [
             loss_share(chain, h.dropna(subset=["test_loss"])["test_loss"].to_numpy())[
@@ -96,4 +122,6 @@ def banded_survival(
         ]
     )
     left = np.maximum.accumulate(shares >= leave_at, axis=1)
-    return BandedSurvival(plain.steps, 1.0 - left.mean(0), plain.escapes, leave_at)
+    return BandedSurvival(
+        plain.steps, 1.0 - left.mean(0), plain.escapes, leave_at, noise
+    )

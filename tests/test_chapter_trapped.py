@@ -116,3 +116,19 @@ def test_crossover_lines_print_no_negative_zero():
     lines = crossover_lines(cross).splitlines()
     assert lines[0].endswith("share of the gap at the end 0, 0.012")
     assert lines[1].startswith("adamw    from standard init") and "0.988, 1" in lines[1]
+
+
+def test_leave_text_says_when_the_test_loss_cannot_resolve_the_chain():
+    """Issue 70: the page states where its curves count a run as leaving H(π), and
+    near p + q = 1 that a sampled test loss cannot tell θ_π from the chain."""
+    from markovlib import noise
+
+    steps = np.arange(0, 400, 10)
+    flat = pd.DataFrame({"step": steps, "test_loss": np.full(40, 0.6)})
+    tokens = 4 * 16 * 256
+    wide = noise.banded_survival(binary(0.3, 0.9), [flat], tokens)
+    assert chapters.trapped.leave_text({"a": wide}) == f"{wide.leave_at:.2f}"
+    assert 0.4 < wide.leave_at < 0.5
+    lost = noise.banded_survival(binary(0.52, 0.5), [flat], tokens)
+    text = chapters.trapped.leave_text({"a": wide, "b": lost})
+    assert text.startswith("0.90 (the noise") and "cannot tell" in text

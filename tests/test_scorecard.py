@@ -406,6 +406,19 @@ def test_a_claim_about_the_papers_chain_is_asked_of_the_readers(monkeypatch):
     assert "Your 6 runs on (0.3, 0.9), trained at the cpu scale" in mine
     assert "length 256 (the authors' 1024)" in mine
     assert "paper edition's shipped runs" in grid and "asked of" not in grid
+    # the paper's label stays the paper's in a control of this book's; an exact row
+    # names no chain (Thm 2 on Fig 4's grid is not computed on the page's chain)
+    source = scorecard.claim_title(claims.claim("layer_norm"), (0.3, 0.9))[1]
+    assert source.startswith("the paper's Sec. 2 on (0.5, 0.8), asked of")
+    scorecard.glue_claim("thm2_grid", "10 chains", True, S)
+    glued = scorecard._GLUED["thm2_grid"]
+    assert scorecard.runs_read(claims.claim("thm2_grid"), glued, (0.3, 0.9)) == (
+        "Computed exactly, no training."
+    )
+    scorecard.glue_claim("fig3a", "1 of 1", True, S, counts=(("at H(π)", 1, 1),))
+    assert "Your 1 run on" in scorecard.runs_read(
+        claims.claim("fig3a"), scorecard._GLUED["fig3a"], (0.3, 0.9)
+    )
     theirs = claims_table(verdicts, chain=(0.5, 0.8))
     assert "Fig 3(a): tied runs stay at H(π) on (0.5, 0.8) (paper)" in theirs
     values = {"fig3a": "6 of 6 at H(π)"}

@@ -159,7 +159,8 @@ def claim_title(c: Claim, chain=None) -> tuple[str, str]:
     if not asked_elsewhere(c, chain):
         return c.claim, c.source
     owner = {"paper": "the paper's", "this book": "this book's"}.get(c.source)
-    whose = f"{owner or c.source + chr(39) + 's'} {c.label or 'claim'}"
+    # a label (Fig 3(a), Sec. 2) is the paper's, also in a control of this book's
+    whose = f"the paper's {c.label}" if c.label else f"{owner or c.source} claim"
     return c.asked_of(*chain), (
         f"{whose} on {chain_text(*c.chain)}, asked of this page's chain; "
         f"{prediction(*chain)}"
@@ -187,16 +188,16 @@ def runs_read(c: Claim, r: Glued, chain=None) -> str:
     """Which runs a row judged (issue 70): this page's (chain, scale, count), the
     paper edition's shipped ones, or none; and how they differ from the authors' where
     that leaves the claim an observation."""
-    on = f" on {chain_text(*chain)}" if chain else ""
-    if r.scale is None:
+    on, whose = f" on {chain_text(*chain)}" if chain else "", _whose(c, r)
+    if whose == "none":
         read = "No runs read: not tested"
-    elif c.exact:
-        read = f"Computed exactly{on}"
-    elif r.scale.name == "paper":
+    elif whose == "exact":  # on the page's chain, or on the chains its setting names
+        read = "Computed exactly, no training"
+    elif whose == "shipped":
         read = "Read from the paper edition's shipped runs"
     else:
         n = max((n for _, _, n in r.counts), default=0)
-        runs = f"{n} runs" if n else "runs"
+        runs = f"{n} run{'s' * (n != 1)}" if n else "runs"
         read = f"Your {runs}{on}, trained at the {r.scale.name} scale"
     if r.unlike and r.verdict == NOT_TESTED:
         read += (
@@ -259,12 +260,14 @@ def claims_report(
 
 
 def _whose(c: Claim, r: Glued | None) -> str:
-    """The runs a row read, in a word: yours, shipped, exact or none."""
+    """The runs a row read, in a word: yours, shipped, exact or none. At ``paper`` a
+    chapter reads the shipped runs of a claim that has shipped groups; every other
+    trained row ran here (a reader's scale, or a chapter that computes its own)."""
     if r is None or r.scale is None:
         return "none"
     if c.exact:
         return "exact"
-    return "shipped" if r.scale.name == "paper" else "yours"
+    return "shipped" if r.scale.name == "paper" and c.groups else "yours"
 
 
 def glue_claims(

@@ -29,6 +29,7 @@ __all__ = [
     "crossover_text",
     "crossover_lines",
     "plateau_ends",
+    "leave_text",
 ]
 
 
@@ -110,3 +111,19 @@ def plateau_ends(records: Sequence[RunRecord]) -> pd.DataFrame:
         distance = r.spec.chain["p"] + r.spec.chain["q"] - 1
         rows.append((distance, np.nan if first is None else float(first), r.steps))
     return pd.DataFrame(rows, columns=["above_line", "escape", "steps"])
+
+
+def leave_text(curves: dict) -> str:
+    """Where the survival curves count a run as leaving H(π) (the largest
+    :attr:`~markovlib.noise.BandedSurvival.leave_at` of ``curves``), and whether their
+    test losses can tell θ_π from the chain at all (issue 70)."""
+    if not curves:
+        return "0.1"
+    at = max(s.leave_at for s in curves.values())
+    noise = max(s.noise for s in curves.values())
+    if all(s.resolved for s in curves.values()):
+        return f"{at:.2f}"
+    return (
+        f"{at:.2f} (the noise of a sampled test loss spans {noise:.2g} times the gap "
+        "here: the curves cannot tell θ_π from the chain; the counts can)"
+    )

@@ -9,10 +9,11 @@ import numpy as np
 
 from ...analysis import (
     AT_UNIGRAM,
-    AT_UNIGRAM_BELOW,
     CLAIM_SHARE,
     ESCAPED,
+    loss_share,
 )
+from ...noise import eval_tokens, leave_share
 from ..records import RunRecord
 from .counts import Measure, _n, trap_count
 
@@ -143,16 +144,17 @@ PLATEAU_STEPS = 50  # Sec. 4.4's plateau: at least this many iterations at H(π)
 
 def plateau_steps(record: RunRecord) -> int | None:
     """Iterations a run sat at H(π) before leaving it: from its first evaluation within
-    :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the gap of H(π) to its first
-    evaluation above that (None: it never came within it)."""
-    h = record.history
-    unigram, rate = record.chain.unigram_entropy(), record.chain.entropy_rate()
-    share = (unigram - h["test_loss"].to_numpy()) / (unigram - rate)
+    :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the gap of H(π) (or the test loss's
+    noise band, :func:`~markovlib.noise.leave_share`) to its first evaluation above
+    that (None: it never came within it)."""
+    h = record.history.dropna(subset=["test_loss"])
+    share = loss_share(record.chain, h["test_loss"].to_numpy())
     steps = h["step"].to_numpy()
-    near = np.flatnonzero(np.abs(share) < AT_UNIGRAM_BELOW)
+    band = leave_share(record.chain, eval_tokens(record.spec.train), len(steps))
+    near = np.flatnonzero(np.abs(share) < band)
     if not len(near):
         return None
-    left = np.flatnonzero((share >= AT_UNIGRAM_BELOW) & (steps > steps[near[0]]))
+    left = np.flatnonzero((share >= band) & (steps > steps[near[0]]))
     end = steps[left[0]] if len(left) else steps[-1]
     return int(end - steps[near[0]])
 
