@@ -758,8 +758,12 @@ def cmd_book(args) -> int:
     out = _book_out(args, root)
     sources = sorted((root / "book").glob("*.ipynb"))
     params = _chapter_parameters(args, sources)
-    _workers_for_kernels(_check_environment(args, "book"))  # the chapters read them
+    workers = _check_environment(args, "book")
     args.jobs = capped_processes(args.jobs, "--jobs", "markovlib book")
+    # every chapter's sweeps: --jobs × $MARKOVLIB_WORKERS training processes in all
+    what, total = f"--jobs {args.jobs} × ${WORKERS_VAR}", args.jobs * workers
+    total = capped_processes(total, what, "markovlib book")
+    _workers_for_kernels(max(1, total // args.jobs))  # the chapters read them
     _check_room(out)
     fd = _claim_edition(out)
     saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None

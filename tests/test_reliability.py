@@ -1684,3 +1684,31 @@ def test_verify_says_what_it_checked_and_how():
     assert "stored fields" not in only and "(to the end)" in only
     none = _verified(SimpleNamespace(retrain_only=False, quick=False, sample=0), 0)
     assert "no run re-trained" in none and "recomputed" not in none
+
+
+def test_book_caps_jobs_times_workers(tmp_path, monkeypatch, capsys):
+    """Issue 71 (review): `markovlib book --jobs 2` with MARKOVLIB_WORKERS=2 started 4
+    training processes on 2 CPUs: each chapter's kernel ran 2 sweep workers. The
+    product is capped, in one line, and the kernels get what is left of it."""
+    import markovlib.cli as cli_module
+    from markovlib.runs import executors
+
+    seen = {}
+
+    def build(args, root, out, params):
+        seen.update(jobs=args.jobs, workers=os.environ["MARKOVLIB_WORKERS"])
+        return 0
+
+    monkeypatch.setattr(cli_module, "_build_book", build)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(executors, "memory_available", lambda: None)
+    monkeypatch.setenv("MARKOVLIB_WORKERS", "2")
+    out = tmp_path / "edition"
+    args = ["book", "--p", "0.3", "--q", "0.9", "--jobs", "2", "--scale", "smoke"]
+    args += ["--out", str(out)]
+    assert cli_module.main(args) == 0
+    assert seen == {"jobs": 2, "workers": "1"}
+    assert (
+        "markovlib book: --jobs 2 × $MARKOVLIB_WORKERS 4 capped at the 2 CPUs here"
+        in capsys.readouterr().err.splitlines()
+    )
