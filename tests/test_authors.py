@@ -19,6 +19,7 @@ from markovlib.companion.figures import trapped as trapped_figures
 from markovlib.companion.records import RunRecord, record_of
 from markovlib.presets import AUTHORS, authors, resolve
 from markovlib.runs import experiments
+from markovlib.train import TrainConfig
 
 PAPER_EDITION = dict(experiments.paper_edition())
 
@@ -470,7 +471,8 @@ def test_plateau_then_drop_counts_the_iterations_at_h_pi_before_the_drop():
 
     def run(shares, seed):
         loss = [unigram - s * (unigram - rate) for s in shares]
-        spec = SimpleNamespace(chain={"p": 0.5, "q": 0.8}, seed=seed)
+        train = TrainConfig(steps=90, batch_size=16, seq_len=512)  # Fig 1's runs
+        spec = SimpleNamespace(chain={"p": 0.5, "q": 0.8}, seed=seed, train=train)
         history = pd.DataFrame({"step": [0, 10, 20, 80, 90], "test_loss": loss})
         return RunRecord(chain, chain.P, history, spec)
 
