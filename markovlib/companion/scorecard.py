@@ -137,7 +137,7 @@ def _claim_cell(
     body = "\n\n".join(f"    {text}" for text in paragraphs).split("\n")
     under = ["", f"    *{as_maths(read)}*"] if read else []
     return [
-        f"  - {paper_figures(as_maths(claim_text))} ({source})",
+        f"  - {paper_figures(as_maths(claim_text))} ({as_maths(source)})",
         *under,
         "",
         f"    :::{{dropdown}} {title}",
