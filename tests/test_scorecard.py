@@ -402,7 +402,7 @@ def test_a_claim_about_the_papers_chain_is_asked_of_the_readers(monkeypatch):
         in mine
     )
     assert "(0.5, 0.8), GPT-2" in mine  # the paper's setting, in the dropdown
-    assert "Thm 2 makes θ_π a local minimum" in mine and "p + q = 1.2 > 1" in mine
+    assert r"Thm 2 makes $\theta_\pi$ a local minimum" in mine and "1.2 > 1" in mine
     assert "Your 6 runs on (0.3, 0.9), trained at the cpu scale" in mine
     assert "length 256 (the authors' 1024)" in mine
     assert "paper edition's shipped runs" in grid and "asked of" not in grid
