@@ -125,5 +125,6 @@ def leave_text(curves: dict) -> str:
         return f"{at:.2f}"
     return (
         f"{at:.2f} (the noise of a sampled test loss spans {noise:.2g} times the gap "
-        "here: the curves cannot tell θ_π from the chain; the counts can)"
+        "here: the curves cannot tell a run at H(π) from one that learnt the chain; "
+        "the counts can)"
     )
