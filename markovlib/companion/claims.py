@@ -357,6 +357,33 @@ CLAIMS: tuple[Claim, ...] = (
         uses=("weights_of",),
         authors="fig1",
     ),
+    *(
+        Claim(
+            f"thesis_fig1_stays_{tag}",
+            "depth",
+            "this book",
+            f"Fig 1's trapped single-layer runs stay at H(π) when training goes on in "
+            f"{words}",
+            "(0.5, 0.8), GPT-2, tied, depth 1; every run at H(π) of Fig 1's 32 (fp16 "
+            "without a loss scale, the authors' 500 iterations), trained again from its "
+            "final weights for that budget, a new schedule",
+            "continued runs still at H(π)",
+            "sec-depth-thesis",
+            rule=thesis.stays_trapped,
+            reads={
+                "by_source": {
+                    "depth-fig1-fp16-L1": f"continue-depth-fig1-fp16-L1-{precision}"
+                }
+            },
+            given={"precision": precision},
+            authors="fig1",
+            stays=True,
+        )
+        for tag, precision, words in (
+            ("fp32", "fp32", "float32"),
+            ("scaled", "fp16-scaled", "fp16 with a loss scale"),
+        )
+    ),
     Claim(
         "thesis_fig3a",
         "trapped",

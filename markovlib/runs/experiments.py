@@ -546,13 +546,15 @@ TRAPPED_SEEDS = {
     + (19, 21, 22, 24, 25, 26, 27, 29, 31),
     "trap400-gpt2-tied-fp32": (9, 19, 24),
 }
-# the trapped chapter's sources, whose trapped runs are trained on (Fig 1's are in
-# the depth chapter: their curvature is measured, their training not continued)
+# the trapped chapter's sources, whose trapped runs are trained on
 CONTINUED = (
     "trap400-gpt2-tied-fp16",
     "trap400-theory-tied-fp32",
     "trap400-gpt2-tied-fp32",
 )
+# the depth chapter's: Fig 1's single layer, continued after every group above (its
+# groups and rule, thesis_fig1_stays_*, written on 2026-11-28 before any of its runs)
+CONTINUED_FIG1 = ("depth-fig1-fp16-L1",)
 # each source's training continued in float32 and in fp16 with the 2^16 loss scale
 CONTINUE_PRECISIONS = ("fp32", "fp16-scaled")
 CONTINUE_SEED = 10_000  # a continued run's batches: seed source + 10 000 (fresh ones)
@@ -566,27 +568,36 @@ def continuations(sources: list[RunSpec], precision: str) -> list[RunSpec]:
 
 def _thesis_groups(groups, tr: Scale) -> list[tuple[str, list[RunSpec]]]:
     """The trapped chapter's trapped runs (:data:`CONTINUED`) continued in float32, the
-    layer-norm control, then the continuations in fp16 with a loss scale: a group per
-    precision and source ("continue-<source>-<precision>")."""
-    by_name = dict(groups)
+    layer-norm control, the continuations in fp16 with a loss scale, then Fig 1's
+    (:data:`CONTINUED_FIG1`) in each: a group per precision and source
+    ("continue-<source>-<precision>")."""
     out = []
     for precision in CONTINUE_PRECISIONS:
-        for name in CONTINUED:
-            sources = [s for s in by_name[name] if s.seed in TRAPPED_SEEDS[name]]
-            assert len(sources) == len(TRAPPED_SEEDS[name]), name
-            out.append(
-                (f"continue-{name}-{precision}", continuations(sources, precision))
-            )
+        out += _continued_groups(groups, CONTINUED, precision)
         if precision == "fp32":
             out.append(
                 ("trap400-theory-ln-tied-fp32", layer_norm_control(0.5, 0.8, tr))
             )
+    for precision in CONTINUE_PRECISIONS:
+        out += _continued_groups(groups, CONTINUED_FIG1, precision)
+    return out
+
+
+def _continued_groups(groups, names, precision) -> list[tuple[str, list[RunSpec]]]:
+    """The trapped runs (:data:`TRAPPED_SEEDS`) of each source group in ``names``
+    continued in ``precision``: a group "continue-<source>-<precision>" each."""
+    by_name, out = dict(groups), []
+    for name in names:
+        sources = [s for s in by_name[name] if s.seed in TRAPPED_SEEDS[name]]
+        assert len(sources) == len(TRAPPED_SEEDS[name]), name
+        out.append((f"continue-{name}-{precision}", continuations(sources, precision)))
     return out
 
 
 __all__ += [
     "layer_norm_control",
     "CONTINUED",
+    "CONTINUED_FIG1",
     "TRAPPED_SEEDS",
     "CONTINUE_PRECISIONS",
     "CONTINUE_SEED",
