@@ -1,0 +1,670 @@
+"""Every claim of the paper (and of the poster) that a reader could test, and the
+scorecard row that judges it or why none can (issue 67): one :class:`Entry` per
+sentence, in the paper's order, kept beside :data:`~markovlib.companion.claims.CLAIMS`.
+
+An entry names the rows that judge it *exactly* (the row's title is the entry's claim),
+those that judge it *in part* (a narrower, wider or pooled claim, or this book's test
+at its own settings) and this book's controls of it. :func:`problems` is the rule the
+test holds the two tables to: every row of the paper's or the poster's names an entry,
+every entry has a row or a reason. :func:`page` renders the book's page
+(``python -m markovlib.companion.inventory`` writes ``book/claims_inventory.md``).
+
+The words quoted are those of the text this book works from (the repository's summary
+of the paper); ``quoted`` marks the paper's own words, which that text puts in quotation
+marks, and ``summary`` the summary's words for a claim it does not quote."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .claims import CLAIMS, Claim, paper_figures
+
+__all__ = ["Entry", "ENTRIES", "problems", "counts", "page", "write_page", "PAGE"]
+
+PAGE = Path("book") / "claims_inventory.md"
+QUOTED, SUMMARY, ROW = "quoted", "summary", "row"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One testable claim of the paper or the poster, and where the book checks it."""
+
+    id: str
+    section: str  # where the paper (or the poster) says it: "Sec. 4.2", "Fig 3(a)"
+    claim: str  # the claim in one line, as this book states it
+    quote: str  # a short exact quote of the text this book works from
+    # QUOTED: the paper's own words; SUMMARY: the summary's words for the claim;
+    # ROW: words the text at hand lacks, as the book's row and chapter quote them
+    words: str = QUOTED
+    exact: tuple[str, ...] = ()  # rows whose title is this claim
+    part: tuple[str, ...] = ()  # rows that judge a part, or a pooled or wider claim
+    controls: tuple[str, ...] = ()  # this book's rows beside it
+    reason: str = ""  # why no row judges it (or what the rows in part leave)
+
+    @property
+    def judged(self) -> str:
+        """'exactly', 'in part' or 'not judged'."""
+        return "exactly" if self.exact else "in part" if self.part else "not judged"
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """Every row the entry names: exact, in part and controls."""
+        return (*self.exact, *self.part, *self.controls)
+
+
+_APPD = ("appd_untied", "appd_gpt2")
+_THESIS = ("thesis_theory_hessian",)
+_THESIS += ("thesis_stays_fp32", "thesis_stays_scaled")
+_THESIS += ("thesis_theory",)
+_TEXTBOOK = (
+    "a textbook fact about the chain, not a result of the paper: the unit tests of "
+    "`markovlib.chains` check it (`tests/test_chains.py`), no scorecard row"
+)
+_PRIOR = (
+    "prior work the paper builds on, not its result: this book measures the loss "
+    "the models reach, not whether an induction head forms"
+)
+
+ENTRIES: tuple[Entry, ...] = (
+    Entry(
+        "abstract_induction",
+        "Abstract",
+        "deeper transformers form an induction head that estimates the in-context "
+        "bigram law",
+        "consistently develop an induction head mechanism to estimate the in-context "
+        "bigram conditional distribution",
+        reason=_PRIOR,
+    ),
+    Entry(
+        "abstract_single_layer",
+        "Abstract",
+        "a single layer cannot form an induction head",
+        "single layers cannot form one",
+        SUMMARY,
+        reason=_PRIOR,
+    ),
+    Entry(
+        "below_line",
+        "Sec. 1, Sec. 4.2",
+        "for p + q < 1 training reaches H_rate, tied or untied",
+        "irrespective of the weight tying",
+        exact=("below_line",),
+    ),
+    Entry(
+        "depth_init",
+        "Sec. 1",
+        "deeper models converge regardless of the initialisation",
+        "regardless of initialization",
+        ROW,
+        exact=("depth_init",),
+    ),
+    Entry(
+        "layer_norm",
+        "Sec. 2",
+        "leaving out the layer norm changes little in the paper's settings",
+        "We omit the layer norm since its influence is marginal in the settings we "
+        "consider",
+        part=("layer_norm",),
+        reason="the paper publishes no experiment of it: the row is this book's test "
+        "on the theory model's traps, in float32, so it is labelled this book's",
+    ),
+    Entry(
+        "all_rank_one",
+        "Sec. 3.1",
+        "the learnt weight matrices are all near rank one",
+        "the weight matrices are all approximately rank-one",
+        part=("appd_rank",),
+        reason="`appd_rank` counts every weight matrix in its measurement, but its "
+        "title is App. D's narrower claim (W₁ and W₂); no row has this title yet",
+    ),
+    Entry(
+        "thm1",
+        "Thm 1",
+        "for every (p, q), tied or untied, a parameter θ* makes f the Markov kernel "
+        "with loss H_rate and zero gradient: a global minimum",
+        "there is theta* with f = the Markov kernel, loss = H_rate, gradient 0",
+        SUMMARY,
+        exact=("thm1",),
+    ),
+    Entry(
+        "thm1_above_line",
+        "App. B.2",
+        "for p + q > 1 the tied construction sends the input through the ReLU "
+        "feed-forward, so that the gain on the input can be negative",
+        "For p+q > 1 the tied proof routes the input through the ReLU FF",
+        SUMMARY,
+        part=("thm1",),
+        reason="`thm1` checks the constructions at (0.5, 0.8), where p + q > 1; its "
+        "title is Thm 1 as a whole, not this step of its proof",
+    ),
+    Entry(
+        "thm2_minimum",
+        "Thm 2 (i)",
+        "tied, p + q > 1: θ_π is a local minimum; the Hessian has a positive definite "
+        "(e, b) block and zeros elsewhere",
+        "the Hessian is block-diagonal with a positive definite block on the (e, b) "
+        "parameters and zeros elsewhere: a bad local minimum (i)",
+        SUMMARY,
+        exact=("thm2", "thm2_grid"),
+    ),
+    Entry(
+        "thm2_point",
+        "Thm 2 (ii)–(iv)",
+        "at θ_π the prediction is π₁ whatever the input, the loss is H(π) and the "
+        "gradient is zero",
+        "Then f = pi_1 everywhere, loss = H(pi), gradient 0 (parts ii-iv)",
+        SUMMARY,
+        exact=("thm2_grid",),
+        part=("thm2",),
+    ),
+    Entry(
+        "thm3",
+        "Thm 3",
+        "untied, p + q > 1: the same point θ_π is a saddle",
+        "the same point is a saddle (Hessian indefinite)",
+        SUMMARY,
+        exact=("thm3",),
+    ),
+    Entry(
+        "thm3_escape",
+        "Thm 3",
+        "untied runs escape θ_π and reach H_rate",
+        "Escapable.",
+        SUMMARY,
+        exact=("untied_escape",),
+        controls=("untied_escape_fp32",),
+    ),
+    Entry(
+        "thm3_point",
+        "App. B.5",
+        "untied, θ_π has f = π₁, loss H(π) and zero gradient too (Thm 3 (ii)–(iv))",
+        "also satisfies (ii)-(iv) untied",
+        SUMMARY,
+        exact=("thm3_point",),
+    ),
+    Entry(
+        "below_minima",
+        "Sec. 4.1",
+        "for p + q < 1 local minima exist too, but the standard Gaussian "
+        "initialisation lies outside their basin",
+        "local minima also exist for p+q<1, however, the standard Gaussian "
+        "initialization around zero falls outside their basin of attraction",
+        exact=("below_minima",),
+    ),
+    Entry(
+        "bad_minimum",
+        "Sec. 4.1",
+        "at the bad minimum the output ignores the input: f = σ(b) = π₁",
+        "at the bad minimum the output ignores the input, f = sigma(b) = pi_1",
+        SUMMARY,
+        exact=("bad_minimum",),
+    ),
+    Entry(
+        "thesis",
+        "Sec. 4.2",
+        "the loss landscape (Thm 2's bad local minimum) explains why the single layer "
+        "of the paper's Fig 1 stays at H(π)",
+        "explains the phenomenon",
+        exact=("thesis_fig1",),
+        part=("thesis_fig3a",),
+        controls=_THESIS,
+    ),
+    Entry(
+        "k_state_trap",
+        "Sec. 4.3",
+        "k = 5, above the threshold: tied models stay at the unigram minimum, untied "
+        "ones reach the global minimum",
+        "tend to get stuck in local minima (unigram), whereas those without converge "
+        "to global minima",
+        part=("fig5",),
+        controls=("fig5_gpt2", "fig5_fp32"),
+        reason="`fig5` judges this half and the one below pooled in one row (issue 67 "
+        "splits it)",
+    ),
+    Entry(
+        "k_state_converge",
+        "Sec. 4.3",
+        "k = 5: tied and untied models converge even at p = 0.6, so the threshold "
+        "exceeds 0.5",
+        "even at p = 0.6",
+        part=("fig5",),
+        controls=("k_threshold",),
+        reason="`fig5` judges this half and the one above pooled in one row; the "
+        "paper leaves the threshold open, `k_threshold` computes it",
+    ),
+    Entry(
+        "depth_curvature",
+        "Sec. 4.4",
+        "more layers make the loss curvature at the bad local minima larger",
+        "positively affect the loss curvature at the bad local minima",
+        exact=("depth_curvature",),
+    ),
+    Entry(
+        "depth_factors",
+        "Sec. 4.4",
+        "depth ≥ 2 reaches H_rate regardless of weight tying and of the switching "
+        "factor",
+        "regardless of these factors",
+        exact=("depth_factors",),
+    ),
+    Entry(
+        "depth_plateau",
+        "Sec. 4.4",
+        "the deeper models reach H_rate after a plateau near H(π)",
+        "after a plateau near H(pi)",
+        SUMMARY,
+        exact=("depth_plateau",),
+    ),
+    Entry(
+        "higher_order",
+        "Sec. 4.4",
+        "the poster's 'depth does not help on higher-order chains' came from too few "
+        "iterations: given enough, deeper models learn them",
+        "it came from too few iterations",
+        SUMMARY,
+        part=("higher_order",),
+        reason="the row is this book's run of it, in float32 at its own sizes, not the "
+        "authors' 10 000-iteration runs",
+    ),
+    Entry(
+        "fig1",
+        "Fig 1",
+        "(0.5, 0.8), tied: the single layer stays at H(π); depths 2, 4 and 8 reach "
+        "H_rate",
+        "depths 1, 2, 4, 8, tied",
+        SUMMARY,
+        exact=("fig1",),
+        controls=("fig1_fp32",),
+    ),
+    Entry(
+        "fig1_lines",
+        "Fig 1",
+        "the reference lines of (0.5, 0.8): H(π) = 0.666 and H_rate = 0.619 nats",
+        "reference lines at H(pi)=0.666 and H_rate=0.619",
+        SUMMARY,
+        reason=_TEXTBOOK,
+    ),
+    Entry(
+        "fig3a",
+        "Fig 3(a)",
+        "(0.5, 0.8): tied runs stay at H(π)",
+        "test loss vs iteration, tied vs untied",
+        SUMMARY,
+        exact=("fig3a",),
+        controls=("fig3a_fp32", "trap_models", "precision"),
+    ),
+    Entry(
+        "fig3a_untied",
+        "Fig 3(a)",
+        "(0.5, 0.8): untied runs reach H_rate",
+        "test loss vs iteration, tied vs untied",
+        SUMMARY,
+        part=("untied_escape",),
+        reason="`untied_escape` judges every untied cell above the line of the paper's "
+        "Fig 4 grid, (0.5, 0.8) among them; no row has this figure's title",
+    ),
+    Entry(
+        "fig3b",
+        "Fig 3(b)",
+        "(0.2, 0.3): tied and untied runs reach H_rate",
+        "tied vs untied, (0.5, 0.8) and (0.2, 0.3), with both reference lines",
+        SUMMARY,
+        exact=("fig3b",),
+        controls=("fig3b_fp32",),
+    ),
+    Entry(
+        "fig3cd",
+        "Fig 3(c, d)",
+        "after a zero the prediction is near p at the global minimum and near π₁ at "
+        "the bad one",
+        "near p for the global minimum, near pi_1 for the bad one",
+        SUMMARY,
+        exact=("fig3c",),
+    ),
+    Entry(
+        "fig3c_untied",
+        "Fig 3(c)",
+        "an untied run at p + q > 1 predicts p after a zero",
+        "also shows an untied run at p+q > 1 predicting p",
+        SUMMARY,
+        exact=("fig3c_untied",),
+    ),
+    Entry(
+        "fig4",
+        "Fig 4",
+        "over the grid p, q ∈ {0.2, 0.4, 0.5, 0.6, 0.8}, tied runs with p + q > 1 "
+        "collapse to the marginal, untied ones do not",
+        "Tied runs with p+q>1 collapse to the marginal.",
+        SUMMARY,
+        exact=("fig4",),
+        controls=("fig4_3runs", "fig4_fp32"),
+    ),
+    Entry(
+        "fig5_drawn",
+        "Fig 5",
+        "as drawn, the tied curves at p = 0.9 end under a dotted 'Unigram loss' line "
+        "drawn below ln 5",
+        'under a dotted "Unigram loss" line drawn at 1.601',
+        SUMMARY,
+        exact=("fig5_figure",),
+    ),
+    *(
+        Entry(
+            f"appd_{prop}",
+            "App. D",
+            claim,
+            quote,
+            SUMMARY,
+            exact=(f"appd_{prop}",),
+            controls=_APPD,
+        )
+        for prop, claim, quote in (
+            (
+                "attention",
+                "at the learnt solution the attention contributes nothing",
+                "the attention contribution is negligible",
+            ),
+            (
+                "positions",
+                "the positional embeddings are constant in n",
+                "positional embeddings are constant in n",
+            ),
+            (
+                "direction",
+                "e, the positional embeddings and the feed-forward matrices share "
+                "one direction v",
+                "p_n ∝ v, e ∝ v",
+            ),
+            (
+                "rank",
+                "the feed-forward matrices W₁ and W₂ are near rank one",
+                "W_1 = w vᵀ and W_2 = v wᵀ are near rank",
+            ),
+            (
+                "formula",
+                "the learnt weights, put into the formula, predict p and 1 − q",
+                "plugging the learnt weights into the formula gives predicted "
+                "probabilities ~ p and 1-q",
+            ),
+        )
+    ),
+    Entry(
+        "poster_depth",
+        "Poster",
+        "on second-order chains depth does not help",
+        "depth doesn't help",
+        controls=("higher_order",),
+        reason="withdrawn by the ICLR text (Sec. 4.4): the `higher_order` row checks "
+        "the withdrawal instead",
+    ),
+    Entry(
+        "poster_masking",
+        "Poster",
+        "on second-order chains masking (an attention window) helps",
+        "masking helps",
+        part=("poster_masking",),
+        reason="no setting published: the row runs at this book's settings, so it is "
+        "labelled this book's",
+    ),
+    Entry(
+        "stationary",
+        "Setting",
+        "the chain's stationary law is π = (q, p)/(p + q)",
+        "Stationary law pi = (q, p)/(p+q)",
+        SUMMARY,
+        reason=_TEXTBOOK,
+    ),
+    Entry(
+        "gap",
+        "Setting",
+        "the gap H(π) − H_rate is the mutual information of two neighbours, zero "
+        "exactly when p + q = 1",
+        "Gap H(pi) - H_rate = I(x_n; x_{n+1}) = 0 iff p+q = 1",
+        SUMMARY,
+        reason=_TEXTBOOK,
+    ),
+    Entry(
+        "k_state_rates",
+        "Setting",
+        "the symmetric k-state chain has a uniform stationary law, H(π) = log k and "
+        "H_rate = −(1 − p) log(1 − p) − p log(p/(k − 1))",
+        "Stationary law uniform; H(pi) = log k",
+        SUMMARY,
+        reason=_TEXTBOOK,
+    ),
+)
+
+
+def _named(entries: Iterable[Entry], field: str) -> set[str]:
+    """The row ids the entries name in ``field`` ('exact', 'part', 'controls')."""
+    return {r for e in entries for r in getattr(e, field)}
+
+
+def problems(entries=ENTRIES, claims: Iterable[Claim] = CLAIMS) -> list[str]:
+    """What breaks the rule between the inventory and the scorecard's rows: a row of
+    the paper's or the poster's that names no entry, an entry with neither a row nor a
+    reason, a row name that is no row, a row judging a claim exactly whose source or
+    label is another's; empty when the two agree."""
+    rows = {c.id: c for c in claims}
+    judged = _named(entries, "exact") | _named(entries, "part")
+    out = [
+        f"row {c.id} ({c.source}) names no inventory entry"
+        for c in rows.values()
+        if c.source in ("paper", "poster") and c.id not in judged
+    ]
+    ids = [e.id for e in entries]
+    out += [f"entry id {i} twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    for e in entries:
+        out += [f"entry {e.id}: no row {r}" for r in e.rows if r not in rows]
+        if not e.exact and not e.reason:
+            out.append(f"entry {e.id}: judged {e.judged} and no reason given")
+        if e.words not in (QUOTED, SUMMARY, ROW):
+            out.append(f"entry {e.id}: words {e.words!r}")
+        for r in (r for r in e.exact if r in rows):
+            c = rows[r]
+            if c.source != "paper" or (c.label and c.label not in e.section):
+                out.append(
+                    f"entry {e.id}: row {r} ({c.source}, {c.label!r}) judges "
+                    "another's claim"
+                )
+        out += [
+            f"entry {e.id}: control {r} is the paper's"
+            for r in e.controls
+            if r in rows and rows[r].source == "paper"
+        ]
+    return out
+
+
+def counts(entries=ENTRIES) -> dict[str, int]:
+    """How many entries are judged exactly, in part and not at all."""
+    n = {"exactly": 0, "in part": 0, "not judged": 0}
+    for e in entries:
+        n[e.judged] += 1
+    return n
+
+
+def missing_quotes(text: str, entries=ENTRIES) -> list[str]:
+    """The entries whose quote (other than a ROW one) is not in ``text`` (the paper's
+    text at hand), compared with its white space collapsed."""
+    flat = " ".join(text.split())
+    return [
+        e.id
+        for e in entries
+        if e.words != ROW and " ".join(e.quote.split()) not in flat
+    ]
+
+
+# The summary's plain-text maths, typeset on the page (the data keep its words)
+_TYPESET = (
+    ("theta*", r"$\theta^*$"),
+    ("theta_pi", r"$\theta_\pi$"),
+    ("θ_π", r"$\theta_\pi$"),
+    ("H_rate", r"$H_{\rm rate}$"),
+    ("H(pi)", "H(π)"),
+    ("pi_1", r"$\pi_1$"),
+    ("sigma(b)", "σ(b)"),
+    ("I(x_n; x_{n+1})", r"$I(x_n; x_{n+1})$"),
+    ("p_n", "$p_n$"),
+    ("W_1", "$W_1$"),
+    ("W_2", "$W_2$"),
+    ("pi = ", "π = "),
+)
+
+
+def typeset(text: str) -> str:
+    """``text`` with its plain-text maths as MyST maths and its paper's figures named
+    as the paper's."""
+    for plain, maths in _TYPESET:
+        text = text.replace(plain, maths)
+    return paper_figures(text)
+
+
+def _row_link(row: str) -> str:
+    """A row as the page names it: its id and the chapter that measures it."""
+    chapter = {c.id: c.chapter for c in CLAIMS}[row]
+    return f"`{row}` in {{doc}}`{chapter}`"
+
+
+def _words(e: Entry) -> str:
+    """The entry's quote as the page shows it: the paper's words in quotation marks,
+    the summary's marked as such."""
+    text = typeset(e.quote)
+    if e.words == QUOTED:
+        return f"“{text}”"
+    if e.words == ROW:
+        return f"“{text}” (as this book's chapter quotes it; not in the summary)"
+    return f"*(summary)* {text}"
+
+
+def _where_checked(e: Entry) -> str:
+    """The last cell: the rows that judge the entry exactly or in part, or why none
+    can; this book's controls beside it."""
+    parts = []
+    if e.exact:
+        parts.append("**exactly:** " + "; ".join(map(_row_link, e.exact)))
+    if e.part:
+        parts.append("**in part:** " + "; ".join(map(_row_link, e.part)))
+    if e.reason:
+        parts.append(("" if e.rows else "**not judged:** ") + typeset(e.reason))
+    if e.controls:
+        controls = "; ".join(map(_row_link, e.controls))
+        parts.append(f"this book's control{'s' * (len(e.controls) > 1)}: {controls}")
+    return "\n\n    ".join(parts)
+
+
+def _table(entries) -> list[str]:
+    """The inventory as a MyST list-table, one row per entry."""
+    lines = [
+        "```{list-table}",
+        ":header-rows: 1",
+        ":widths: 12 30 28 30",
+        ":name: tab-claims-inventory",
+        "",
+        "* - Where",
+        "  - The claim",
+        "  - Its words",
+        "  - Where this book checks it",
+    ]
+    for e in entries:
+        lines += [
+            f"* - {typeset(e.section)}",
+            f"  - {typeset(e.claim)}",
+            f"  - {_words(e)}",
+            f"  - {_where_checked(e)}",
+        ]
+    return [*lines, "```"]
+
+
+def _other_rows(entries) -> list[str]:
+    """The scorecard's rows that judge no claim of the paper's: this book's controls
+    (with the entries they stand beside) and the related papers' claims."""
+    from .scorecard import as_maths  # the scorecard's maths for a row's title
+
+    beside = {}
+    for e in entries:
+        for r in e.controls + tuple(r for r in e.part if _source(r) != "paper"):
+            beside.setdefault(r, []).append(e.section)
+    lines = []
+    for c in CLAIMS:
+        if c.source in ("paper", "poster"):
+            continue
+        where = beside.get(c.id)
+        whose = (
+            paper_figures(f"a control beside {', '.join(dict.fromkeys(where))}")
+            if where
+            else ("this book's own finding" if c.source == "this book" else c.source)
+        )
+        lines.append(
+            f"- `{c.id}` ({whose}): {paper_figures(as_maths(c.claim))}; "
+            f"{{doc}}`{c.chapter}`"
+        )
+    return lines
+
+
+def _source(row: str) -> str:
+    return {c.id: c.source for c in CLAIMS}[row]
+
+
+PAGE_INTRO = """\
+# What the paper claims, and where this book checks it
+
+Every sentence of the paper (and of its poster) that asserts a result a reader could \
+test, in the
+paper's order: each part of a theorem, what each figure draws, what the text says \
+without a figure,
+the abstract's claims. Each names the {{doc}}`scorecard` row that judges it, or says \
+why no row can.
+A row judges a claim **exactly** when the row's title is that claim; **in part** when \
+the row
+judges a narrower, a wider or a pooled claim, or tests the claim at this book's own \
+settings where
+the paper publishes none. The verdicts are on the {{doc}}`scorecard`.
+
+**In short:** {n} claims: {exactly} judged exactly by a row, {part} in part, \
+{none} not judged (each
+with its reason).
+
+The words are quoted from the text this book works from, a summary of the paper: in \
+quotation marks
+where the summary quotes the paper, marked *(summary)* where it states the claim in \
+its own words
+(plain-text maths typeset). The inventory is data (`markovlib/companion/inventory.py`, \
+beside the
+scorecard's `markovlib/companion/claims.py`); a test fails when a row of the paper's \
+names no entry,
+or an entry has neither a row nor a reason.
+
+"""
+
+OTHERS = """
+## The scorecard's other rows
+
+This book's controls (the paper's claims at other settings: float32, more \
+iterations, another
+model) and its own findings, and the rows of the related papers' claims:
+
+"""
+
+
+def page(entries=ENTRIES) -> str:
+    """The inventory page (MyST): the counts, the table, the other rows."""
+    n = counts(entries)
+    intro = PAGE_INTRO.format(
+        n=len(entries),
+        exactly=n["exactly"],
+        part=n["in part"],
+        none=n["not judged"],
+    )
+    body = [*_table(entries), OTHERS.rstrip("\n"), "", *_other_rows(entries)]
+    return intro + "\n".join(body) + "\n"
+
+
+def write_page(path=PAGE, entries=ENTRIES) -> None:
+    """Write :func:`page` to ``path`` (from the repository root)."""
+    Path(path).write_text(page(entries), encoding="utf-8")
+
+
+if __name__ == "__main__":  # python -m markovlib.companion.inventory
+    write_page()

@@ -1,0 +1,99 @@
+"""markovlib.companion.inventory: every claim of the paper accounted for (issue 67),
+each row of the paper's naming an entry, each entry a row or a reason; the page in
+sync."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from markovlib.companion import claims, inventory
+
+ROOT = Path(__file__).resolve().parents[1]
+# the text this book works from (the steering checkout's shared/, beside the clone)
+PAPER_TEXT = ROOT.parent / "shared" / "PAPER.md"
+
+
+def _rule(path: Path):
+    """The browser check's pseudo-TeX rule, read as it reads it."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_row_of_the_paper_names_an_entry_and_every_entry_a_row_or_reason():
+    assert inventory.problems() == []
+    n = inventory.counts()
+    assert sum(n.values()) == len(inventory.ENTRIES)
+    assert n["exactly"] and n["in part"] and n["not judged"]
+
+
+PAPER_ROWS = [c for c in claims.CLAIMS if c.source in ("paper", "poster")]
+
+
+@pytest.mark.parametrize("row", PAPER_ROWS, ids=lambda c: c.id)
+def test_removing_a_rows_entry_fails_the_rule(row):
+    """The tampered inventory, without the entries that judge ``row``, breaks it."""
+    kept = [e for e in inventory.ENTRIES if row.id not in e.exact + e.part]
+    assert len(kept) < len(inventory.ENTRIES)
+    wanted = f"row {row.id} ({row.source}) names no inventory entry"
+    assert wanted in inventory.problems(kept)
+
+
+def _tampered(entry_id: str, **changes):
+    return [
+        dataclasses.replace(e, **changes) if e.id == entry_id else e
+        for e in inventory.ENTRIES
+    ]
+
+
+def test_an_entry_with_no_row_and_no_reason_fails_the_rule():
+    found = inventory.problems(_tampered("fig4", exact=(), controls=()))
+    assert "row fig4 (paper) names no inventory entry" in found
+    assert "entry fig4: judged not judged and no reason given" in found
+    found = inventory.problems(_tampered("layer_norm", reason=""))
+    assert found == ["entry layer_norm: judged in part and no reason given"]
+
+
+def test_a_row_that_is_not_the_claims_cannot_judge_it_exactly():
+    found = inventory.problems(_tampered("fig3a", exact=("fig3a", "precision")))
+    assert any("row precision (this book" in f for f in found)  # a control
+    found = inventory.problems(_tampered("fig4", exact=("fig4", "fig1")))
+    assert any("row fig1 (paper, 'Fig 1') judges another's" in f for f in found)
+    found = inventory.problems(_tampered("fig4", controls=("fig4_3runs", "fig1")))
+    assert found == ["entry fig4: control fig1 is the paper's"]
+    found = inventory.problems(_tampered("fig4", controls=("no_such_row",)))
+    assert found == ["entry fig4: no row no_such_row"]
+
+
+@pytest.mark.skipif(not PAPER_TEXT.is_file(), reason=f"no {PAPER_TEXT}")
+def test_every_quote_is_in_the_text_the_book_works_from():
+    assert inventory.missing_quotes(PAPER_TEXT.read_text(encoding="utf-8")) == []
+    assert inventory.missing_quotes("an unrelated text") != []
+
+
+def test_the_page_is_in_sync_in_the_toc_and_typeset():
+    text = (ROOT / inventory.PAGE).read_text(encoding="utf-8")
+    assert text == inventory.page(), "python -m markovlib.companion.inventory"
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    assert files[:2] == ["book/scorecard", "book/claims_inventory"]
+    assert text.startswith("# What the paper claims, and where this book checks it\n")
+    prose = re.sub(r"`[^`]*`", "", re.sub(r"\$[^$]*\$", "", text))
+    pseudo = _rule(ROOT / "markovlib" / "companion" / "pseudo_tex.py").PSEUDO_TEX
+    assert pseudo.findall(prose) == []
+    bare = [
+        m.start()
+        for m in re.finditer(r"\bFigs?\.? ?\d", prose)
+        if not prose[: m.start()].endswith("paper's ")
+    ]
+    assert bare == []
+    for e in inventory.ENTRIES:  # every row it names is on the page, by id
+        assert all(f"`{r}`" in text for r in e.rows)
+    assert all(f"`{c.id}`" in text for c in claims.CLAIMS)
