@@ -359,14 +359,14 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     *(
         Claim(
-            f"thesis_fig1_stays_{tag}",
+            f"fig1_stays_{tag}",
             "depth",
             "this book",
             f"Fig 1's trapped single-layer runs stay at H(π) when training goes on in "
             f"{words}",
             "(0.5, 0.8), GPT-2, tied, depth 1; every run at H(π) of Fig 1's 32 (fp16 "
-            "without a loss scale, the authors' 500 iterations), trained again from its "
-            "final weights for that budget, a new schedule",
+            "without a loss scale, the authors' 500 iterations), trained again from "
+            "its final weights for that budget, a new schedule",
             "continued runs still at H(π)",
             "sec-depth-thesis",
             rule=thesis.stays_trapped,

@@ -553,7 +553,7 @@ CONTINUED = (
     "trap400-gpt2-tied-fp32",
 )
 # the depth chapter's: Fig 1's single layer, continued after every group above (its
-# groups and rule, thesis_fig1_stays_*, written on 2026-11-28 before any of its runs)
+# groups and rule, fig1_stays_*, written on 2026-11-28 before any of its runs)
 CONTINUED_FIG1 = ("depth-fig1-fp16-L1",)
 # each source's training continued in float32 and in fp16 with the 2^16 loss scale
 CONTINUE_PRECISIONS = ("fp32", "fp16-scaled")
