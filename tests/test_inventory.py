@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import pickle
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 
-from markovlib.companion import claims, inventory
+from markovlib.companion import claims, computed, findings, inventory
 
 ROOT = Path(__file__).resolve().parents[1]
 # the text this book works from (the steering checkout's shared/, beside the clone)
@@ -78,6 +80,19 @@ def test_every_quote_is_in_the_text_the_book_works_from():
     assert inventory.missing_quotes("an unrelated text") != []
 
 
+def _not_typeset(text: str) -> list[str]:
+    """What the browser check would find in ``text``'s prose: pseudo-TeX, a figure
+    not named as the paper's."""
+    prose = re.sub(r"`[^`]*`", "", re.sub(r"\$[^$]*\$", "", text))
+    pseudo = _rule(ROOT / "markovlib" / "companion" / "pseudo_tex.py").PSEUDO_TEX
+    bare = [
+        prose[max(0, m.start() - 30) : m.end()]
+        for m in re.finditer(r"\bFigs?\.? ?\d", prose)
+        if not prose[: m.start()].endswith("paper's ")
+    ]
+    return pseudo.findall(prose) + bare
+
+
 def test_the_page_is_in_sync_in_the_toc_and_typeset():
     text = (ROOT / inventory.PAGE).read_text(encoding="utf-8")
     assert text == inventory.page(), "python -m markovlib.companion.inventory"
@@ -85,15 +100,53 @@ def test_the_page_is_in_sync_in_the_toc_and_typeset():
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
     assert files[:2] == ["book/scorecard", "book/claims_inventory"]
     assert text.startswith("# What the paper claims, and where this book checks it\n")
-    prose = re.sub(r"`[^`]*`", "", re.sub(r"\$[^$]*\$", "", text))
-    pseudo = _rule(ROOT / "markovlib" / "companion" / "pseudo_tex.py").PSEUDO_TEX
-    assert pseudo.findall(prose) == []
-    bare = [
-        m.start()
-        for m in re.finditer(r"\bFigs?\.? ?\d", prose)
-        if not prose[: m.start()].endswith("paper's ")
-    ]
-    assert bare == []
+    assert _not_typeset(text) == []
     for e in inventory.ENTRIES:  # every row it names is on the page, by id
         assert all(f"`{r}`" in text for r in e.rows)
     assert all(f"`{c.id}`" in text for c in claims.CLAIMS)
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory, worker_id):
+    """The paper edition's computed rows, once per test session (the file
+    tests/test_scorecard.py's fixture shares between pytest-xdist workers)."""
+    if worker_id == "master":
+        return computed.compute()
+    path = tmp_path_factory.getbasetemp().parent / "scorecard-rows.pickle"
+    with FileLock(f"{path}.lock"):
+        if not path.is_file():
+            path.write_bytes(pickle.dumps(computed.compute()))
+        return pickle.loads(path.read_bytes())
+
+
+def test_the_intro_opens_with_what_the_book_found_glued_from_the_rows(rows):
+    text = (ROOT / findings.INTRO).read_text(encoding="utf-8")
+    block = findings.block(rows)
+    assert block in text, "stale: python -m markovlib.companion.findings"
+    sections = re.findall(r"^## (.*)$", text, flags=re.M)
+    assert sections[0] == "What this book found"
+    assert text.index("## What this book found") < text.index(block)
+    assert text.index(block) < text.index(f"## {sections[1]}")
+    listed = findings.lines(rows)
+    assert 5 <= len(listed) <= 7
+    chapters = {
+        Path(c["file"]).name
+        for p in yaml.safe_load((ROOT / "_toc.yml").read_text())["parts"]
+        for c in p["chapters"]
+    }
+    for line in listed:  # each links to its chapter and says a verdict
+        chapter = re.match(r"- \{doc\}`[^<`]+<(\w+)>`: ", line)[1]
+        assert chapter in chapters and (ROOT / "book" / f"{chapter}.ipynb").is_file()
+        assert re.search(r"\*(reproduced|partly|differs|too few runs)\*", line)
+    assert _not_typeset(block) == []
+
+
+def test_a_findings_value_is_the_rows_and_a_missing_row_fails(rows):
+    v = findings.Value("a (x; y); b (95 % interval 1–2 %)", "partly")
+    assert f"{v}|{v:(}|{v:;}|{v.verdict}" == "a (x; y); b|a|a (x; y)|partly"
+    with pytest.raises(ValueError):
+        format(v, "x")
+    for f in findings.FINDINGS:
+        for row in re.findall(r"\{(\w+)", f.text):
+            with pytest.raises(KeyError, match=row):
+                findings.lines([r for r in rows if r.id != row])

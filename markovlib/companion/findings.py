@@ -1,0 +1,152 @@
+"""What this book found, first (issue 67): the short list that opens the book's
+introduction, each line a few of the scorecard's computed rows (their measured values
+and verdicts, as :func:`~markovlib.companion.computed.compute` gives them) linking to
+the chapter that measures them. Only the words between the values are typed here;
+``python -m markovlib.companion.findings`` writes the list into ``book/intro.md``
+between :data:`START` and :data:`END`, and a test keeps it in sync with the rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .claims import paper_figures
+from .scorecard import as_maths
+
+__all__ = ["Finding", "FINDINGS", "block", "write_intro", "START", "END"]
+
+INTRO = Path("book") / "intro.md"
+# MyST comments: nothing on the page
+START = "% findings: python -m markovlib.companion.findings writes this list"
+END = "% /findings"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the list: a link to ``chapter`` and a sentence of rows' values.
+
+    ``text`` is a format string over the rows by id: ``{fig3a}`` is the row's value
+    without its intervals, ``{fig3a:(}`` the value up to its first parenthesis,
+    ``{thm2:;}`` up to its first semicolon (outside parentheses), ``{fig3a.verdict}``
+    the row's verdict."""
+
+    chapter: str
+    link: str
+    text: str
+
+
+FINDINGS: tuple[Finding, ...] = (
+    Finding(
+        "bad_local_minima",
+        "Theorems 1 to 3, computed exactly",
+        "Thm 1's constructions: largest |loss − H_rate| {thm1} (*{thm1.verdict}*); at "
+        "θ_π on (0.5, 0.8), the smallest eigenvalue of the tied Hessian's (e, b) block "
+        "is {thm2:(} (Thm 2's local minimum, *{thm2.verdict}*), of the untied one's "
+        "(e, a, b) block {thm3:(} (Thm 3's saddle, *{thm3.verdict}*).",
+    ),
+    Finding(
+        "trapped",
+        "Stuck at H(π), and the precision",
+        "tied on (0.5, 0.8) at the authors' settings, {fig3a} (Fig 3(a), "
+        "*{fig3a.verdict}*); the same seeds and batches, {precision:(} "
+        "(*{precision.verdict}*); the runs at H(π) trained on in float32, "
+        "{thesis_stays_fp32:(}.",
+    ),
+    Finding(
+        "trapped",
+        "The paper's Fig 4 grid",
+        "{fig4:(} (*{fig4.verdict}*); untied above the line, "
+        "{untied_escape:(} (*{untied_escape.verdict}*); below the line, "
+        "{below_line} (Sec. 4.2, *{below_line.verdict}*).",
+    ),
+    Finding(
+        "trapped",
+        "Sec. 4.2's explanation",
+        "Thm 2's local minimum, at the runs of Fig 3(a) at H(π): {thesis_fig3a:(} "
+        "(*{thesis_fig3a.verdict}*); Sec. 2's marginal layer norm, on the theory "
+        "model: {layer_norm:(} (*{layer_norm.verdict}*).",
+    ),
+    Finding(
+        "depth",
+        "Depth",
+        "{fig1} (Fig 1, *{fig1.verdict}*); Sec. 4.4's curvature at θ_π with more "
+        "layers (the smallest eigenvalue of the Hessian's (e, b) block), "
+        "{depth_curvature:;} (*{depth_curvature.verdict}*).",
+    ),
+    Finding(
+        "multi_state",
+        "Five states",
+        "{fig5} (Fig 5, *{fig5.verdict}*).",
+    ),
+)
+
+
+def _cut(text: str, sep: str) -> str:
+    """``text`` up to the first ``sep`` outside parentheses (all of it if none)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if depth == 0 and text.startswith(sep, i):
+            return text[:i]
+        depth += (ch == "(") - (ch == ")")
+    return text
+
+
+class Value(str):
+    """A row's measured value, formatted as :class:`Finding` says, with its verdict."""
+
+    def __new__(cls, text: str, verdict: str):
+        value = super().__new__(cls, text)
+        value.verdict = verdict
+        return value
+
+    def __format__(self, spec: str) -> str:
+        text = str(self)
+        i = text.rfind(" (95 %")  # the intervals, last (verdicts.with_intervals)
+        text = text[:i] if i >= 0 and text.endswith(")") else text
+        if spec in ("(", ";"):
+            return _cut(text, " (" if spec == "(" else "; ")
+        if spec:
+            raise ValueError(f"format {spec!r}: '(' or ';' or none")
+        return text
+
+
+def lines(rows) -> list[str]:
+    """The list's lines from the computed ``rows`` (a KeyError names a row that
+    :data:`FINDINGS` reads and the scorecard no longer has)."""
+    values = {r.id: Value(r.value, r.verdict) for r in rows}
+    out = []
+    for f in FINDINGS:
+        body = paper_figures(as_maths(f.text.format(**values)))
+        out.append(f"- {{doc}}`{f.link} <{f.chapter}>`: {body}")
+    return out
+
+
+LEAD = (
+    "What the paper edition's runs and the exact theory found, each line glued from "
+    "the {doc}`scorecard`'s rows (their values and verdicts); every claim of the "
+    "paper, and the row that judges it: {doc}`claims_inventory`."
+)
+
+
+def block(rows) -> str:
+    """The intro's generated block: the markers, the lead sentence and the list."""
+    return "\n".join([START, LEAD, "", *lines(rows), END])
+
+
+def write_intro(path=INTRO, rows=None) -> None:
+    """Replace the block between :data:`START` and :data:`END` of ``path`` with
+    :func:`block` of ``rows`` (default: computed from the shipped data)."""
+    if rows is None:
+        from .computed import compute
+
+        rows = compute()
+    text = Path(path).read_text(encoding="utf-8")
+    start, end = text.find(START), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path} has no findings block ({START!r} … {END!r})")
+    new = text[:start] + block(rows) + text[end + len(END) :]
+    Path(path).write_text(new, encoding="utf-8")
+
+
+if __name__ == "__main__":  # python -m markovlib.companion.findings
+    write_intro()
