@@ -55,7 +55,7 @@ class Entry:
 
 
 _APPD = ("appd_untied", "appd_gpt2")
-_THESIS = ("thesis_theory_hessian",)
+_THESIS = ("thesis_theory_hessian", "fig1_stays_fp32", "fig1_stays_scaled")
 _THESIS += ("thesis_stays_fp32", "thesis_stays_scaled")
 _THESIS += ("thesis_theory",)
 _TEXTBOOK = (
