@@ -129,6 +129,18 @@ ENTRIES: tuple[Entry, ...] = (
         exact=("thm1",),
     ),
     Entry(
+        "thm1_below_line",
+        "Thm 1",
+        "for p + q ≤ 1 the tied construction needs neither attention nor "
+        "feed-forward: σ(b) = p and ‖e‖² = logit(1 − q) − logit(p), which is ≥ 0 "
+        "exactly when p + q ≤ 1",
+        "(>= 0 exactly when p+q <= 1)",
+        SUMMARY,
+        part=("thm1",),
+        reason="`thm1` checks the constructions at (0.2, 0.3), where p + q < 1; its "
+        "title is Thm 1 as a whole, not this construction",
+    ),
+    Entry(
         "thm1_above_line",
         "App. B.2",
         "for p + q > 1 the tied construction sends the input through the ReLU "
