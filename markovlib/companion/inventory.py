@@ -134,7 +134,8 @@ ENTRIES: tuple[Entry, ...] = (
         "for p + q ≤ 1 the tied construction needs neither attention nor "
         "feed-forward: σ(b) = p and ‖e‖² = logit(1 − q) − logit(p), which is ≥ 0 "
         "exactly when p + q ≤ 1",
-        "(>= 0 exactly when p+q <= 1)",
+        "take sigmoid(b) = p and ||e||^2 = logit(1-q) - logit(p) (>= 0 exactly when "
+        "p+q <= 1)",
         SUMMARY,
         part=("thm1",),
         reason="`thm1` checks the constructions at (0.2, 0.3), where p + q < 1; its "
@@ -249,7 +250,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         "depth_curvature",
         "Sec. 4.4",
-        "more layers make the loss curvature at the bad local minima larger",
+        "more layers change the loss curvature at the bad local minima in favour of "
+        "escaping them",
         "positively affect the loss curvature at the bad local minima",
         exact=("depth_curvature",),
     ),
@@ -517,6 +519,10 @@ _TYPESET = (
     ("H(pi)", "H(π)"),
     ("pi_1", r"$\pi_1$"),
     ("sigma(b)", "σ(b)"),
+    ("sigmoid(b)", "σ(b)"),
+    ("||e||^2", "‖e‖²"),
+    (">= 0", "≥ 0"),
+    ("<= 1", "≤ 1"),
     ("I(x_n; x_{n+1})", r"$I(x_n; x_{n+1})$"),
     ("p_n", "$p_n$"),
     ("W_1", "$W_1$"),
@@ -559,7 +565,8 @@ def _where_checked(e: Entry) -> str:
     if e.part:
         parts.append("**in part:** " + "; ".join(map(_row_link, e.part)))
     if e.reason:
-        parts.append(("" if e.rows else "**not judged:** ") + typeset(e.reason))
+        judged = e.exact or e.part
+        parts.append(("" if judged else "**not judged:** ") + typeset(e.reason))
     if e.controls:
         controls = "; ".join(map(_row_link, e.controls))
         parts.append(f"this book's control{'s' * (len(e.controls) > 1)}: {controls}")
@@ -597,7 +604,7 @@ def _other_rows(entries) -> list[str]:
     beside = {}
     for e in entries:
         for r in e.controls + tuple(r for r in e.part if _source(r) != "paper"):
-            beside.setdefault(r, []).append(e.section)
+            beside.setdefault(r, []).append(e.section.replace("Poster", "the poster"))
     lines = []
     for c in CLAIMS:
         if c.source in ("paper", "poster"):
