@@ -49,6 +49,7 @@ def test_removing_a_rows_entry_fails_the_rule(row):
 
 
 def _tampered(entry_id: str, **changes):
+    """The inventory with entry ``entry_id`` changed."""
     return [
         dataclasses.replace(e, **changes) if e.id == entry_id else e
         for e in inventory.ENTRIES
@@ -81,8 +82,7 @@ def test_every_quote_is_in_the_text_the_book_works_from():
 
 
 def _not_typeset(text: str) -> list[str]:
-    """What the browser check would find in ``text``'s prose: pseudo-TeX, a figure
-    not named as the paper's."""
+    """Pseudo-TeX and figures not named as the paper's in ``text``'s prose."""
     prose = re.sub(r"`[^`]*`", "", re.sub(r"\$[^$]*\$", "", text))
     pseudo = _rule(ROOT / "markovlib" / "companion" / "pseudo_tex.py").PSEUDO_TEX
     bare = [
@@ -108,8 +108,7 @@ def test_the_page_is_in_sync_in_the_toc_and_typeset():
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory, worker_id):
-    """The paper edition's computed rows, once per test session (the file
-    tests/test_scorecard.py's fixture shares between pytest-xdist workers)."""
+    """The paper edition's computed rows, once per test session (xdist: one file)."""
     if worker_id == "master":
         return computed.compute()
     path = tmp_path_factory.getbasetemp().parent / "scorecard-rows.pickle"

@@ -23,12 +23,11 @@ END = "% /findings"
 
 @dataclass(frozen=True)
 class Finding:
-    """One line of the list: a link to ``chapter`` and a sentence of rows' values.
+    """One line of the list: a link to ``chapter``, a sentence of rows' values."""
 
-    ``text`` is a format string over the rows by id: ``{fig3a}`` is the row's value
-    without its intervals, ``{fig3a:(}`` the value up to its first parenthesis,
-    ``{thm2:;}`` up to its first semicolon (outside parentheses), ``{fig3a.verdict}``
-    the row's verdict."""
+    # ``text`` formats the rows by id: ``{fig3a}`` the row's value without its
+    # intervals, ``{fig3a:(}`` up to its first parenthesis, ``{thm2:;}`` up to its
+    # first semicolon (both outside parentheses), ``{fig3a.verdict}`` its verdict
 
     chapter: str
     link: str
@@ -95,11 +94,13 @@ class Value(str):
     """A row's measured value, formatted as :class:`Finding` says, with its verdict."""
 
     def __new__(cls, text: str, verdict: str):
+        """The value ``text`` of a row whose verdict is ``verdict``."""
         value = super().__new__(cls, text)
         value.verdict = verdict
         return value
 
     def __format__(self, spec: str) -> str:
+        """The value without its intervals, cut at ``spec`` ('(' or ';') if given."""
         text = str(self)
         i = text.rfind(" (95 %")  # the intervals, last (verdicts.with_intervals)
         text = text[:i] if i >= 0 and text.endswith(")") else text
@@ -111,8 +112,7 @@ class Value(str):
 
 
 def lines(rows) -> list[str]:
-    """The list's lines from the computed ``rows`` (a KeyError names a row that
-    :data:`FINDINGS` reads and the scorecard no longer has)."""
+    """The list's lines from the computed ``rows`` (KeyError: a row gone)."""
     values = {r.id: Value(r.value, r.verdict) for r in rows}
     out = []
     for f in FINDINGS:
@@ -134,8 +134,7 @@ def block(rows) -> str:
 
 
 def write_intro(path=INTRO, rows=None) -> None:
-    """Replace the block between :data:`START` and :data:`END` of ``path`` with
-    :func:`block` of ``rows`` (default: computed from the shipped data)."""
+    """Write :func:`block` of ``rows`` (default: computed) into ``path``."""
     if rows is None:
         from .computed import compute
 
