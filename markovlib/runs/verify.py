@@ -3,7 +3,8 @@
 :func:`verify` proves the data without training, field by field (:data:`FIELDS`: every
 stored field a reader sees, with the check that covers it): hashes, keys, the edition's
 runs in their groups' files, histories, metrics recomputed by the library's own rules,
-provenance, and what the stored weights compute; then it re-trains a random sample of
+provenance, what the stored weights compute (the runs of one group as one ensemble)
+and each run's first training step from its seed; then it re-trains a random sample of
 runs, or every run (a member of an ensemble with its whole ensemble, through
 :mod:`markovlib.runs.executors`): bit for bit where the run was produced on the same
 kind of CPU, by losses, learnt kernels and predictions on a fixed batch otherwise.
@@ -17,13 +18,12 @@ import random
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from .._checks import one_thread
 from ..model import Transformer
@@ -46,7 +46,8 @@ from .shipped import (
     history_of,
     source_weights,
 )
-from .spec import CHECKPOINT_STEP, RunSpec, spec_key
+from .spec import CHECKPOINT_STEP, RunSpec, make_chain, spec_key
+from .stacked import first_losses, kernels, path_losses, stack
 from .store import metrics_of, result_from_record
 
 __all__ = ["FIELDS", "VerificationError", "verify"]
@@ -75,6 +76,19 @@ KERNEL_TOLERANCE = 1e-5
 LOSS_SIGMAS = 6.0
 LOSS_FLOOR = 1e-4
 FRESH_RESOLUTION = 0.02
+# The checks that evaluate stored weights run on the runs of one group at once, as one
+# ensemble (markovlib.runs.stacked) of at most STACK_STATES states a batch: 32 runs of
+# 16 paths of 1 025 states, about 0.3 GB of activations.
+STACK_STATES = 2**19
+# |train loss of step 1 recomputed from the run's seed (its starting weights on its
+# first training batch, at its precision) - stored train loss of step 1|: 0 where
+# the run was made on a CPU like this one, else float rounding (stored as float32:
+# 6e-8 apart near log 2). Measured on an AMD EPYC (AVX2), 2026-11-28: at most 1.8e-7
+# over 153 runs of 6 groups (Intel Xeon AVX512 and AMD EPYC AVX512/AVX2 producers,
+# fp16 and float32, ensembles and runs trained alone). The same run's step 1 in fp16
+# against float32 differs by a median 1.1e-6 (88 % of the 32 trap400 pairs by more
+# than 3e-7): results moved between the two settings seed by seed are seen.
+FIRST_TOLERANCE = 3e-7
 # a stored test loss may lie below the entropy rate by sampling noise only: by at most
 # max(LOSS_SIGMAS standard errors, HISTORY_MARGIN) nats (the shipped runs: 0.014)
 HISTORY_MARGIN = 0.02
@@ -133,8 +147,9 @@ FIELDS: dict[str, tuple[str, str]] = {
     "history_step": ("_check_history", "the steps its spec keeps and evaluates"),
     "lr": ("_check_history", "its spec's schedule at every stored step"),
     "train_loss": (
-        f"_check_train_loss, {RETRAIN}",
-        "after step 50: the test loss's level, per quarter; steps 1-50: --quick",
+        f"_check_first_step, _check_train_loss, {RETRAIN}",
+        "step 1: its seed's first step at its precision; after step 50: the test "
+        "loss's level, per quarter; steps 2-50: --quick",
     ),
     "test_loss": (
         f"_check_loss, _check_checkpoint_loss, {RETRAIN}",
@@ -186,28 +201,53 @@ def _generator(result: TrainResult, offset: int) -> torch.Generator:
     return g
 
 
-@torch.no_grad()
-def _fresh_loss(result: TrainResult) -> tuple[float, float]:
-    """Test loss of the run's weights on fresh batches of its evaluation's batch size,
-    drawn until :data:`FRESH_RESOLUTION` (at most eval_batches), and the standard
-    error of its difference from the stored test loss. In float32 for every run: an
-    fp16 run's loss in fp16 autocast differs by at most 2.0e-6 nats (40 shipped fp16
-    runs, the same batch) and costs 2.9 times as much on a CPU."""
-    s, g = result.train_config, _generator(result, FRESH_STREAM)
-    per_path = []
-    for _ in range(s.eval_batches):
-        x = result.chain.sample(s.batch_size, s.seq_len + 1, generator=g, start=s.start)
-        logits = result.model(x[:, :-1])
-        nll = F.cross_entropy(
-            logits.float().transpose(1, 2), x[:, 1:], reduction="none"
-        )
-        per_path.append(nll.double().mean(1))
-        per = torch.cat(per_path)
-        spread = per.std().item() if len(per) > 1 else math.inf
-        se = spread * math.sqrt(1 / len(per) + 1 / (s.eval_batches * s.batch_size))
-        if LOSS_SIGMAS * se <= FRESH_RESOLUTION:
+class _Paths:
+    """Each run's fresh batches (its :data:`FRESH_STREAM`), drawn once and shared by
+    its final and checkpoint weights (the one-model path drew the same paths twice)."""
+
+    def __init__(self, results: list[TrainResult]):
+        self.results, self.drawn = results, [[] for _ in results]
+        self.gens = [_generator(r, FRESH_STREAM) for r in results]
+
+    def batch(self, i: int, b: int) -> torch.Tensor:
+        """Run ``i``'s batch ``b`` (batch_size paths of seq_len + 1 states)."""
+        s, chain = self.results[i].train_config, self.results[i].chain
+        while len(self.drawn[i]) <= b:
+            x = chain.sample(
+                s.batch_size, s.seq_len + 1, generator=self.gens[i], start=s.start
+            )
+            self.drawn[i].append(x)
+        return self.drawn[i][b]
+
+
+def _fresh_losses(config, states: list, paths: _Paths, which: list[int]) -> dict:
+    """Test loss of each ``states[j]`` (the weights of run ``which[j]``) on its run's
+    fresh batches of its evaluation's batch size, drawn until :data:`FRESH_RESOLUTION`
+    (at most eval_batches), and the standard error of its difference from the stored
+    test loss, by run: every run of one stack in one forward pass a batch. In float32
+    for every run: an fp16 run's loss in fp16 autocast differs by at most 2.0e-6 nats
+    (40 shipped fp16 runs, the same batch) and costs 2.9 times as much on a CPU."""
+    if not which:
+        return {}
+    s = paths.results[which[0]].train_config
+    per_path, out = {i: [] for i in which}, {}
+    active = list(range(len(which)))
+    for b in range(s.eval_batches):
+        model = stack(config, [states[j] for j in active])
+        x = torch.stack([paths.batch(which[j], b) for j in active])
+        still = []
+        for j, row in zip(active, path_losses(model, x)):
+            per_path[which[j]].append(row)
+            per = torch.cat(per_path[which[j]])
+            spread = per.std().item() if len(per) > 1 else math.inf
+            se = spread * math.sqrt(1 / len(per) + 1 / (s.eval_batches * s.batch_size))
+            out[which[j]] = per.mean().item(), se
+            if not LOSS_SIGMAS * se <= FRESH_RESOLUTION:
+                still.append(j)
+        active = still
+        if not active:
             break
-    return per.mean().item(), se
+    return out
 
 
 @torch.no_grad()
@@ -392,9 +432,9 @@ def _check_index(where: str, name: str, row: dict, model: torch.nn.Module) -> No
         )
 
 
-def _check_kernel(where: str, result: TrainResult, stored) -> float:
-    """The learnt kernel of the stored weights is the stored one; returns |Δ|."""
-    kernel = result.learnt_kernel()
+def _check_kernel(where: str, kernel: np.ndarray, stored) -> float:
+    """The learnt kernel of the stored weights (``kernel``) is the stored one; returns
+    |Δ|."""
     stored = np.asarray(stored, dtype=np.float64)
     gap = (
         float(np.abs(np.nan_to_num(kernel - stored, nan=np.inf)).max())
@@ -411,10 +451,11 @@ def _check_kernel(where: str, result: TrainResult, stored) -> float:
     return gap
 
 
-def _check_loss(where: str, result: TrainResult, record: dict, spec: RunSpec) -> float:
-    """The stored weights give a test loss consistent with the stored history (not
-    finite for a run that diverged); returns |Δ| as a share of the tolerance."""
-    loss, se = _fresh_loss(result)
+def _check_loss(where: str, run: _Run, loss: float, se: float) -> float:
+    """The stored weights give a test loss (``loss`` on fresh batches, standard error
+    ``se``) consistent with the stored history (not finite for a run that diverged);
+    returns |Δ| as a share of the tolerance."""
+    result = run.result
     final, diverged = result.final_test_loss, result.diverged_step
     if diverged is not None or not math.isfinite(loss):
         if diverged is None or math.isfinite(loss):
@@ -426,9 +467,9 @@ def _check_loss(where: str, result: TrainResult, record: dict, spec: RunSpec) ->
     share = _within_noise(
         f"{where}: test_loss ends at {final:.4f}, its stored weights", loss, final, se
     )
-    if spec.train.start == "stationary":
+    if run.spec.train.start == "stationary":
         floor = result.chain.entropy_rate() - max(LOSS_SIGMAS * se, HISTORY_MARGIN)
-        tests = record["history"].dropna(subset=["test_loss"])
+        tests = run.record["history"].dropna(subset=["test_loss"])
         low = tests[tests["test_loss"] < floor]
         if len(low):
             raise VerificationError(
@@ -452,24 +493,57 @@ def _within_noise(what: str, loss: float, stored: float, se: float) -> float:
     return abs(loss - stored) / tolerance
 
 
-def _check_checkpoint_loss(where: str, result: TrainResult) -> None:
-    """The checkpoint's weights give a test loss consistent with the history's test
-    loss at the checkpoint step (the final weights' check, :func:`_check_loss`); a
-    step without a stored finite test loss has nothing to compare."""
-    model, step = result.checkpoint_model(), result.checkpoint_step
+def _checkpoint_loss_due(result: TrainResult) -> float | None:
+    """The history's test loss at the checkpoint step, which the checkpoint's weights
+    must give on fresh paths; None where there is nothing to compare (no checkpoint,
+    or no stored finite test loss at its step)."""
+    step = result.checkpoint_step
     tests = result.test_history.set_index("step")["test_loss"]
-    if model is None or step not in tests.index or not math.isfinite(tests[step]):
-        return
-    loss, se = _fresh_loss(replace(result, model=model))
-    stored = float(tests[step])
+    if result.checkpoint is None or step not in tests.index:
+        return None
+    return float(tests[step]) if math.isfinite(tests[step]) else None
+
+
+def _check_checkpoint_loss(where: str, result: TrainResult, loss, se) -> None:
+    """The checkpoint's weights give a test loss (``loss``, standard error ``se``)
+    consistent with the history's test loss at the checkpoint step (the final
+    weights' check, :func:`_check_loss`)."""
+    stored, step = _checkpoint_loss_due(result), result.checkpoint_step
     what = f"{where}: test_loss at step {step} is {stored:.4f}, its stored checkpoint"
     _within_noise(f"{what} weights", loss, stored, se)
 
 
-def _consistent(data: ShippedData, key: str) -> tuple[float, float]:
-    """Check run ``key`` against itself without training: history, metrics,
-    provenance, and what its stored weights compute; returns (kernel |Δ|, loss |Δ| /
-    tolerance)."""
+def _check_first_step(where: str, run: _Run, fresh: float) -> float:
+    """The stored train loss of step 1 is what the run's seed gives at its precision
+    (``fresh``, :func:`~markovlib.runs.stacked.first_losses`) within
+    :data:`FIRST_TOLERANCE`; returns |Δ|."""
+    stored = float(run.record["history"]["train_loss"].iloc[1])
+    if not (math.isfinite(stored) or math.isfinite(fresh)):
+        return 0.0
+    gap = abs(stored - fresh)
+    if not gap <= FIRST_TOLERANCE:
+        raise VerificationError(
+            f"{where}: train_loss at step 1 is {stored!r}; its seed's first step at "
+            f"its precision ({run.spec.train.precision}) gives {fresh!r} (|Δ| "
+            f"{gap:.3g} > {FIRST_TOLERANCE:g} nats)"
+        )
+    return gap
+
+
+@dataclass
+class _Run:
+    """A shipped run read for the checks without training."""
+
+    key: str
+    where: str
+    spec: RunSpec
+    record: dict
+    result: TrainResult  # without a model: its chain, history and seed
+
+
+def _alone(data: ShippedData, key: str) -> _Run:
+    """Check run ``key`` against itself, its weights' forward passes aside: history,
+    indexes, checkpoint step, provenance, metrics."""
     where = f"run {key} in {data.index()[key]}"
     row = data.row(key)
     spec = RunSpec.from_dict(json.loads(row["spec"]))
@@ -485,18 +559,85 @@ def _consistent(data: ShippedData, key: str) -> tuple[float, float]:
     _check_index(where, "checkpoint", row, model)
     record = data.record(key)
     _check_provenance(where, record["provenance"])
-    result = result_from_record(spec, record)
+    result = TrainResult(
+        chain=make_chain(spec.chain),
+        config=spec.config,
+        model=None,
+        history=record["history"],
+        seed=spec.seed,
+        train_config=spec.train,
+        checkpoint_step=record["checkpoint_step"],
+        checkpoint=record["checkpoint"],
+    )
     _check_metrics(where, result, record["metrics"], record["provenance"])
-    gap = _check_kernel(where, result, record["metrics"]["learnt_kernel"])
-    _check_checkpoint_loss(where, result)
-    return gap, _check_loss(where, result, record, spec)
+    return _Run(key, where, spec, record, result)
+
+
+def _consistent(data: ShippedData, keys: list[str]) -> tuple[float, float, float]:
+    """Check the runs ``keys`` (one stack of :func:`_stacks`) against themselves
+    without training: each alone (:func:`_alone`), then what their stored weights
+    compute and their first training steps, as one ensemble; returns (largest kernel
+    |Δ|, largest loss |Δ| / tolerance, largest first-step |Δ|)."""
+    runs = [_alone(data, key) for key in keys]
+    config, s = runs[0].spec.config, runs[0].spec.train
+    results = [run.result for run in runs]
+    final = stack(config, [run.record["weights"] for run in runs])
+    x = torch.stack(
+        [
+            r.chain.sample(8, s.seq_len, seed=r.test_seed + 2, start="stationary")
+            for r in results
+        ]
+    )  # TrainResult.learnt_kernel's paths
+    learnt = kernels(final, x, results[0].chain.k)
+    gaps = [
+        _check_kernel(run.where, kernel, run.record["metrics"]["learnt_kernel"])
+        for run, kernel in zip(runs, learnt)
+    ]
+    paths = _Paths(results)
+    due = [i for i, r in enumerate(results) if _checkpoint_loss_due(r) is not None]
+    ckpt = _fresh_losses(
+        config, [runs[i].record["checkpoint"] for i in due], paths, due
+    )
+    ends = _fresh_losses(
+        config, [r.record["weights"] for r in runs], paths, [*range(len(runs))]
+    )
+    shares = []
+    for i, run in enumerate(runs):
+        if i in ckpt:
+            _check_checkpoint_loss(run.where, run.result, *ckpt[i])
+        shares.append(_check_loss(run.where, run, *ends[i]))
+    return max(gaps), max(shares), _first_steps(data, runs)
+
+
+def _first_steps(data: ShippedData, runs: list[_Run]) -> float:
+    """Every run's first training step recomputed from its seed, one training (its
+    ensemble, or the run alone) at a time (:func:`_check_first_step`); a continued run
+    whose source is not shipped is left out. Returns the largest |Δ|."""
+    by_key, gap = {run.key: run for run in runs}, 0.0
+    sources = source_weights([run.spec for run in runs], data)
+    for run in runs:
+        members = run.record["provenance"].get("ensemble_members") or [run.key]
+        if members[0] != run.key:
+            continue  # checked with the first member of its ensemble
+        unit = [by_key[key] for key in members]
+        if any(
+            u.spec.init
+            and u.spec.init.get("kind") == "run"
+            and u.spec.init["key"] not in sources
+            for u in unit
+        ):
+            continue
+        fresh = first_losses([u.spec for u in unit], sources)
+        for u, loss in zip(unit, fresh):
+            gap = max(gap, _check_first_step(u.where, u, float(loss)))
+    return gap
 
 
 def _check_ensembles(data: ShippedData) -> int:
     """Every run's results are its own: a run trained in an ensemble lists its own key
     among ``ensemble_members`` (results moved to another run's row name the wrong
     ensemble), every member is shipped, has the same architecture and training
-    settings, and lists the same members. Returns the number of ensembles."""
+    settings, and lists the same members. Returns the ensembles (keys in order)."""
     prov, specs = {}, {}
     for f in data.files:
         frame = data.rows(f.name)
@@ -531,21 +672,54 @@ def _check_ensembles(data: ShippedData) -> int:
                     f"member {other}"
                 )
         groups.add(tuple(members))
-    return len(groups)
+    return sorted(groups)
 
 
-def _consistent_part(directory: str, keys: list[str], threads: int | None):
-    """(largest kernel |Δ|, largest loss |Δ| / tolerance, CPU seconds) of
-    :func:`_consistent` over ``keys``; run by a worker process of :func:`_check_runs`
-    on ``threads`` threads."""
+def _stacks(data: ShippedData, ensembles) -> list[tuple[float, list[str]]]:
+    """The runs cut into stacks, each evaluated as one ensemble: whole ensembles of
+    one group (:attr:`RunSpec.group`), at most :data:`STACK_STATES` states a batch
+    (an ensemble larger than that alone), the same cut for any number of processes;
+    each with its cost (runs x paths' attention)."""
+    by_group: dict[str, tuple[RunSpec, list]] = {}
+    for members in ensembles:
+        spec = RunSpec.from_dict(json.loads(data.row(members[0])["spec"]))
+        by_group.setdefault(spec.group, (spec, []))[1].append(list(members))
+    out = []
+    for spec, units in by_group.values():
+        s, current = spec.train, []
+        size = s.batch_size * (s.seq_len + 1)
+        for unit in units:
+            if current and (len(current) + len(unit)) * size > STACK_STATES:
+                out.append(current)
+                current = []
+            current = current + unit
+        out.append(current)
+    return [(len(keys) * size * s.seq_len, keys) for keys in out]
+
+
+def _consistent_part(directory: str, stacks: list[list[str]], threads: int | None):
+    """(largest kernel |Δ|, largest loss |Δ| / tolerance, largest first-step |Δ|, CPU
+    seconds) of :func:`_consistent` over ``stacks``; run by a worker process of
+    :func:`_check_runs` on ``threads`` threads."""
     if threads is not None:
         torch.set_num_threads(threads)
     cpu0, data = time.process_time(), ShippedData(directory)
-    kernel, loss = 0.0, 0.0
-    for key in keys:
-        k, share = _consistent(data, key)
-        kernel, loss = max(kernel, k), max(loss, share)
-    return kernel, loss, time.process_time() - cpu0
+    found = [_consistent(data, keys) for keys in stacks]
+    return (
+        *(max((f[i] for f in found), default=0.0) for i in range(3)),
+        time.process_time() - cpu0,
+    )
+
+
+def _parts(stacks: list[tuple[float, list[str]]], jobs: int) -> list[list[list[str]]]:
+    """``stacks`` shared among ``jobs`` processes, the costliest first to the least
+    loaded."""
+    parts, loads = [[] for _ in range(jobs)], [0.0] * jobs
+    for cost, keys in sorted(stacks, key=lambda c: -c[0]):
+        j = loads.index(min(loads))
+        parts[j].append(keys)
+        loads[j] += cost
+    return parts
 
 
 def _check_runs(data: ShippedData, log, jobs: int = 1, meanwhile=None):
@@ -557,18 +731,18 @@ def _check_runs(data: ShippedData, log, jobs: int = 1, meanwhile=None):
     import multiprocessing
 
     t0 = time.perf_counter()
-    trainings = _check_ensembles(data)
-    keys, directory = sorted(data.index()), str(data.directory)
+    ensembles = _check_ensembles(data)
+    stacks, directory = _stacks(data, ensembles), str(data.directory)
     log(
-        f"every run's results are its own ({trainings} trainings: each run listed by "
-        "its ensemble, or trained alone)"
+        f"every run's results are its own ({len(ensembles)} trainings: each run "
+        "listed by its ensemble, or trained alone)"
     )
     if jobs == 1:
         cpu0 = time.process_time()
-        parts = [_consistent_part(directory, keys, None)]
+        parts = [_consistent_part(directory, [k for _, k in stacks], None)]
         _log_checks(log, parts, time.perf_counter() - t0, time.process_time() - cpu0, 1)
         return meanwhile() if meanwhile else None
-    chunks = [(directory, keys[i::jobs], 1) for i in range(jobs)]
+    chunks = [(directory, part, 1) for part in _parts(stacks, jobs)]
     ended = []
     # spawned: a forked child of a process that ran torch's threads can hang; the
     # pool's exit kills its processes (an error or Ctrl-C here stops them at once)
@@ -581,22 +755,23 @@ def _check_runs(data: ShippedData, log, jobs: int = 1, meanwhile=None):
         with one_thread():  # beside two busy processes: no spinning threads
             out = meanwhile() if meanwhile else None
         parts = checking.get()
-    cpu = sum(part[2] for part in parts)
+    cpu = sum(part[3] for part in parts)
     _log_checks(log, parts, ended[0] - t0, cpu, jobs)
     return out
 
 
 def _log_checks(log, parts, seconds: float, cpu: float, jobs: int) -> None:
     """The one line of :func:`_check_runs`: the largest |Δ| over every part."""
-    kernel, loss = (max(part[i] for part in parts) for i in (0, 1))
+    kernel, loss, first = (max(part[i] for part in parts) for i in (0, 1, 2))
     log(
         f"every run checked without training in {seconds:.0f} s "
         f"({cpu:.0f} s of CPU, {jobs} process{'es' if jobs > 1 else ''}): its stored "
         "weights give its "
         f"learnt kernel (max |Δ| {kernel:.2g} <= {KERNEL_TOLERANCE:g}) and a test loss "
         f"consistent with its history (max |Δ| {loss:.2f} of the tolerance, "
-        f"{LOSS_SIGMAS:g} standard errors); its metrics are those of its history and "
-        "chain"
+        f"{LOSS_SIGMAS:g} standard errors); its seed's first training step gives its "
+        f"train loss there (max |Δ| {first:.2g} <= {FIRST_TOLERANCE:g} nats); its "
+        "metrics are those of its history and chain"
     )
 
 
