@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .. import curvature as hessian, theory
-from ..analysis import AT_UNIGRAM, claim_outcome
+from ..analysis import AT_UNIGRAM, claim_outcome, perturb_theta_pi
 from ..chains import MarkovChain, binary
 from ..model import Transformer, TransformerConfig
 from ..runs.derived import derived, held
@@ -485,6 +485,44 @@ def summary_text(parts: dict) -> str:
     )
 
 
+PERTURBATION = dict(tied=True, noise=0.05, n=4, steps=300, seed=0)  # bad_local_minima's
+
+
+def perturbation_rule(perturbed: dict) -> Measure:
+    """Thm 2 tested by descent: exact gradient descent from θ_π plus noise on every
+    parameter returns to H(π) (``perturbed``: (model, "this chain" or "mirror") ->
+    :class:`~markovlib.analysis.Perturbation`); holds when every draw on the chain
+    returns. The mirror chain (p + q < 1) is the control: its draws leave."""
+    here = {m: r for (m, which), r in perturbed.items() if which == "this chain"}
+    back = {m: int(r.returned.sum()) for m, r in here.items()}
+    n = {m: len(r.returned) for m, r in here.items()}
+    left = sum(int(r.left.sum()) for (_, w), r in perturbed.items() if w == "mirror")
+    mirror = sum(len(r.left) for (_, w), r in perturbed.items() if w == "mirror")
+    steps = next(iter(here.values())).losses.shape[1] - 1
+    each = ", ".join(f"{_MODEL.get(m, m)} {back[m]} of {n[m]}" for m in here)
+    return Measure(
+        f"{each} descents returned within 1e-3 nats of H(π) after {steps} steps; "
+        f"on the mirror chain (p + q < 1), {left} of {mirror} left",
+        all(back[m] == n[m] for m in here) and bool(here),
+    )
+
+
+_MODEL = {"theory": "theory model", "gpt2": "GPT-2"}
+
+
+def thm2_perturbed(p: float = 0.5, q: float = 0.8) -> Measure:
+    """:func:`perturbation_rule` on the bad_local_minima chapter's descents at (p, q)
+    and its mirror (:data:`PERTURBATION`; shipped for the paper's chain)."""
+    chains = (("this chain", binary(p, q)), ("mirror", binary(1 - p, 1 - q)))
+    return perturbation_rule(
+        {
+            (m, which): derived(perturb_theta_pi, ch, m, **PERTURBATION)
+            for m in ("theory", "gpt2")
+            for which, ch in chains
+        }
+    )
+
+
 def fig1_stays(trapped: Sequence[RunRecord], again) -> dict:
     """The depth chapter's rows ``fig1_stays_*``: Fig 1's single-layer runs at
     H(π) (``trapped``) trained on in each precision (``again``: the groups of
@@ -503,6 +541,7 @@ THESIS_CURVATURE = ("thesis_fig1", "thesis_fig3a", "thesis_theory_hessian")
 THESIS_STAYS = ("thesis_stays_fp32", "thesis_stays_scaled")
 
 __all__ += ["DEPTHS", "depth_rule", "trapped_sources", "summary_text", "fig1_stays"]
+__all__ += ["PERTURBATION", "perturbation_rule", "thm2_perturbed"]
 __all__ += ["CONTINUE_AT_MOST", "CURVATURE_AT_MOST", "curvature_batch"]
 __all__ += ["ROUNDING", "rounding_text"]
 __all__ += ["THESIS_CURVATURE", "THESIS_STAYS", "PRECISION_WORDS", "MARGINAL"]

@@ -80,8 +80,8 @@ def verdict(
         ok = bool(ok)
     if not applicable:
         return NOT_APPLICABLE
-    if not exact and (scale is None or not scale.converges):
-        return NOT_TESTED
+    if scale is None or not (exact or scale.converges):
+        return NOT_TESTED  # no runs read, or too small a scale to judge runs
     if not exact and any(n == 0 for _, _, n in counts):
         return NOT_TESTED  # no verdict from zero runs
     v = REPRODUCED if ok else DIFFERS
