@@ -66,6 +66,14 @@ def test_a_claim_about_runs_is_judged_by_the_interval_of_its_share(counts, expec
     assert scorecard.verdict(False, SMOKE, exact=True, counts=counts) == "differs"
 
 
+def test_an_exact_claim_not_computed_here_is_not_tested():
+    """A row with no scale read nothing: thm2_descent at `smoke` (20 descent steps,
+    not computed) is not tested, not a verdict either way."""
+    for ok in (True, False):
+        assert scorecard.verdict(ok, None, exact=True) == "not tested at this scale"
+    assert scorecard.verdict(True, SMOKE, exact=True) == "reproduced"
+
+
 @pytest.mark.parametrize(
     ("counts", "unlike", "expected"),
     [
