@@ -160,7 +160,7 @@ ENTRIES: tuple[Entry, ...] = (
         "the Hessian is block-diagonal with a positive definite block on the (e, b) "
         "parameters and zeros elsewhere: a bad local minimum (i)",
         SUMMARY,
-        exact=("thm2", "thm2_grid"),
+        exact=("thm2", "thm2_grid", "thm2_descent"),
     ),
     Entry(
         "thm2_point",
@@ -457,10 +457,7 @@ def _named(entries: Iterable[Entry], field: str) -> set[str]:
 
 
 def problems(entries=ENTRIES, claims: Iterable[Claim] = CLAIMS) -> list[str]:
-    """What breaks the rule between the inventory and the scorecard's rows: a row of
-    the paper's or the poster's that names no entry, an entry with neither a row nor a
-    reason, a row name that is no row, a row judging a claim exactly whose source or
-    label is another's; empty when the two agree."""
+    """What breaks the rule between the inventory and the rows (empty: none)."""
     rows = {c.id: c for c in claims}
     judged = _named(entries, "exact") | _named(entries, "part")
     out = [
@@ -500,8 +497,7 @@ def counts(entries=ENTRIES) -> dict[str, int]:
 
 
 def missing_quotes(text: str, entries=ENTRIES) -> list[str]:
-    """The entries whose quote (other than a ROW one) is not in ``text`` (the paper's
-    text at hand), compared with its white space collapsed."""
+    """The entries whose quote is not in ``text`` (white space collapsed)."""
     flat = " ".join(text.split())
     return [
         e.id
@@ -532,8 +528,7 @@ _TYPESET = (
 
 
 def typeset(text: str) -> str:
-    """``text`` with its plain-text maths as MyST maths and its paper's figures named
-    as the paper's."""
+    """``text`` with its plain-text maths typeset and the paper's figures named."""
     for plain, maths in _TYPESET:
         text = text.replace(plain, maths)
     return paper_figures(text)
@@ -546,8 +541,7 @@ def _row_link(row: str) -> str:
 
 
 def _words(e: Entry) -> str:
-    """The entry's quote as the page shows it: the paper's words in quotation marks,
-    the summary's marked as such."""
+    """The entry's words as the page shows them, marked by whose they are."""
     text = typeset(e.quote)
     if e.words == QUOTED:
         return f"“{text}”"
@@ -557,8 +551,7 @@ def _words(e: Entry) -> str:
 
 
 def _where_checked(e: Entry) -> str:
-    """The last cell: the rows that judge the entry exactly or in part, or why none
-    can; this book's controls beside it."""
+    """The last cell: the rows judging the entry, or why none can; controls."""
     parts = []
     if e.exact:
         parts.append("**exactly:** " + "; ".join(map(_row_link, e.exact)))
@@ -578,18 +571,16 @@ def _table(entries) -> list[str]:
     lines = [
         "```{list-table}",
         ":header-rows: 1",
-        ":widths: 12 30 28 30",
+        ":widths: 36 30 34",
         ":name: tab-claims-inventory",
         "",
-        "* - Where",
-        "  - The claim",
+        "* - The claim",
         "  - Its words",
         "  - Where this book checks it",
     ]
     for e in entries:
         lines += [
-            f"* - {typeset(e.section)}",
-            f"  - {typeset(e.claim)}",
+            f"* - **{typeset(e.section)}:** {typeset(e.claim)}",
             f"  - {_words(e)}",
             f"  - {_where_checked(e)}",
         ]
@@ -597,8 +588,7 @@ def _table(entries) -> list[str]:
 
 
 def _other_rows(entries) -> list[str]:
-    """The scorecard's rows that judge no claim of the paper's: this book's controls
-    (with the entries they stand beside) and the related papers' claims."""
+    """The rows judging no claim of the paper's: controls, related papers."""
     from .scorecard import as_maths  # the scorecard's maths for a row's title
 
     beside = {}
@@ -623,6 +613,7 @@ def _other_rows(entries) -> list[str]:
 
 
 def _source(row: str) -> str:
+    """Whose claim row ``row`` is."""
     return {c.id: c.source for c in CLAIMS}[row]
 
 
