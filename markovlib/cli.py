@@ -40,10 +40,12 @@ from . import presets
 from .chains import binary
 from .companion.chapter_runner import (
     ChapterProgress,
+    Stopped,
     chapter_report,
     failure_lines,
     quiet_kernel_manager,
     run_chapters,
+    stopping,
 )
 from .companion.computed import compute
 from .companion.myst_markdown import (
@@ -769,7 +771,11 @@ def cmd_book(args) -> int:
     saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None
     try:
         _write_marker(fd, args)
-        return _build_book(args, root, out, params)
+        with stopping():  # its chapters, kernels, workers and build end with it
+            return _build_book(args, root, out, params)
+    except Stopped as e:
+        kept = "what was finished is kept, re-run the same command to go on"
+        return _stopped("book", e, kept)
     except OSError as e:  # a full disk: say where (os.pwrite names no file)
         raise OSError(e.errno, e.strerror, e.filename or str(out)) from None
     finally:
@@ -859,14 +865,6 @@ def _failure(error) -> str:
     return f"{error.ename}: {' '.join(str(error.evalue).split())}"
 
 
-def _quiet_interrupt(signum, frame):
-    """Ctrl-C in a worker of ``book``: nothing more from it on the terminal (its dying
-    kernel's "Kernel died" and asyncio's "Task exception was never retrieved" with a
-    traceback, seen under load); the main process says it in one line."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-    raise KeyboardInterrupt
-
-
 def _execute_one(source: Path, target: Path, given: dict, threads: str | None):
     """Execute one chapter with papermill (in a worker process of ``book --jobs``);
     its seconds, or the one-line reason it failed."""
@@ -874,7 +872,6 @@ def _execute_one(source: Path, target: Path, given: dict, threads: str | None):
 
     if threads is not None:  # the kernel inherits it: one torch thread per worker
         os.environ["OMP_NUM_THREADS"] = threads
-    signal.signal(signal.SIGINT, _quiet_interrupt)
     start = time.perf_counter()
     try:
         _papermill(source, target, given, progress_bar=False)
@@ -1054,26 +1051,34 @@ def cmd_rerun(args) -> int:
     saved = os.environ.pop(presets.ENV_VAR, None) if args.scale else None
     try:
         _write_marker(fd, args)
-        with sigterm_as_interrupt():
+        with stopping():  # its kernel and the kernel's workers end with it
             return _rerun(root, source, out, params, args.verbose)
-    except KeyboardInterrupt as e:
-        # nbclient leaves a kernel poll unawaited and the interrupted cell's task
-        # unretrieved: neither is reported at exit (asyncio logs the latter with the
-        # cell's traceback when the task is collected); the line below says it all
-        warnings.filterwarnings("ignore", "coroutine", RuntimeWarning)
-        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-        terminated = str(e) == f"signal {signal.SIGTERM}"
+    except KeyboardInterrupt as e:  # Stopped, or Ctrl-C before the kernel started
         kept = _cut_off(out / source.name)
-        print(
-            f"markovlib rerun: {'terminated' if terminated else 'interrupted'}; the "
-            f"runs that finished are kept in the result store{kept}",
-            file=sys.stderr,
+        return _stopped(
+            "rerun", e, f"the runs that finished are kept in the result store{kept}"
         )
-        return 143 if terminated else 130
     finally:
         if saved is not None:
             os.environ[presets.ENV_VAR] = saved
         os.close(fd)
+
+
+def _stopped(command: str, stop: KeyboardInterrupt, kept: str) -> int:
+    """The one line of a command stopped by SIGINT or SIGTERM (``stop``; every process
+    it started has ended) and its exit status: 130, or 143 for SIGTERM."""
+    # nbclient leaves a kernel poll unawaited and the interrupted cell's task
+    # unretrieved: neither is reported at exit (asyncio logs the latter with the
+    # cell's traceback when the task is collected); the line below says it all
+    warnings.filterwarnings("ignore", "coroutine", RuntimeWarning)
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    terminated = getattr(stop, "signum", signal.SIGINT) == signal.SIGTERM
+    print(
+        f"markovlib {command}: {'terminated' if terminated else 'interrupted'}; {kept}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 143 if terminated else 130
 
 
 MIN_FREE_BYTES = 200 * 2**20  # a chapter's notebook, page and runs: well under this

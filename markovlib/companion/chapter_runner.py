@@ -1,17 +1,27 @@
 """Chapters run as notebooks in a pool of kernels (``make book``, ``markovlib book``,
 ``markovlib rerun``, ``tools/derive.py``): quiet kernels, the progress a terminal
-shows, a chapter's report and a failure in a few lines."""
+shows, a chapter's report and a failure in a few lines; a stop (SIGINT, SIGTERM)
+ends every process they started."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 __all__ = [
     "quiet_kernel_manager",
     "run_chapters",
+    "Stopped",
+    "stopping",
+    "end_started_processes",
     "ChapterProgress",
     "chapter_report",
     "failure_lines",
@@ -40,18 +50,133 @@ def quiet_kernel_manager():
     return QuietKernelManager
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGINT or SIGTERM (``signum``) stopped a command; all it started has ended."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def stopping():
+    """Within: SIGINT or SIGTERM ends every process started, then raises Stopped."""
+    # after a stop both signals stay ignored: the command is ending, and a second
+    # Ctrl-C must not cut its last line short
+
+    def stop(signum, frame):
+        for name in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(name, signal.SIG_IGN)
+        end_started_processes()
+        raise Stopped(signum)
+
+    try:
+        previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not in the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    except Stopped:
+        raise  # the command is ending: both signals stay ignored
+    except BaseException:
+        _restore(previous)
+        raise
+    _restore(previous)
+
+
+def _restore(handlers: dict) -> None:
+    for name, handler in handlers.items():
+        signal.signal(name, handler)
+
+
+def end_started_processes(seconds: float = 5.0) -> None:
+    """Kill every process this one started, however deep; remove their temp files."""
+    # a chapter pool's workers, their Jupyter kernels (each in a session of its own),
+    # the kernels' training workers: each is frozen (SIGSTOP) until the tree stops
+    # growing, so that none starts another, writes on or reacts to another's end
+    # (a kernel re-parented to init would be out of reach), then all are killed
+    import psutil  # the book's dependency
+
+    held: dict[int, psutil.Process] = {}
+    while new := [
+        p for p in psutil.Process().children(recursive=True) if p.pid not in held
+    ]:
+        for process in new:
+            held[process.pid] = process
+            with contextlib.suppress(psutil.Error):
+                process.suspend()
+    leftovers = {path for p in held.values() for path in _leftovers(p)}
+    for process in held.values():
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    deadline = time.monotonic() + seconds
+    while any(map(_running, held.values())) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for path in leftovers:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _running(process) -> bool:
+    """Whether ``process`` still runs (a zombie has ended; its adopter reaps it)."""
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _leftovers(process) -> list[Path]:
+    """The temporary files ``process`` removes at its end (killed, it cannot)."""
+    # a Jupyter kernel's connection file (-f FILE in its command line), the pymp-*
+    # folder of a multiprocessing manager's socket
+    import psutil
+
+    temp = Path(tempfile.gettempdir())
+    try:
+        line = process.cmdline()
+        sockets = [c.laddr for c in process.net_connections("unix")]
+    except psutil.Error:
+        return []
+    paths = [Path(line[line.index("-f") + 1])] if "-f" in line[:-1] else []
+    paths = [f for f in paths if f.suffix == ".json" and "ipykernel" in " ".join(line)]
+    for socket in filter(None, sockets):
+        folder = Path(socket).parent
+        paths += [folder] if folder.name.startswith("pymp-") else []
+    return [p for p in paths if p.parent == temp]
+
+
+def _left_to_the_driver() -> None:
+    """In a chapter worker, SIGINT and SIGTERM do nothing: the driver ends it."""
+    # a terminal's Ctrl-C reaches the whole group; caught, not ignored, so that the
+    # kernel the worker starts gets the default dispositions
+    for name in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(name, _nothing)
+
+
+def _nothing(signum, frame) -> None:
+    pass
+
+
 def run_chapters(tasks: dict, jobs: int, *, tag: str) -> tuple[str, str] | None:
     """Run ``tasks`` (name -> (function, args); each call returns (seconds, error text,
     '' when it passed)) in ``jobs`` worker processes, in the given order, printing each
     as it ends; at the first failure cancel the rest and return (name, error), else
-    None. One helper for ``make book`` (tools/prebuild.py), ``markovlib book`` and the
-    derived values (tools/derive.py)."""
+    None; SIGINT or SIGTERM end the workers and their kernels and raise
+    :class:`Stopped`. One helper for ``make book`` (tools/prebuild.py), ``markovlib
+    book`` and the derived values (tools/derive.py)."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = ProcessPoolExecutor(max(1, jobs), initializer=_left_to_the_driver)
+    with stopping(), pool:
         running = {pool.submit(f, *args): name for name, (f, args) in tasks.items()}
         while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            # a timeout: the main thread runs a signal's handler within a second
+            done, _ = wait(running, timeout=1, return_when=FIRST_COMPLETED)
             for job in done:
                 name = running.pop(job)
                 seconds, error = job.result()
