@@ -586,12 +586,8 @@ def pin(path="tests/scorecard_paper.json", rows=None) -> None:
 if __name__ == "__main__":  # python -m markovlib.companion.scorecard [--pin]
     import sys
 
-    from . import findings, inventory
-
     computed = compute()
     write_page(rows=computed)
-    findings.write_intro(rows=computed)  # the intro's list, from the same rows
-    inventory.write_page()
     if "--pin" in sys.argv[1:]:
         pin(rows=computed)
         write_readme(rows=computed)
