@@ -116,7 +116,13 @@ def lines(rows) -> list[str]:
     values = {r.id: Value(r.value, r.verdict) for r in rows}
     out = []
     for f in FINDINGS:
-        body = paper_figures(as_maths(f.text.format(**values)))
+        try:
+            body = paper_figures(as_maths(f.text.format(**values)))
+        except KeyError as gone:
+            raise KeyError(
+                f"markovlib/companion/findings.py reads row {gone}, which the "
+                "scorecard does not have: name the row that replaced it"
+            ) from None
         out.append(f"- {{doc}}`{f.link} <{f.chapter}>`: {body}")
     return out
 
