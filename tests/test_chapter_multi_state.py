@@ -30,3 +30,10 @@ def test_most_learnt_picks_the_best_run_on_the_chain():
     assert top["stay"] == "0.100 to 0.100" and top["true"] == 0.1
     none = chapters.multi_state.most_learnt([rec(0.1, exact)], 0.9)
     assert none["class"] == "not shipped" and none["share"] == "–"
+
+
+def test_labels_name_every_group_its_trained_claims_read():
+    from markovlib.companion.claims import CLAIMS
+
+    read = {g for c in CLAIMS if c.chapter == "multi_state" for g in c.groups}
+    assert read == set(chapters.multi_state.LABELS)

@@ -27,3 +27,28 @@ def test_runs_complete_needs_every_step_and_finite_losses():
 def test_records_of_refuses_mismatched_lengths():
     with pytest.raises(ValueError, match="2 results for 1 specs"):
         records_of([object(), object()], [object()])
+
+
+def test_relabelled_groups_are_read_under_the_claims_names():
+    from made_up_runs import at_chain, at_marginal
+
+    from markovlib.companion.claims import claim as claim_of, evaluate, measured
+    from markovlib.companion.records import Groups
+
+    runs = {"tied": [at_chain(0.2, 0.3)], "untied": [at_marginal(0.2, 0.3)]}
+    page = Groups(runs, {"tied": 1, "untied": 2})
+    labels = {"global_minimum-tied": "tied", "global_minimum-untied": "untied"}
+    read = page.relabelled(labels)
+    assert read("global_minimum-tied", "global_minimum-untied") == page(
+        "tied", "untied"
+    )
+    assert read.counts() == (2, 3) and not read.complete()
+    c = claim_of("fig3b_fp32")
+    assert evaluate(c, page, labels) == (2, 3, "runs shipped")  # not all there
+    assert measured("fig3b_fp32", page, labels) is None
+    page.wanted["untied"] = 1
+    m = measured("fig3b_fp32", page, labels)
+    assert m == evaluate(
+        c, Groups(dict(zip(labels, runs.values())), dict.fromkeys(labels, 1))
+    )
+    assert m.runs == 2

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from . import measures, thesis
 from .records import Incomplete
 
-__all__ = ["Claim", "CLAIMS", "claim", "evaluate", "chain_text", "paper_figures"]
+__all__ = [
+    "Claim",
+    "CLAIMS",
+    "claim",
+    "evaluate",
+    "measured",
+    "chain_text",
+    "paper_figures",
+]
 
 
 @dataclass(frozen=True)
@@ -100,16 +108,27 @@ def _read(runs, read):
     return runs(*_group_names(read))
 
 
-def evaluate(c: Claim, runs):
+def evaluate(c: Claim, runs, labels: Mapping | None = None, **given):
     """The :class:`~markovlib.companion.measures.Measure` of trained claim ``c`` on the
     records ``runs`` (a :class:`~markovlib.companion.records.Groups`) holds of the
-    groups it reads; :class:`~markovlib.companion.records.Incomplete` while a group is
-    not all there."""
+    groups it reads (``labels``: a chapter's label for each, where the chapter names
+    them its own way), ``given`` in place of its fixed arguments (a chapter's chain);
+    :class:`~markovlib.companion.records.Incomplete` while a group is not all there."""
+    if labels is not None:
+        runs = runs.relabelled({g: labels[g] for g in c.groups})
     if not runs.complete(*c.groups):
         return Incomplete(*runs.counts(*c.groups))
     inputs = {name: _read(runs, read) for name, read in c.reads.items()}
     inputs.update({name: getattr(runs, name) for name in c.uses})
-    return c.rule(**inputs, **c.given)
+    return c.rule(**inputs, **{**c.given, **given})
+
+
+def measured(claim_id: str, runs, labels: Mapping, **given):
+    """:func:`evaluate` of claim ``claim_id`` on a chapter's groups ``runs``
+    (``labels``: its label for each group the claim reads), as a page prints it: None
+    while a group is not all there."""
+    m = evaluate(claim(claim_id), runs, labels, **given)
+    return None if isinstance(m, Incomplete) else m
 
 
 def chain_text(p: float, q: float) -> str:

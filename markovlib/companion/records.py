@@ -7,6 +7,7 @@ and says whether they are all there, for the scorecard and the chapters alike.""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -164,6 +165,26 @@ class Groups:
             {name: shipped_records(data, specs) for name, specs in groups.items()},
             {name: len(specs) for name, specs in groups.items()},
             data=data,
+        )
+
+    @classmethod
+    def trained(cls, runs: dict, groups: dict) -> Groups:
+        """Trained runs of named groups (name -> its TrainResults, in the order of its
+        specs in ``groups``: name -> specs), with their records."""
+        return cls(
+            {name: records_of(runs[name], specs) for name, specs in groups.items()},
+            {name: len(specs) for name, specs in groups.items()},
+            runs={name: runs[name] for name in groups},
+        )
+
+    def relabelled(self, labels: Mapping) -> Groups:
+        """These groups under other names (``labels``: a new name -> the group here),
+        e.g. a chapter's groups under the names of the shipped groups a claim reads."""
+        return Groups(
+            {n: self.records[g] for n, g in labels.items()},
+            {n: self.wanted[g] for n, g in labels.items()},
+            runs={n: self.runs[g] for n, g in labels.items() if g in self.runs},
+            data=self.data,
         )
 
     def __call__(self, *names) -> list[RunRecord]:

@@ -122,7 +122,7 @@ def trapped_sources(edition: dict) -> dict:
     }
 
 
-def curvature_rule(records: Sequence[RunRecord], curvatures, groups=()) -> Measure:
+def curvature_rule(records: Sequence[RunRecord], curvatures) -> Measure:
     """Sec. 4.2's thesis, to second order: the trapped runs have no direction of
     negative curvature (Thm 2's local minimum); one is found where the smallest Ritz
     value lies below -:data:`NEGATIVE_BELOW` of :func:`saddle_scale`."""
@@ -139,13 +139,12 @@ def curvature_rule(records: Sequence[RunRecord], curvatures, groups=()) -> Measu
         claim_outcome(k, n) == "holds",
         runs=n,
         trapped=n,
-        groups=tuple(groups),
         details={"smallest": low, "grad": grads, "scale": scale},
         counts=(("no negative curvature found", k, n),),
     )
 
 
-def shipped_curvature(records: Sequence[RunRecord], weights_of, groups=()):
+def shipped_curvature(records: Sequence[RunRecord], weights_of):
     """:func:`curvature_rule` at the trapped runs of ``records`` from their Hessians
     shipped as derived values (``weights_of(record)``: a run's state dict);
     :class:`~markovlib.companion.records.Incomplete` while some are not shipped."""
@@ -154,13 +153,13 @@ def shipped_curvature(records: Sequence[RunRecord], weights_of, groups=()):
     done = sum(c is not None for c in curvatures)
     if done < len(curvatures):
         return Incomplete(done, len(curvatures), "Hessians at its trapped runs shipped")
-    return curvature_rule(trapped, curvatures, groups)
+    return curvature_rule(trapped, curvatures)
 
 
 PRECISION_WORDS = {"fp32": "float32", "fp16-scaled": "fp16 with a loss scale of 65536"}
 
 
-def stays_trapped(by_source: dict, precision: str, groups=()) -> Measure:
+def stays_trapped(by_source: dict, precision: str) -> Measure:
     """The thesis, in training: the trapped runs stay at H(π) when training goes on
     for their budget again in ``precision`` (``by_source``: the continued runs of each
     source group); holds when the interval of k of n lies above 1/2."""
@@ -176,13 +175,12 @@ def stays_trapped(by_source: dict, precision: str, groups=()) -> Measure:
         claim_outcome(k, n) == "holds",
         runs=n,
         trapped=k,
-        groups=tuple(groups),
         counts=(("at H(π)", k, n),),
     )
 
 
 def theory_model_stays(
-    runs: Sequence[RunRecord], continued: Sequence[RunRecord], groups=()
+    runs: Sequence[RunRecord], continued: Sequence[RunRecord]
 ) -> Measure:
     """The model Thm 2 analyses (no layer norm) stays at H(π) in float32: a run counts
     when it is at H(π) after the authors' budget and still after that budget again
@@ -201,7 +199,6 @@ def theory_model_stays(
         claim_outcome(*part[1:]) == "holds",
         runs=n,
         trapped=still,
-        groups=tuple(groups),
         counts=(part,),
     )
 
@@ -225,7 +222,7 @@ def _wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 
 
 def layer_norm_marginal(
-    without: Sequence[RunRecord], with_ln: Sequence[RunRecord], groups=()
+    without: Sequence[RunRecord], with_ln: Sequence[RunRecord]
 ) -> Measure:
     """Sec. 2's "we omit the layer norm since its influence is marginal": the theory
     model traps about as often with layer norms as without (same seeds and settings):
@@ -241,7 +238,6 @@ def layer_norm_marginal(
         -MARGINAL < low and high < MARGINAL,
         runs=n0 + n1,
         trapped=t0 + t1,
-        groups=tuple(groups),
         details={"interval": (low, high)},
     )
 
@@ -357,7 +353,7 @@ def e_curvature(w: float, p: float, q: float, h: float = 1e-4) -> float:
     return 2 * (float(reduced_loss(h, w, p, q)) - at) / h**2
 
 
-def below_line_minima(tied: Sequence[RunRecord], groups=()) -> Measure:
+def below_line_minima(tied: Sequence[RunRecord]) -> Measure:
     """Sec. 4.1, citing the follow-up paper: for p + q < 1 "local minima also exist",
     but "the standard Gaussian initialization around zero falls outside their basin":
     at every chain of ``tied`` below the line the reduced loss at (e, w) = (0, -1), past
@@ -378,7 +374,6 @@ def below_line_minima(tied: Sequence[RunRecord], groups=()) -> Measure:
         exact and claim_outcome(k, len(runs)) == "holds",
         runs=len(runs),
         trapped=trap_count(runs)[1],
-        groups=tuple(groups),
         counts=(("escaped", k, len(runs)),),
     )
 

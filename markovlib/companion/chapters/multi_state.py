@@ -8,8 +8,20 @@ from collections.abc import Sequence
 from ..records import RunRecord
 
 __all__ = [
+    "LABELS",
     "most_learnt",
 ]
+
+# this page's label of each shipped group its claims read (claims.measured): Fig 5's
+# runs, its GPT-2 control and its float32 control, each loaded as tied and untied
+LABELS = {
+    "fig5-k5-theory-fp16-tied": "tied",
+    "fig5-k5-theory-fp16-untied": "untied",
+    "fig5-k5-fp16-tied": "tied",
+    "fig5-k5-fp16-untied": "untied",
+    "fig5-k5-tied": "tied",
+    "fig5-k5-untied": "untied",
+}
 
 
 def most_learnt(records: Sequence[RunRecord], p: float) -> dict[str, object]:

@@ -95,11 +95,11 @@ def _appd_properties(d: dict, record: RunRecord) -> dict[str, bool]:
 
 
 def _appendix_d_tied(
-    inside: Sequence[dict], rs: Sequence[RunRecord], groups=()
+    inside: Sequence[dict], rs: Sequence[RunRecord]
 ) -> dict[str, Measure]:
     """App. D's four rows from the runs of its weight-tied model."""
     tied = [_appd_properties(d, r) for d, r in zip(inside, rs)]
-    common = dict(runs=len(rs), trapped=trap_count(rs)[1], groups=tuple(groups))
+    common = dict(runs=len(rs), trapped=trap_count(rs)[1])
     table = appendix_d_table({"tied": inside}, {"tied": rs})
     effect = abs(1 - rs[0].chain.P[0, 0] - rs[0].chain.P[1, 1])
     med, top = table.median(numeric_only=True), table.max(numeric_only=True)
@@ -132,7 +132,6 @@ def _appendix_d_tied(
 def appendix_d_runs(
     inside: dict[str, Sequence[dict]],
     records: dict[str, Sequence[RunRecord]],
-    groups=(),
 ) -> dict[str, Measure]:
     """App. D over every run (``inside[label][i]``: :func:`markovlib.theory.appendix_d`
     of ``records[label][i]``): the four rows from the weight-tied model of App. D
@@ -145,16 +144,10 @@ def appendix_d_runs(
     learnt kernel is within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` × |p + q − 1|
     of P. A row holds when at least :data:`~markovlib.analysis.CLAIM_SHARE` of the runs
     have its property."""
-    out = (
-        _appendix_d_tied(inside["tied"], records["tied"], groups)
-        if "tied" in inside
-        else {}
-    )
+    out = _appendix_d_tied(inside["tied"], records["tied"]) if "tied" in inside else {}
     for label, cid in (("untied", "appd_untied"), ("gpt2", "appd_gpt2")):
         if label in inside:
-            out[cid] = appendix_d_properties(
-                label, inside[label], records[label], groups
-            )
+            out[cid] = appendix_d_properties(label, inside[label], records[label])
     return out
 
 
@@ -169,26 +162,22 @@ def appendix_d_inside(records: Sequence[RunRecord], load) -> list[dict]:
     return out
 
 
-def appendix_d_property(
-    records: Sequence[RunRecord], load, prop: str, groups=()
-) -> Measure:
+def appendix_d_property(records: Sequence[RunRecord], load, prop: str) -> Measure:
     """App. D's row ``prop`` ("attention", "positions", "rank", "formula",
     "direction") over the runs of its weight-tied model (:func:`appendix_d_runs`)."""
     inside = appendix_d_inside(records, load)
-    return _appendix_d_tied(inside, records, groups)[f"appd_{prop}"]
+    return _appendix_d_tied(inside, records)[f"appd_{prop}"]
 
 
-def appendix_d_control(
-    records: Sequence[RunRecord], load, label: str, groups=()
-) -> Measure:
+def appendix_d_control(records: Sequence[RunRecord], load, label: str) -> Measure:
     """App. D's four properties on one of this book's controls ("untied", "gpt2"):
     :func:`appendix_d_properties` of its runs' models (``load(record)``)."""
     inside = appendix_d_inside(records, load)
-    return appendix_d_properties(label, inside, records, groups)
+    return appendix_d_properties(label, inside, records)
 
 
 def appendix_d_properties(
-    label: str, inside: Sequence[dict], records: Sequence[RunRecord], groups=()
+    label: str, inside: Sequence[dict], records: Sequence[RunRecord]
 ) -> Measure:
     """App. D's four properties on other runs than the authors' App. D model (this
     book's controls): how many runs have each; holds when at least
@@ -204,7 +193,6 @@ def appendix_d_properties(
         bool(has) and all(k >= CLAIM_SHARE * len(has) for k in counts.values()),
         runs=len(has),
         trapped=trap_count(records)[1] if has else 0,
-        groups=tuple(groups),
         counts=tuple((prop, k, len(has)) for prop, k in counts.items()),
     )
 

@@ -48,7 +48,6 @@ class Measure:
     applicable: bool = True
     runs: int | None = None
     trapped: int | None = None
-    groups: tuple = ()
     details: dict = field(default_factory=dict)
     # the runs that behave as the claim says, per part of the claim: (part, k, n);
     # the verdict rule (analysis.claim_outcome) judges each part, the worst decides

@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-def higher_order(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
+def higher_order(by_depth: dict[int, Sequence[RunRecord]]) -> Measure:
     """ICLR Sec. 4.4: deeper models learn a second-order chain given enough iterations:
     at least half of the runs of each depth ≥ 2 escaped (share of the gap from the
     tail of the test loss)."""
@@ -47,14 +47,11 @@ def higher_order(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure
         ok,
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=(("depth ≥ 2 escaped", e, len(deep)),),
     )
 
 
-def masking(
-    window: Sequence[RunRecord], full: Sequence[RunRecord], groups=()
-) -> Measure:
+def masking(window: Sequence[RunRecord], full: Sequence[RunRecord]) -> Measure:
     """Poster: masking helps on a lag-2 chain, judged by k of n: at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of the one-layer runs with the matched
     window escaped, and as many learnt more of the gap than the full-attention run of
@@ -73,7 +70,6 @@ def masking(
         escaped >= CLAIM_SHARE * len(window) and above >= CLAIM_SHARE * len(paired),
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=tuple(
             part
             for part in (
@@ -92,7 +88,7 @@ def masking(
 # Sec. 4.3 (Fig 5).
 
 
-def fig1_depths(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
+def fig1_depths(by_depth: dict[int, Sequence[RunRecord]]) -> Measure:
     """Fig 1, per depth: the single layer stays at H(π) (at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of its runs at H(π)) and every depth ≥ 2
     reaches H_rate (at least that share of its runs escaped)."""
@@ -113,14 +109,11 @@ def fig1_depths(by_depth: dict[int, Sequence[RunRecord]], groups=()) -> Measure:
         ok,
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=tuple(c for c in counts if c[2]),
     )
 
 
-def depth_factors(
-    untied: Sequence[RunRecord], mirror: Sequence[RunRecord], groups=()
-) -> Measure:
+def depth_factors(untied: Sequence[RunRecord], mirror: Sequence[RunRecord]) -> Measure:
     """Sec. 4.4: depth ≥ 2 reaches H_rate "regardless of these factors" (weight
     tying, switching): at least :data:`~markovlib.analysis.CLAIM_SHARE` of the untied
     depth-2 runs and of the tied depth-2 runs on the mirror chain (1 − p, 1 − q)
@@ -134,7 +127,6 @@ def depth_factors(
         eu >= CLAIM_SHARE * len(untied) and em >= CLAIM_SHARE * len(mirror),
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=(("escaped", eu + em, len(untied) + len(mirror)),),
     )
 
@@ -159,7 +151,7 @@ def plateau_steps(record: RunRecord) -> int | None:
     return int(end - steps[near[0]])
 
 
-def plateau_then_drop(records: Sequence[RunRecord], groups=()) -> Measure:
+def plateau_then_drop(records: Sequence[RunRecord]) -> Measure:
     """Sec. 4.4: the deeper models "first plateau" at H(π) and then reach H_rate: of
     the runs that escaped, at least :data:`~markovlib.analysis.CLAIM_SHARE` sat
     :data:`PLATEAU_STEPS` iterations or more at H(π) first (:func:`plateau_steps`)."""
@@ -174,12 +166,11 @@ def plateau_then_drop(records: Sequence[RunRecord], groups=()) -> Measure:
         bool(free) and k >= CLAIM_SHARE * len(free),
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=((f"at H(π) for {PLATEAU_STEPS}+ iterations, then down", k, len(free)),),
     )
 
 
-def trapped_starts(records: Sequence[RunRecord], groups=()) -> Measure:
+def trapped_starts(records: Sequence[RunRecord]) -> Measure:
     """Introduction: "deeper models converge regardless of initialization": at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of the depth-2 runs started from the seeds
     that trapped the single layer escaped. (Rule written on 2026-11-27, before these
@@ -192,6 +183,5 @@ def trapped_starts(records: Sequence[RunRecord], groups=()) -> Measure:
         e >= CLAIM_SHARE * n,
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=(("escaped", e, n),),
     )

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-def fig3a(records: Sequence[RunRecord], groups=()) -> Measure:
+def fig3a(records: Sequence[RunRecord]) -> Measure:
     """Fig 3(a): tied runs on a chain with p + q > 1 stay at H(π): the claim holds when
     at least :data:`~markovlib.analysis.CLAIM_SHARE` of them are at H(π) at the end."""
     n, t = trap_count(records)
@@ -42,13 +42,12 @@ def fig3a(records: Sequence[RunRecord], groups=()) -> Measure:
         t >= CLAIM_SHARE * n,
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=(("at H(π)", t, n),),
     )
 
 
 def float32_plateau(
-    budget: Sequence[RunRecord], longer: Sequence[RunRecord], groups=()
+    budget: Sequence[RunRecord], longer: Sequence[RunRecord]
 ) -> Measure:
     """This book: in float32 the trap is a plateau that training leaves: fewer than
     half of the tied runs are at H(π) at the authors' budget, and at 1000 iterations."""
@@ -61,7 +60,6 @@ def float32_plateau(
         t1 < CLAIM_SHARE * n1 and t2 < CLAIM_SHARE * n2,
         runs=n1 + n2,
         trapped=t1 + t2,
-        groups=tuple(groups),
     )
 
 
@@ -69,9 +67,7 @@ def _seeds_at(records: Sequence[RunRecord]) -> set[int]:
     return {r.spec.seed for r in records if r.cls == AT_UNIGRAM}
 
 
-def precision_traps(
-    fp16: Sequence[RunRecord], fp32: Sequence[RunRecord], groups=()
-) -> Measure:
+def precision_traps(fp16: Sequence[RunRecord], fp32: Sequence[RunRecord]) -> Measure:
     """This book: fp16 without loss scaling keeps tied runs at H(π) that float32 (same
     seeds, same batches) frees."""
     (n16, t16), (n32, t32) = trap_count(fp16), trap_count(fp32)
@@ -82,14 +78,11 @@ def precision_traps(
         t16 > t32,
         runs=n16 + n32,
         trapped=t16 + t32,
-        groups=tuple(groups),
         details={"fp16": t16, "fp32": t32, "fp16_only": only16},
     )
 
 
-def trap_models(
-    theory: Sequence[RunRecord], gpt2: Sequence[RunRecord], groups=()
-) -> Measure:
+def trap_models(theory: Sequence[RunRecord], gpt2: Sequence[RunRecord]) -> Measure:
     """This book: the theory model (no layer norm) is trapped more often than GPT-2."""
     (nt, tt), (ng, tg) = trap_count(theory), trap_count(gpt2)
     return Measure(
@@ -98,11 +91,10 @@ def trap_models(
         tt > tg,
         runs=nt + ng,
         trapped=tt + tg,
-        groups=tuple(groups),
     )
 
 
-def escape_claim(records: Sequence[RunRecord], groups=()) -> Measure:
+def escape_claim(records: Sequence[RunRecord]) -> Measure:
     """Runs that should learn the chain (untied, p + q < 1): the claim holds when at
     least :data:`~markovlib.analysis.CLAIM_SHARE` of them escaped."""
     cls = classes(records)
@@ -116,7 +108,6 @@ def escape_claim(records: Sequence[RunRecord], groups=()) -> Measure:
         e >= CLAIM_SHARE * n,
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=(("escaped", e, n),),
     )
 
@@ -139,7 +130,7 @@ def along_path(model, record: RunRecord) -> np.ndarray:
     return probs[np.flatnonzero(x[0].numpy() == 0)]
 
 
-def fig3c(trapped: Sequence[RunRecord], groups=(), load=None) -> Measure:
+def fig3c(trapped: Sequence[RunRecord], load=None) -> Measure:
     """Fig 3(c, d): a run at θ_π predicts π₁ after a zero, an escaped one p: each
     within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance p − π₁, by
     its learnt kernel; with ``load`` (record -> model) also position by position along
@@ -156,7 +147,6 @@ def fig3c(trapped: Sequence[RunRecord], groups=(), load=None) -> Measure:
             False,
             runs=len(trapped),
             trapped=len(stuck),
-            groups=tuple(groups),
             counts=tuple(  # the kind with no run: a part of 0 runs, not tested
                 (f"{kind} after a zero", 0, 0)
                 for kind, rs in (
@@ -195,13 +185,12 @@ def fig3c(trapped: Sequence[RunRecord], groups=(), load=None) -> Measure:
         ok,
         runs=len(trapped),
         trapped=len(stuck),
-        groups=tuple(groups),
         details={"stuck_seed": s.spec.seed, "free_seed": f.spec.seed},
         counts=tuple(counts),
     )
 
 
-def fig3c_untied(records: Sequence[RunRecord], p: float, q: float, groups=()):
+def fig3c_untied(records: Sequence[RunRecord], p: float, q: float):
     """Fig 3(c)'s untied curve: untied runs on (p, q), p + q > 1, predict p after a
     zero: at least :data:`~markovlib.analysis.CLAIM_SHARE` of them have a learnt
     P(1|0) within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance
@@ -217,7 +206,6 @@ def fig3c_untied(records: Sequence[RunRecord], p: float, q: float, groups=()):
         k >= CLAIM_SHARE * len(rs),
         runs=len(rs),
         trapped=trap_count(rs)[1],
-        groups=tuple(groups),
         counts=(("predict p after a zero", k, len(rs)),),
     )
 
@@ -228,7 +216,7 @@ def bias_prediction(model) -> float:
     return float(torch.softmax(model.head.bias.detach().double(), -1)[1])
 
 
-def bad_minimum(records: Sequence[RunRecord], load, groups=()) -> Measure:
+def bad_minimum(records: Sequence[RunRecord], load) -> Measure:
     """Sec. 4.1: at θ_π "the output ignores the input", f = σ(b) = π₁, in two parts on
     the runs at H(π) among ``records``: f = π₁ whatever the input (its learnt kernel's
     P(1|0) and P(1|1) both within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the
@@ -264,6 +252,5 @@ def bad_minimum(records: Sequence[RunRecord], load, groups=()) -> Measure:
         bool(stuck) and all(c >= CLAIM_SHARE * n for _, c, n in parts),
         runs=len(records),
         trapped=len(stuck),
-        groups=tuple(groups),
         counts=parts,  # none at H(π): parts of 0 runs, not tested
     )

@@ -31,9 +31,9 @@ __all__ = [
 ]
 
 
-def untied_escape(records: Sequence[RunRecord], groups=()) -> Measure:
+def untied_escape(records: Sequence[RunRecord]) -> Measure:
     """Untied runs escape θ_π: :func:`escape_claim` of the runs above p + q = 1."""
-    return escape_claim(above_line(records), groups)
+    return escape_claim(above_line(records))
 
 
 def cell_classes(records: Sequence[RunRecord]) -> dict[tuple[float, float], str]:
@@ -84,7 +84,7 @@ def _cells_text(cells) -> str:
     return ", ".join(f"({p:g}, {q:g})" for p, q in cells) or "none"
 
 
-def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()) -> Measure:
+def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord]) -> Measure:
     """Fig 4: tied cells above p + q = 1 collapse to the marginal (at H(π)), untied
     ones do not: at least half of the tied cells above the line are at H(π), fewer than
     half of the untied ones."""
@@ -100,7 +100,6 @@ def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()) -> M
         len(tt) >= CLAIM_SHARE * len(ct) and len(tu) < CLAIM_SHARE * len(cu),
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=(
             ("tied above the line at H(π)", trap_count(rt)[1], len(rt)),
             ("untied above the line not at H(π)", len(ru) - trap_count(ru)[1], len(ru)),
@@ -115,12 +114,10 @@ def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()) -> M
     )
 
 
-def fig4_float32(
-    tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()
-) -> Measure:
+def fig4_float32(tied: Sequence[RunRecord], untied: Sequence[RunRecord]) -> Measure:
     """This book: in float32 after 1000 iterations the tied cells above the line leave
     H(π) (fewer than half of them at H(π)); the cells still there are named."""
-    m = fig4(tied, untied, groups)
+    m = fig4(tied, untied)
     n, k = trap_count(above_line(tied))
     ct = _above(cell_classes(tied))
     tt = m.details["tied_cells"]
@@ -131,7 +128,6 @@ def fig4_float32(
         len(tt) < CLAIM_SHARE * len(ct),
         runs=m.runs,
         trapped=m.trapped,
-        groups=m.groups,
         details=m.details,
         counts=(("tied above the line left H(π)", n - k, n),),
     )
@@ -157,7 +153,6 @@ def fig4_cells(
     cells: Sequence[RunRecord],
     tied: Sequence[RunRecord],
     untied: Sequence[RunRecord],
-    groups=(),
 ) -> Measure:
     """Fig 4 from independent runs per cell: at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of the tied cells above p + q = 1 have at
@@ -180,7 +175,6 @@ def fig4_cells(
         len(table) > 0 and len(held) >= CLAIM_SHARE * len(table) and tu == tb == 0,
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         details={"table": table},
         counts=(
             ("tied above the line at H(π)", *trap_count(above_line(cells))[::-1]),
@@ -189,9 +183,7 @@ def fig4_cells(
     )
 
 
-def below_line(
-    tied: Sequence[RunRecord], untied: Sequence[RunRecord], groups=()
-) -> Measure:
+def below_line(tied: Sequence[RunRecord], untied: Sequence[RunRecord]) -> Measure:
     """Sec. 1 and 4.2: on chains with p + q < 1 the runs learn the chain "irrespective
     of the weight tying": for each tying, at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of the grid's cells below the line are
@@ -214,6 +206,5 @@ def below_line(
         ok,
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=tuple(counts),
     )

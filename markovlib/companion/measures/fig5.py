@@ -38,7 +38,7 @@ def _on_side(records: Sequence[RunRecord], ps, want: str) -> tuple[int, int, boo
 
 
 def fig5_halves(
-    tied: Sequence[RunRecord], untied: Sequence[RunRecord], p_max=0.6, groups=()
+    tied: Sequence[RunRecord], untied: Sequence[RunRecord], p_max=0.6
 ) -> Measure:
     """Sec. 4.3 (Fig 5), both halves: at every p ≤ ``p_max`` at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of the tied and of the untied runs
@@ -70,7 +70,6 @@ def fig5_halves(
         ok,
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=tuple(halves),
     )
 
@@ -95,7 +94,7 @@ def loss_share(record: RunRecord, step: int) -> float:
     return float((unigram - h["test_loss"].iloc[-1]) / (unigram - rate))
 
 
-def fig5_figure(tied: Sequence[RunRecord], groups=()) -> Measure:
+def fig5_figure(tied: Sequence[RunRecord]) -> Measure:
     """Fig 5 as drawn: at least :data:`~markovlib.analysis.CLAIM_SHARE` of the tied runs
     at p = :data:`FIG5_FIGURE_P` have covered, at the figure's right edge (iteration
     :data:`FIG5_FIGURE_STEP`), a share of the gap within :data:`FIG5_FIGURE_WITHIN` of
@@ -112,12 +111,11 @@ def fig5_figure(tied: Sequence[RunRecord], groups=()) -> Measure:
         k >= CLAIM_SHARE * len(runs) and bool(runs),
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         counts=(("where the authors' curves end", k, len(runs)),),
     )
 
 
-def threshold_sides(records: Sequence[RunRecord], star: float, groups=()) -> Measure:
+def threshold_sides(records: Sequence[RunRecord], star: float) -> Measure:
     """This book: runs on symmetric chains on either side of the k-state threshold
     ``star``, judged by the rule. The runs *switch* at the threshold when at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of those below it escaped and of those
@@ -136,7 +134,6 @@ def threshold_sides(records: Sequence[RunRecord], star: float, groups=()) -> Mea
         and count[AT_UNIGRAM] >= CLAIM_SHARE * len(above),
         runs=n,
         trapped=t,
-        groups=tuple(groups),
         details={
             "below": len(below),
             "escaped_below": esc,
