@@ -620,31 +620,33 @@ def _source(row: str) -> str:
 PAGE_INTRO = """\
 # What the paper claims, and where this book checks it
 
-Every sentence of the paper (and of its poster) that asserts a result a reader could \
-test, in the
-paper's order: each part of a theorem, what each figure draws, what the text says \
-without a figure,
-the abstract's claims. Each names the {{doc}}`scorecard` row that judges it, or says \
-why no row can.
-A row judges a claim **exactly** when the row's title is that claim; **in part** when \
-the row
-judges a narrower, a wider or a pooled claim, or tests the claim at this book's own \
-settings where
-the paper publishes none. The verdicts are on the {{doc}}`scorecard`.
+Every claim of the paper (and of its poster) that a reader could test, as the summary \
+of the paper
+this book works from gives them: the abstract's, each part of a theorem, what the text \
+says without
+a figure, what each figure draws, the appendix's, the poster's, and the textbook facts \
+of the
+setting. Each names the {{doc}}`scorecard` row that judges it, or says why no row can. \
+A row judges
+a claim **exactly** when the row's title is that claim; **in part** when the row \
+judges a narrower,
+a wider or a pooled claim, or tests the claim at this book's own settings where the \
+paper publishes
+none. The verdicts are on the {{doc}}`scorecard`.
 
 **In short:** {n} claims: {exactly} judged exactly by a row, {part} in part, \
 {none} not judged (each
 with its reason).
 
-The words are quoted from the text this book works from, a summary of the paper: in \
-quotation marks
-where the summary quotes the paper, marked *(summary)* where it states the claim in \
-its own words
-(plain-text maths typeset). The inventory is data (`markovlib/companion/inventory.py`, \
-beside the
-scorecard's `markovlib/companion/claims.py`); a test fails when a row of the paper's \
-names no entry,
-or an entry has neither a row nor a reason.
+The words are the summary's: in quotation marks where it quotes the paper, marked \
+*(summary)* where
+it states the claim in its own words (plain-text maths typeset). It quotes no \
+sentence of the
+paper's conclusion, so none is listed on its own. The inventory is data \
+(`markovlib/companion/inventory.py`, beside the scorecard's \
+`markovlib/companion/claims.py`); a
+test fails when a row of the paper's names no entry, or an entry has neither a row \
+nor a reason.
 
 """
 
