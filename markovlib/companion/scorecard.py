@@ -319,14 +319,17 @@ final test
 loss): 0 at the bad point $\\theta_\\pi$, 1 at the global minimum. A run is *at \
 $H(\\pi)$* below
 {low:g}, *escaped* above {high:g}, *in between* otherwise; a claim about "the runs" \
-holds when at
-least {share:.0%} of them do it. No trained verdict uses a tolerance in nats: near \
-$p + q = 1$ the
+holds when most
+of them do it beyond sampling noise (the rule below). No trained verdict uses a \
+tolerance in
+nats: near $p + q = 1$ the
 gap itself is smaller than any such tolerance. A claim about how runs behave is \
 judged by how
 many do: $k$ of $n$ runs, and the 95 % (Clopper–Pearson) interval of the share \
 $k/n$. The paper's
-figures show one run per curve and cannot show that share; this rule, written before \
+figures show single runs or the means of a few (Fig 1: 3 runs; App. D: five) and \
+cannot show
+that share; this rule, written before \
 the runs of
 Fig 5 and App. D at the authors' model were trained, says what the runs here show of it.
 

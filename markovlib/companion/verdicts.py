@@ -4,17 +4,23 @@ evaluating the claims (:mod:`markovlib.companion.computed`) and the page
 
 The rule (:func:`verdict`), stated on the scorecard page:
 
-* **reproduced** — the chapter's check of the claim holds;
-* **differs** — it fails, for an exact (untrained) claim at any scale, or for a
-  trained claim at a scale whose runs are long enough to claim convergence
-  (``cpu``, ``paper``);
+* **reproduced** — the claim's check holds; for a trained claim with ``counts`` the
+  counts decide, whatever the check says: every part's 95 % interval of k/n
+  (:func:`~markovlib.analysis.claim_outcome`) lies above 1/2;
+* **too few runs** — a part has so few runs (n <= 5) that no k could decide;
+* **partly** — a part's interval contains 1/2 (the worst part decides: too few runs,
+  then partly, then differs);
+* **differs** — the check fails (a part's interval lies below 1/2), for an exact
+  (untrained) claim at any scale, or for a trained claim at a scale whose runs are
+  long enough to claim convergence (``cpu``, ``paper``);
 * **not tested at this scale** — a trained claim at a scale that claims nothing about
-  convergence (``smoke``), whatever its check says; at a reduced scale (``cpu``: fewer
-  and shorter runs than the paper edition's), a trained claim its runs leave undecided
-  (too few runs, partly), or one that counts runs at H(π) judged on runs whose
-  length, batch or (shorter) iterations differ from the authors' (``unlike``: settings
-  the trapped chapters measured to change how many runs stay; issue 70), or any
-  claim a part of which has no run to judge;
+  convergence (``smoke``), whatever its check says; any claim a part of which has no
+  run to judge, or an exact claim not computed at this scale (at any scale); at a
+  reduced scale (``cpu``: fewer and shorter runs than the paper edition's), a trained
+  claim its runs leave undecided (too few runs, partly), or one that counts runs at
+  H(π) judged on runs whose length, batch or (shorter) iterations differ from the
+  authors' (``unlike``: settings the trapped chapters measured to change how many
+  runs stay; issue 70);
 * **not applicable to this chain** — the reader's chain is outside the claim's setting
   (e.g. a claim about p + q > 1 on a chain with p + q < 1).
 """
