@@ -41,7 +41,7 @@ def test_the_saddles_sentences_carry_the_counts():
     assert "tied, 5 of 32 GPT-2 runs and 2 of 32 theory-model runs escaped" in text
     assert "untied 40, tied never)." in text and "too short" not in text
     assert "too short" in saddle_sides_text(summary, untied, "smoke", False, "c")
-    fig4 = SimpleNamespace(value="tied: 3 of 10 cells")
+    fig4 = "tied: 3 of 10 cells"
     assert saddle_grid_text(fig4, "cpu", True) == (
         "Measured at the `cpu` scale in float32: tied: 3 of 10 cells."
     )
@@ -66,3 +66,10 @@ def test_thm3_holds_on_both_sides_of_the_line_not_on_it():
     on = binary(0.4, 0.6)
     h = theory.unigram_hessian(on, cfg, length=6)
     assert not chapters.saddles.thm3_holds(h, on, -1.0, drop=0.01)
+
+
+def test_labels_name_every_group_its_trained_claims_read():
+    from markovlib.companion.claims import CLAIMS
+
+    read = {g for c in CLAIMS if c.chapter == "saddles" for g in c.groups}
+    assert read == set(chapters.saddles.LABELS)

@@ -19,11 +19,21 @@ from ..measures import (
 from ..records import RunRecord
 
 __all__ = [
+    "LABELS",
     "fig4_kernel_maps",
     "saddle_sides_text",
     "saddle_grid_text",
     "thm3_holds",
 ]
+
+# this page's label of each shipped group its claims read (claims.measured): its
+# untied runs by (model, tying), the float32 Fig 4 grid by tying
+LABELS = {
+    "trap-gpt2-untied": ("gpt2", "untied"),
+    "trap-theory-untied": ("theory", "untied"),
+    "fig4-tied": "tied",
+    "fig4-untied": "untied",
+}
 
 
 def fig4_kernel_maps(
@@ -58,10 +68,10 @@ def saddle_sides_text(
     )
 
 
-def saddle_grid_text(fig4: Measure, scale: str, converges: bool) -> str:
-    """The saddles chapter's sentence on its (p, q) grid (``fig4``:
-    :func:`~markovlib.companion.measures.fig4`)."""
-    text = f"Measured at the `{scale}` scale in float32: {fig4.value}."
+def saddle_grid_text(fig4: str, scale: str, converges: bool) -> str:
+    """The saddles chapter's sentence on its (p, q) grid (``fig4``: the value of
+    :func:`~markovlib.companion.measures.fig4_float32`, or the runs shipped so far)."""
+    text = f"Measured at the `{scale}` scale in float32: {fig4}."
     return text if converges else text + " (Far too short to converge.)"
 
 
