@@ -86,14 +86,23 @@ def _tagged(tag: str) -> list[psutil.Process]:
     return [p for p in found if p.status() != psutil.STATUS_ZOMBIE]
 
 
-def _training(pid: int) -> bool:
-    """Whether the command's process tree holds its sweep's two training workers."""
+def _tree(pid: int) -> list[str]:
+    """The command lines of the processes under ``pid``."""
     try:
         tree = psutil.Process(pid).children(recursive=True)
-        spawned = [p for p in tree if "spawn_main" in " ".join(p.cmdline())]
+        return [" ".join(p.cmdline()) for p in tree]
     except psutil.Error:
-        return False
-    return len(spawned) >= 2
+        return []
+
+
+def _training(pid: int) -> bool:
+    """Whether the command's process tree holds its sweep's two training workers."""
+    return len([c for c in _tree(pid) if "spawn_main" in c]) >= 2
+
+
+def _kernel(pid: int) -> bool:
+    """Whether the command's process tree holds a Jupyter kernel."""
+    return any("ipykernel" in c for c in _tree(pid))
 
 
 def _files(*folders: Path) -> dict[str, float]:
@@ -103,10 +112,10 @@ def _files(*folders: Path) -> dict[str, float]:
     }
 
 
-def _stop(command: list, sig, group: bool, cwd: Path, env: dict):
+def _stop(command: list, sig, group: bool, cwd: Path, env: dict, ready=_training):
     """Run ``command``, send ``sig`` (to its process group or its main process) once
-    its chapter's sweep trains; (exit status, seconds to exit, the time of its stop
-    line, stderr's lines)."""
+    ``ready`` (its chapter's sweep trains, or a kernel starts); (exit status, seconds
+    to exit, stderr's lines, each with the time it was read)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "markovlib", *command],
         stdout=subprocess.DEVNULL,
@@ -121,11 +130,11 @@ def _stop(command: list, sig, group: bool, cwd: Path, env: dict):
     err = _Lines(proc.stderr)
     try:
         deadline = time.time() + 240
-        while not _training(proc.pid) and proc.poll() is None:
+        while not ready(proc.pid) and proc.poll() is None:
             assert time.time() < deadline, err.lines
             time.sleep(0.2)
         assert proc.poll() is None, err.lines
-        time.sleep(2)  # the workers train
+        time.sleep(2 if ready is _training else 0)  # the workers train
         sent = time.time()
         if group:
             os.killpg(proc.pid, sig)
@@ -161,6 +170,24 @@ def test_a_stopped_chapter_ends_every_process_it_started(
     (parented to init, writing notebooks into --out after the lock was gone); SIGINT
     to its main process alone took 107 s; a stop in a chapter's first sweep printed
     134-186 lines after the promised one."""
+    _stopped_cleanly(tmp_path, clone, tag, command, sig, group, _training)
+
+
+@pytest.mark.parametrize(
+    "command, sig, group",
+    [("book", signal.SIGINT, True), ("rerun", signal.SIGTERM, False)],
+    ids=["book-SIGINT-group", "rerun-SIGTERM-main"],
+)
+def test_a_chapter_stopped_as_its_kernel_starts_ends_it(
+    tmp_path, clone, tag, command, sig, group
+):
+    """The same, stopped while the chapter's kernel starts (before its first cell)."""
+    _stopped_cleanly(tmp_path, clone, tag, command, sig, group, _kernel)
+
+
+def _stopped_cleanly(tmp_path, clone, tag, command, sig, group, ready) -> None:
+    """``command`` stopped by ``sig`` once ``ready``: its exit status and one line,
+    within seconds; nothing left running nor written after the line; lock released."""
     out, store = tmp_path / "out", tmp_path / "store"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MARKOVLIB_")},
@@ -170,7 +197,7 @@ def test_a_stopped_chapter_ends_every_process_it_started(
     chain = ["--p", "0.3", "--q", "0.4", "--out", str(out)]
     args = ["book", "--source", str(clone)] if command == "book" else ["rerun"]
     args = [*args, *([] if command == "book" else ["global_minimum"]), *chain]
-    code, seconds, lines = _stop(args, sig, group, clone, env)
+    code, seconds, lines = _stop(args, sig, group, clone, env, ready)
     status, says = STOPPED[sig]
     stop = f"markovlib {command}: {says}"
     stops = [i for i, (_, ln) in enumerate(lines) if ln.startswith(stop)]
