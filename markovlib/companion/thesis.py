@@ -476,8 +476,18 @@ def summary_text(parts: dict) -> str:
             if kept
             else "; training continued from them leaves H(π)."
         )
-        + " A trap that training leaves is not the local minimum of Thm 2." * (not kept)
+        + " So the trapped runs are not themselves local minima." * (not minimum)
+        + _UNDECIDED
     )
+
+
+# what the two tests cannot decide (issue 67's read: a degenerate minimum, AdamW)
+_UNDECIDED = (
+    " Whether they lie in the basin of Thm 2's θ_π these tests cannot say: θ_π's "
+    "Hessian is zero outside the (e, b) block, so points near it can have "
+    "directions of negative curvature, and AdamW leaves even θ_π plus small noise "
+    "that exact gradient descent returns to (the optimiser crossover above)."
+)
 
 
 PERTURBATION = dict(tied=True, noise=0.05, n=4, steps=300, seed=0)  # bad_local_minima's
