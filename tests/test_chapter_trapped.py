@@ -132,3 +132,10 @@ def test_leave_text_says_when_the_test_loss_cannot_resolve_the_chain():
     lost = noise.banded_survival(binary(0.52, 0.5), [flat], tokens)
     text = chapters.trapped.leave_text({"a": wide, "b": lost})
     assert text.startswith("0.90 (the noise") and "cannot tell" in text
+
+
+def test_labels_name_groups_its_trained_claims_read():
+    from markovlib.companion.claims import CLAIMS
+
+    read = {g for c in CLAIMS if c.chapter == "trapped" for g in c.groups}
+    assert set(chapters.trapped.LABELS) <= read

@@ -187,6 +187,16 @@ class Groups:
             data=self.data,
         )
 
+    def joined(self, other: Groups) -> Groups:
+        """These groups and ``other``'s in one (for a claim that reads groups a page
+        loaded apart)."""
+        return Groups(
+            {**self.records, **other.records},
+            {**self.wanted, **other.wanted},
+            runs={**self.runs, **other.runs},
+            data=self.data or other.data,
+        )
+
     def __call__(self, *names) -> list[RunRecord]:
         """The records of these groups, one list in the order named."""
         return [r for n in names for r in self.records[n]]

@@ -21,6 +21,7 @@ from ..notebook import shown_number
 from ..records import RunRecord
 
 __all__ = [
+    "LABELS",
     "cells_at_unigram",
     "fig4_by_grid",
     "by_seed_text",
@@ -31,6 +32,16 @@ __all__ = [
     "plateau_ends",
     "leave_text",
 ]
+
+# this page's label of each shipped group its claims read (claims.measured): its tied
+# runs by name, Fig 4's grids by (name, tying), the independent runs per cell
+LABELS = {
+    "trap400-gpt2-tied-fp16": "GPT-2, fp16",
+    "trap400-gpt2-tied-fp32": "GPT-2, float32",
+    "fig4-400-tied-fp16": ("fp16, 400", "tied"),
+    "fig4-400-untied-fp16": ("fp16, 400", "untied"),
+    "fig4-cells-400-tied-fp16": "cells",
+}
 
 
 def cells_at_unigram(records: Sequence[RunRecord]) -> list[tuple[float, float]]:
