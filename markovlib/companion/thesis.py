@@ -481,12 +481,14 @@ def summary_text(parts: dict) -> str:
     )
 
 
-# what the two tests cannot decide (issue 67's read: a degenerate minimum, AdamW)
+# what the two tests cannot decide (issue 67's read: a degenerate minimum, AdamW);
+# glued as MyST, so its maths is typeset
 _UNDECIDED = (
-    " Whether they lie in the basin of Thm 2's θ_π these tests cannot say: θ_π's "
-    "Hessian is zero outside the (e, b) block, so points near it can have "
-    "directions of negative curvature, and AdamW leaves even θ_π plus small noise "
-    "that exact gradient descent returns to (the optimiser crossover above)."
+    " Whether they lie in the basin of Thm 2's $\\theta_\\pi$ these tests cannot "
+    "say: its Hessian is zero outside the (e, b) block, so points near it can have "
+    "directions of negative curvature, and AdamW leaves even $\\theta_\\pi$ plus "
+    "small noise that exact gradient descent returns to (the optimiser crossover "
+    "above)."
 )
 
 
