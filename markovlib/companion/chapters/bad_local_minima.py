@@ -28,8 +28,9 @@ def perturbation_text(perturbed: dict, p: float, q: float, stable: bool) -> str:
     text = "Measured: " + "; ".join(lines) + ". "
     if p + q > 1:
         return text + (
-            "As Thm 2 predicts, the tied point is stable for this chain (p + q > 1) "
-            "and unstable for its mirror."
+            "As Thm 2 predicts, the tied point is stable for this chain (p + q > 1); "
+            "on its mirror (p + q < 1), where the (e, b) block has a negative "
+            "eigenvalue, it is unstable."
             if stable
             else "This is **not** the clean picture of Thm 2 for every model and "
             "chain; see the numbers."
@@ -78,7 +79,11 @@ def trap_training_text(
     if not converges:
         return f"At the `{scale}` scale the runs are far too short to say anything."
     if p + q <= 1:
-        return "For p + q <= 1 there is no bad local minimum to be trapped in (Thm 2)."
+        return (
+            "For p + q <= 1 Thm 2 does not apply: its point is no local minimum there, "
+            "and the local minima Sec. 4.1 says exist for p + q < 1 lie outside the "
+            "basin of the standard Gaussian initialisation."
+        )
     return (
         f"Measured at the `{scale}` scale in float32: "
         + "; ".join(found)

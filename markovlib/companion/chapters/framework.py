@@ -37,8 +37,10 @@ SWITCHING_REGIMES = {
     "negative). This is the regime of Theorem 2, where a tied single-layer "
     "transformer has a bad local minimum",
     -1: "below 1: the chain prefers to keep its state (its lag-one correlation is "
-    "positive). In this regime the paper finds that training always reaches the "
-    "global minimum, tied or not",
+    "positive). In this regime the paper finds that training from the standard "
+    "initialisation reaches the global minimum, tied or not (Sec. 4.1: local minima "
+    "exist here too, but the standard Gaussian initialisation falls outside their "
+    "basin)",
     0: "exactly 1: consecutive states are independent, so the chain is an i.i.d. "
     "sequence and there is nothing to learn beyond its marginal law",
 }  # keyed by the side of p + q = 1: -1 below, 0 on, 1 above

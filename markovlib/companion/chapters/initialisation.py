@@ -114,14 +114,15 @@ def _flow_agreement_text(
 
 
 def _kink_escape_text(runs, local: np.ndarray) -> str:
-    """Why the p + q < 1 runs started in the reduced model's local basin all escape:
-    its 'local minima' sit on the ReLU's kink."""
+    """The p + q < 1 runs started in the reduced model's local basin: how many stay,
+    and the embeddings' common mode at the end (which direction carries them off the
+    manifold is not measured)."""
     common = float(np.median(runs.final["common"][local]))
     return (
         f"For p + q < 1 none of the {int(np.sum(local))} runs started in the "
-        "reduced model's local basin stays there: those 'local minima' sit on the "
-        "kink of the ReLU neuron (its pre-activation is 0 at e = 0), and the full "
-        "model leaves them off the manifold; at the end the embeddings' common "
+        "reduced model's local basin stays there: the full model leaves the manifold "
+        "(which direction carries it off is not measured here); at the end the "
+        "embeddings' common "
         f"mode $\\|E_0 + E_1\\|/2$ is {common:.2f} (median; 0 on the manifold). "
     )
 
