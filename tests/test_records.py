@@ -52,3 +52,15 @@ def test_relabelled_groups_are_read_under_the_claims_names():
         c, Groups(dict(zip(labels, runs.values())), dict.fromkeys(labels, 1))
     )
     assert m.runs == 2
+
+
+def test_a_chapter_at_a_smaller_scale_is_judged_on_the_groups_it_has():
+    from made_up_runs import at_chain
+
+    from markovlib.companion.claims import claim, evaluate, measured
+    from markovlib.companion.records import Groups
+
+    page = Groups({"L2": [at_chain(0.5, 0.8)]}, {"L2": 1})
+    labels = {"depth-fig1-fp16-L2": "L2"}  # no depth 4 or 8 at this scale
+    m = measured("depth_plateau", page, labels)
+    assert m == evaluate(claim("depth_plateau"), page, labels) and m.runs == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import measures, thesis
 from .records import Incomplete
@@ -108,13 +108,25 @@ def _read(runs, read):
     return runs(*_group_names(read))
 
 
+def _having(read, labels: Mapping):
+    """One of a rule's inputs as a chapter at a smaller scale has it: the groups of a
+    tuple or a dict that ``labels`` names (a single group stays)."""
+    if isinstance(read, str):
+        return read
+    if isinstance(read, Mapping):
+        return {k: g for k, g in read.items() if g in labels}
+    return tuple(g for g in read if g in labels)
+
+
 def evaluate(c: Claim, runs, labels: Mapping | None = None, **given):
     """The :class:`~markovlib.companion.measures.Measure` of trained claim ``c`` on the
     records ``runs`` (a :class:`~markovlib.companion.records.Groups`) holds of the
-    groups it reads (``labels``: a chapter's label for each, where the chapter names
-    them its own way), ``given`` in place of its fixed arguments (a chapter's chain);
-    :class:`~markovlib.companion.records.Incomplete` while a group is not all there."""
-    if labels is not None:
+    groups it reads (``labels``: a chapter's label for each it has, where the chapter
+    names them its own way), ``given`` in place of its fixed arguments (a chapter's
+    chain); :class:`~markovlib.companion.records.Incomplete` while a group is not all
+    there."""
+    if labels is not None:  # a chapter's groups: those of the claim's it has
+        c = replace(c, reads={n: _having(r, labels) for n, r in c.reads.items()})
         runs = runs.relabelled({g: labels[g] for g in c.groups})
     if not runs.complete(*c.groups):
         return Incomplete(*runs.counts(*c.groups))
