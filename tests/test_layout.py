@@ -1,6 +1,8 @@
 """The house rules of the library that a reviewer would otherwise count by hand."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import markovlib
@@ -67,3 +69,23 @@ def test_the_chapters_hide_at_most_860_lines_of_code():
         for path in sorted((LIBRARY.parent / "book").glob("*.ipynb"))
     }
     assert len(hidden) == 10 and sum(hidden.values()) <= 860, hidden
+
+
+def test_import_markovlib_loads_its_public_names_on_first_use():
+    """Issue 65: `import markovlib` imported torch (2-3 s); its public names are
+    loaded from their modules on first use (PEP 562), the same objects as before."""
+    code = (
+        "import sys, markovlib\n"
+        "assert 'torch' not in sys.modules, 'torch'\n"
+        "assert set(markovlib.__all__) <= set(dir(markovlib))\n"
+        "from markovlib import binary, chains, TransformerConfig, model\n"
+        "assert binary is chains.binary\n"
+        "assert TransformerConfig is model.TransformerConfig\n"
+        "assert [n for n in markovlib.__all__ if not hasattr(markovlib, n)] == []\n"
+        "try:\n    markovlib.nothing\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "module 'markovlib' has no attribute 'nothing'\n"
