@@ -49,3 +49,10 @@ def test_construction_claim_needs_the_kernel_the_loss_and_flat_slices():
     assert not construction_claim({"x": {**ok, "loss": 0.6}}, flat, 0.5).ok
     dips = {"a": 0.5 - np.linspace(-1, 1, 5) ** 2}  # a slice below H_rate
     assert not construction_claim({"x": ok}, dips, 0.5).ok
+
+
+def test_labels_name_groups_its_trained_claims_read():
+    from markovlib.companion.claims import CLAIMS
+
+    read = {g for c in CLAIMS if c.chapter == "global_minimum" for g in c.groups}
+    assert set(chapters.global_minimum.LABELS) <= read

@@ -16,6 +16,7 @@ from ..measures import (
 )
 
 __all__ = [
+    "LABELS",
     "APPD_ROWS",
     "appendix_d_rows",
     "rank_ratio_table",
@@ -26,6 +27,14 @@ __all__ = [
     "construction_claim",
 ]
 
+# this page's label of each shipped group its Fig 3(b) claims read (claims.measured):
+# its fp16 runs at the authors' settings and the float32 control, each tied and untied
+LABELS = {
+    "global_minimum-400-fp16-tied": "tied",
+    "global_minimum-400-fp16-untied": "untied",
+    "global_minimum-tied": "tied",
+    "global_minimum-untied": "untied",
+}
 
 APPD_ROWS = {"App. D model": "tied", "tied": "gpt2", "untied": "untied"}
 
