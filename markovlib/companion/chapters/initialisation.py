@@ -17,12 +17,14 @@ __all__ = [
 @dataclass(frozen=True)
 class InitialisationVerdict:
     """What the initialisation chapter concludes from its manifold runs: per chain the
-    agreement of gradient descent with the paper's flow and with the flow in the full
-    model's metric, AdamW's agreement and undecided runs (``rows``), and the sentences
+    agreement of gradient descent with the follow-up's flow and with the flow in the
+    full model's metric, AdamW's agreement and undecided runs (``rows``), and the sentences
     that say so."""
 
     rows: dict[str, dict]
-    agreement: float  # share of all GD runs that end where the paper's flow predicts
+    agreement: (
+        float  # share of all GD runs that end where the follow-up's flow predicts
+    )
     escaped_below: bool  # every GD run started 'local' on the p + q < 1 chain escaped
     metric_better: bool  # the full model's metric predicts at least as well, per chain
     portrait: str
@@ -41,8 +43,8 @@ def initialisation_verdict(
     its mirror, ``init_local[(init, chain)]`` the share of an initialisation the reduced
     flow sends to a local minimum ('N(0, 0.02²)' and 'init 0.2'), ``gd`` and ``adam``
     the :class:`~markovlib.dynamics.ManifoldRuns` per chain, ``pred`` and
-    ``pred_metric`` the basins predicted by the paper's flow and by the flow in the full
-    model's metric."""
+    ``pred_metric`` the basins predicted by the follow-up's flow and by the flow in the
+    full model's metric."""
     below = next(c for c, (p, q) in chains.items() if p + q < 1)
     above = next(c for c in chains if c != below)
     rows = {
@@ -100,7 +102,7 @@ def _flow_agreement_text(
     """How often gradient descent on the full model ends where the reduced flow
     predicts, and the full model's metric where it predicts better."""
     text = (
-        "Gradient descent on the full model ends where the paper's reduced flow "
+        "Gradient descent on the full model ends where the follow-up's reduced flow "
         f"predicts in {agreement:.0%} of the {n_runs} runs. "
     )
     if agreement < 1 and metric_better:
