@@ -1,0 +1,129 @@
+"""The claims of Thm 2 and Fig 3(a, c) (the bad local minimum), in page order."""
+
+from __future__ import annotations
+
+from .. import measures
+from .claim import Claim
+
+__all__ = ["CLAIMS"]
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "thm2",
+        "bad_local_minima",
+        "paper",
+        "Thm 2: θ_π is a local minimum (tied, p + q > 1)",
+        "tied, p + q > 1",
+        "smallest Hessian eigenvalue on the (e, b) block; at θ_π: f = π₁, L = H(π), "
+        "∇L = 0, the Hessian zero outside (e, b)",
+        "thm-bad-local-minimum",
+        exact=True,
+    ),
+    Claim(
+        "thm2_descent",
+        "bad_local_minima",
+        "paper",
+        "Thm 2: θ_π is a local minimum (tied, p + q > 1), tested by descent: gradient "
+        "descent on the exact loss from θ_π plus noise returns to it",
+        "(0.5, 0.8), tied, the theory model and GPT-2; N(0, 0.05²) on every parameter, "
+        "4 draws each, 300 steps of exact gradient descent (paths of 10 states); the "
+        "mirror chain (0.5, 0.2) as a control",
+        "every descent back within 1e-3 nats of H(π)",
+        "fig-blm-perturbed",
+        exact=True,
+    ),
+    Claim(
+        "fig3a",
+        "trapped",
+        "paper",
+        "Fig 3(a): tied runs stay at H(π) on (0.5, 0.8)",
+        "(0.5, 0.8), GPT-2, tied",
+        "runs at H(π) (learnt < 10 % of the gap) at the end",
+        "fig-trapped-survival",
+        rule=measures.fig3a,
+        reads={"records": "trap400-gpt2-tied-fp16"},
+        authors="fig3",
+        stays=True,
+    ),
+    Claim(
+        "fig3c",
+        "bad_local_minima",
+        "paper",
+        "Fig 3(c, d): a run at θ_π predicts π₁ after a zero, an escaped one p",
+        "(0.5, 0.8), GPT-2, tied",
+        "learnt P(1|0) of a run at θ_π and of an escaped run; every run of each kind "
+        "position by position along one test path (90 % of the positions after a "
+        "zero)",
+        "fig-blm-predictions",
+        rule=measures.fig3c,
+        reads={"trapped": "trap400-gpt2-tied-fp16"},
+        uses=("load",),
+        authors="fig3",
+    ),
+    Claim(
+        "fig3c_untied",
+        "trapped",
+        "paper",
+        "Fig 3(c): an untied run on (0.5, 0.8) predicts p after a zero",
+        "(0.5, 0.8), GPT-2, untied (the Fig 4 grid's cell)",
+        "learnt P(1|0) of each untied run",
+        "fig-trapped-grid",
+        rule=measures.fig3c_untied,
+        reads={"records": "fig4-400-untied-fp16"},
+        given={"p": 0.5, "q": 0.8},
+        authors="fig3",
+    ),
+    Claim(
+        "bad_minimum",
+        "trapped",
+        "paper",
+        "Sec. 4.1: at θ_π the output ignores the input, f = σ(b) = π₁",
+        "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
+        "runs at H(π) predicting π₁ after a zero and after a one; runs whose head's "
+        "bias alone, σ(b), is π₁",
+        "fig-trapped-survival",
+        rule=measures.bad_minimum,
+        reads={"records": "trap400-gpt2-tied-fp16"},
+        uses=("load",),
+        authors="fig3",
+    ),
+    Claim(
+        "fig3a_fp32",
+        "bad_local_minima",
+        "this book",
+        "In float32 the trap is a plateau that training leaves",
+        "(0.5, 0.8), GPT-2, tied",
+        "runs at H(π) at the end of each budget",
+        "fig-blm-trap",
+        rule=measures.float32_plateau,
+        reads={"budget": "trap400-gpt2-tied-fp32", "longer": "trap-gpt2-tied"},
+        authors="fig3",
+        traps=True,
+    ),
+    Claim(
+        "trap_models",
+        "bad_local_minima",
+        "this book",
+        "The theory model (no layer norm) is trapped more often than GPT-2",
+        "(0.5, 0.8), tied, theory and GPT-2 models",
+        "runs at H(π) at the end, theory / GPT-2",
+        "fig-blm-trap",
+        rule=measures.trap_models,
+        reads={"theory": "trap400-theory-tied-fp32", "gpt2": "trap400-gpt2-tied-fp32"},
+        authors="fig3",
+        traps=True,
+    ),
+    Claim(
+        "precision",
+        "trapped",
+        "this book",
+        "fp16 without loss scaling keeps tied runs at H(π) that float32 frees",
+        "(0.5, 0.8), GPT-2, tied, the same seeds and batches",
+        "runs at H(π) at the end, fp16 / float32",
+        "fig-trapped-survival",
+        rule=measures.precision_traps,
+        reads={"fp16": "trap400-gpt2-tied-fp16", "fp32": "trap400-gpt2-tied-fp32"},
+        authors="fig3",
+        stays=True,
+    ),
+)
