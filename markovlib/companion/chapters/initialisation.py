@@ -18,8 +18,8 @@ __all__ = [
 class InitialisationVerdict:
     """What the initialisation chapter concludes from its manifold runs: per chain the
     agreement of gradient descent with the follow-up's flow and with the flow in the
-    full model's metric, AdamW's agreement and undecided runs (``rows``), and the sentences
-    that say so."""
+    full model's metric, AdamW's agreement and undecided runs (``rows``), and the
+    sentences that say so."""
 
     rows: dict[str, dict]
     agreement: (
