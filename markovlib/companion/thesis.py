@@ -366,14 +366,13 @@ def below_line_minima(tied: Sequence[RunRecord]) -> Measure:
     near_zero = [e_curvature(0.0, p, q) for p, q in cells]
     exact = min(beyond) > 0 > max(near_zero)
     k = sum(r.cls == "escaped" for r in runs)
-    return Measure(
+    return Measure.over(
+        runs,
         f"{len(cells)} chains: ∂²L/∂e² at (0, −1) from {min(beyond):.3g} to "
         f"{max(beyond):.3g}, at (0, 0) from {min(near_zero):.3g} to "
         f"{max(near_zero):.3g}; {_n(k, len(runs))} from the standard initialisation "
         "escaped",
         exact and claim_outcome(k, len(runs)) == "holds",
-        runs=len(runs),
-        trapped=trap_count(runs)[1],
         counts=(("escaped", k, len(runs)),),
     )
 

@@ -99,7 +99,6 @@ def _appendix_d_tied(
 ) -> dict[str, Measure]:
     """App. D's four rows from the runs of its weight-tied model."""
     tied = [_appd_properties(d, r) for d, r in zip(inside, rs)]
-    common = dict(runs=len(rs), trapped=trap_count(rs)[1])
     table = appendix_d_table({"tied": inside}, {"tied": rs})
     effect = abs(1 - rs[0].chain.P[0, 0] - rs[0].chain.P[1, 1])
     med, top = table.median(numeric_only=True), table.max(numeric_only=True)
@@ -120,11 +119,11 @@ def _appendix_d_tied(
             (part, sum(h[part] for h in parts), len(parts)) for part in APPD_PARTS[prop]
         )
         k = sum(h[prop] for h in tied)
-        out[f"appd_{prop}"] = Measure(
+        out[f"appd_{prop}"] = Measure.over(
+            rs,
             f"tied: {_n(k, len(tied))} ({text})",
             k >= CLAIM_SHARE * len(tied),
             counts=counts,
-            **common,
         )
     return out
 

@@ -53,6 +53,12 @@ class Measure:
     # the verdict rule (analysis.claim_outcome) judges each part, the worst decides
     counts: tuple = ()
 
+    @classmethod
+    def over(cls, records: Sequence[RunRecord], value: str, ok: bool, **rest):
+        """A claim measured on the runs ``records``: how many, how many at H(π)."""
+        n, t = trap_count(records)
+        return cls(value, ok, runs=n, trapped=t, **rest)
+
 
 def _n(k: int, n: int, what: str = "runs") -> str:
     """ "k of n runs" ("k of 1 run")."""

@@ -40,13 +40,11 @@ def higher_order(by_depth: dict[int, Sequence[RunRecord]]) -> Measure:
         if L >= 2:
             ok &= esc >= CLAIM_SHARE * len(rs)
             deep += rs
-    n, t = trap_count([r for rs in by_depth.values() for r in rs])
     e = sum(r.cls == ESCAPED for r in deep)
-    return Measure(
+    return Measure.over(
+        [r for rs in by_depth.values() for r in rs],
         "; ".join(parts),
         ok,
-        runs=n,
-        trapped=t,
         counts=(("depth ≥ 2 escaped", e, len(deep)),),
     )
 
@@ -62,14 +60,12 @@ def masking(window: Sequence[RunRecord], full: Sequence[RunRecord]) -> Measure:
     above = sum(r.share > by_seed[r.spec.seed] for r in paired)
     w = float(np.mean([r.share for r in window]))
     f = float(np.mean([r.share for r in full]))
-    n, t = trap_count([*window, *full])
-    return Measure(
+    return Measure.over(
+        [*window, *full],
         f"window 1: {_n(escaped, len(window))} escaped, {_n(above, len(paired))} above "
         f"full attention with the same seed (mean shares of the gap {w:.3f} and "
         f"{f:.3f})",
         escaped >= CLAIM_SHARE * len(window) and above >= CLAIM_SHARE * len(paired),
-        runs=n,
-        trapped=t,
         counts=tuple(
             part
             for part in (
@@ -102,13 +98,11 @@ def fig1_depths(by_depth: dict[int, Sequence[RunRecord]]) -> Measure:
         ok &= k >= CLAIM_SHARE * len(rs)
         hits[min(L, 2)][0] += k
         hits[min(L, 2)][1] += len(rs)
-    n, t = trap_count([r for rs in by_depth.values() for r in rs])
     counts = (("depth 1 at H(π)", *hits[1]), ("depth ≥ 2 escaped", *hits[2]))
-    return Measure(
+    return Measure.over(
+        [r for rs in by_depth.values() for r in rs],
         "; ".join(parts),
         ok,
-        runs=n,
-        trapped=t,
         counts=tuple(c for c in counts if c[2]),
     )
 
@@ -120,13 +114,11 @@ def depth_factors(untied: Sequence[RunRecord], mirror: Sequence[RunRecord]) -> M
     escaped."""
     eu, em = (sum(r.cls == ESCAPED for r in rs) for rs in (untied, mirror))
     c = mirror[0].spec.chain
-    n, t = trap_count([*untied, *mirror])
-    return Measure(
+    return Measure.over(
+        [*untied, *mirror],
         f"depth 2 untied: {_n(eu, len(untied))} escaped; depth 2 tied on "
         f"({c['p']:g}, {c['q']:g}): {_n(em, len(mirror))} escaped",
         eu >= CLAIM_SHARE * len(untied) and em >= CLAIM_SHARE * len(mirror),
-        runs=n,
-        trapped=t,
         counts=(("escaped", eu + em, len(untied) + len(mirror)),),
     )
 

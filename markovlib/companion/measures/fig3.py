@@ -200,12 +200,11 @@ def fig3c_untied(records: Sequence[RunRecord], p: float, q: float):
     tol = AT_UNIGRAM_BELOW * abs(p - pi1)
     got = [float(r.kernel[0, 1]) for r in rs]
     k = sum(abs(g - p) < tol for g in got)
-    return Measure(
+    return Measure.over(
+        rs,
         f"untied P(1|0) {' '.join(f'{g:.3f}' for g in got)} (p = {p:g}, π₁ = "
         f"{pi1:.3f}): {_n(k, len(rs))} within {tol:.3g} of p",
         k >= CLAIM_SHARE * len(rs),
-        runs=len(rs),
-        trapped=trap_count(rs)[1],
         counts=(("predict p after a zero", k, len(rs)),),
     )
 

@@ -91,15 +91,13 @@ def fig4(tied: Sequence[RunRecord], untied: Sequence[RunRecord]) -> Measure:
     ct, cu = _above(cell_classes(tied)), _above(cell_classes(untied))
     tt = [c for c, v in ct.items() if v == AT_UNIGRAM]
     tu = [c for c, v in cu.items() if v == AT_UNIGRAM]
-    n, t = trap_count([*tied, *untied])
     rt, ru = above_line(tied), above_line(untied)
-    return Measure(
+    return Measure.over(
+        [*tied, *untied],
         f"tied: {_n(len(tt), len(ct), 'cells')} above the line at H(π) "
         f"({_cells_text(tt)}), {trapped_text(rt)}; untied: "
         f"{_n(len(tu), len(cu), 'cells')}, {trapped_text(ru)}",
         len(tt) >= CLAIM_SHARE * len(ct) and len(tu) < CLAIM_SHARE * len(cu),
-        runs=n,
-        trapped=t,
         counts=(
             ("tied above the line at H(π)", trap_count(rt)[1], len(rt)),
             ("untied above the line not at H(π)", len(ru) - trap_count(ru)[1], len(ru)),
@@ -200,11 +198,4 @@ def below_line(tied: Sequence[RunRecord], untied: Sequence[RunRecord]) -> Measur
         ok &= e >= CLAIM_SHARE * len(cells)
         runs += rs
         counts.append((f"{label} escaped", k, len(rs)))
-    n, t = trap_count(runs)
-    return Measure(
-        "; ".join(parts),
-        ok,
-        runs=n,
-        trapped=t,
-        counts=tuple(counts),
-    )
+    return Measure.over(runs, "; ".join(parts), ok, counts=tuple(counts))

@@ -12,7 +12,7 @@ from ...analysis import (
     ESCAPED,
 )
 from ..records import RunRecord
-from .counts import Measure, _n, _span, trap_count
+from .counts import Measure, _n, _span
 
 __all__ = [
     "fig5_halves",
@@ -64,14 +64,7 @@ def fig5_halves(
         where = f"p = {', '.join(f'{p:g}' for p in side)}"
         parts.append(f"{where}: {', '.join(texts)}")
         halves.append((f"{where}, on the claimed side", hit, runs))
-    n, t = trap_count([*tied, *untied])
-    return Measure(
-        "; ".join(parts),
-        ok,
-        runs=n,
-        trapped=t,
-        counts=tuple(halves),
-    )
+    return Measure.over([*tied, *untied], "; ".join(parts), ok, counts=tuple(halves))
 
 
 # Where the authors' own Fig 5 curves end: their figures/loss09.pdf (Markov-Simple, read
@@ -103,14 +96,12 @@ def fig5_figure(tied: Sequence[RunRecord]) -> Measure:
     shares = [loss_share(r, FIG5_FIGURE_STEP) for r in runs]
     k = sum(abs(x - FIG5_FIGURE_SHARE) <= FIG5_FIGURE_WITHIN for x in shares)
     listed = ", ".join(f"{x:.2f}" for x in sorted(shares))
-    n, t = trap_count(runs)
-    return Measure(
+    return Measure.over(
+        runs,
         f"tied, p = {FIG5_FIGURE_P:g}, iteration {FIG5_FIGURE_STEP}: shares of the gap "
         f"{listed} (the authors' curves: {FIG5_FIGURE_SHARE:g}); {_n(k, len(runs))} "
         f"within {FIG5_FIGURE_WITHIN:g} of it",
         k >= CLAIM_SHARE * len(runs) and bool(runs),
-        runs=n,
-        trapped=t,
         counts=(("where the authors' curves end", k, len(runs)),),
     )
 
@@ -125,15 +116,13 @@ def threshold_sides(records: Sequence[RunRecord], star: float) -> Measure:
     esc = sum(r.cls == ESCAPED for r in below)
     count = {c: sum(r.cls == c for r in above) for c in (AT_UNIGRAM, "in between")}
     span = _span([r.share for r in above], ".2f")
-    n, t = trap_count(records)
-    return Measure(
+    return Measure.over(
+        records,
         f"below p* = {star:.3f}: {_n(esc, len(below))} escaped; above it: "
         f"{_n(count[AT_UNIGRAM], len(above))} at H(π), {count['in between']} in "
         f"between (shares of the gap {span})",
         esc >= CLAIM_SHARE * len(below)
         and count[AT_UNIGRAM] >= CLAIM_SHARE * len(above),
-        runs=n,
-        trapped=t,
         details={
             "below": len(below),
             "escaped_below": esc,
