@@ -60,3 +60,11 @@ def test_trap_variant_texts_glue_every_model_as_k_of_n():
     assert texts["trap_fraction_gpt2_wide"] == "3 of 32"
     assert texts["median_escape_theory_ln"] == "200"
     assert len(texts) == 4 + 2 * len(TRAP_KEYS)
+
+
+def test_labels_name_every_group_its_trained_claims_read():
+    from markovlib.companion.chapters.bad_local_minima import LABELS
+    from markovlib.companion.claims import CLAIMS
+
+    read = {g for c in CLAIMS if c.chapter == "bad_local_minima" for g in c.groups}
+    assert read == set(LABELS)

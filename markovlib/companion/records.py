@@ -177,6 +177,16 @@ class Groups:
             runs={name: runs[name] for name in groups},
         )
 
+    @classmethod
+    def loaded(cls, loaded: dict, groups: dict) -> Groups:
+        """The runs and records :func:`runs_and_records` gave of named groups of specs
+        (name -> (runs, records); ``groups``: name -> specs)."""
+        return cls(
+            {name: records for name, (_, records) in loaded.items()},
+            {name: len(specs) for name, specs in groups.items()},
+            runs={name: runs for name, (runs, _) in loaded.items()},
+        )
+
     def relabelled(self, labels: Mapping) -> Groups:
         """These groups under other names (``labels``: a new name -> the group here),
         e.g. a chapter's groups under the names of the shipped groups a claim reads."""
@@ -262,8 +272,4 @@ def load_groups(groups: dict, S) -> Groups:
     if S.name != "paper":
         train_groups(groups)
     loaded = {name: runs_and_records(specs, S) for name, specs in groups.items()}
-    return Groups(
-        {n: v[1] for n, v in loaded.items()},
-        {n: len(specs) for n, specs in groups.items()},
-        runs={n: v[0] for n, v in loaded.items()},
-    )
+    return Groups.loaded(loaded, groups)

@@ -6,11 +6,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "LABELS",
     "perturbation_text",
     "TRAP_KEYS",
     "trap_variant_texts",
     "trap_training_text",
 ]
+
+# this page's label of each shipped group its claims read (claims.measured): the tied
+# runs at the authors' budget by (model, precision), this page's longer float32 runs
+LABELS = {
+    "trap400-gpt2-tied-fp32": ("gpt2", "fp32"),
+    "trap400-theory-tied-fp32": ("theory", "fp32"),
+    "trap400-gpt2-tied-fp16": ("gpt2", "fp16"),
+    "trap-gpt2-tied": "gpt2",
+}
 
 
 def perturbation_text(perturbed: dict, p: float, q: float, stable: bool) -> str:
