@@ -64,3 +64,17 @@ def test_a_chapter_at_a_smaller_scale_is_judged_on_the_groups_it_has():
     labels = {"depth-fig1-fp16-L2": "L2"}  # no depth 4 or 8 at this scale
     m = measured("depth_plateau", page, labels)
     assert m == evaluate(claim("depth_plateau"), page, labels) and m.runs == 1
+
+
+def test_groups_loaded_apart_are_joined_for_one_claim():
+    from made_up_runs import at_chain, at_marginal
+
+    from markovlib.companion.records import Groups
+
+    run = object()
+    loaded = Groups.loaded({"a": ([run], [at_chain(0.5, 0.8)])}, {"a": [None, None]})
+    assert loaded.counts() == (1, 2) and loaded.runs == {"a": [run]}
+    other = Groups({"b": [at_marginal(0.5, 0.8)]}, {"b": 1})
+    both = loaded.joined(other)
+    assert both("a", "b") == [*loaded("a"), *other("b")]
+    assert both.complete("b") and not both.complete()
