@@ -61,7 +61,8 @@ FINDINGS: tuple[Finding, ...] = (
     Finding(
         "trapped",
         "Sec. 4.2's explanation",
-        "Thm 2's local minimum, at the runs of Fig 3(a) at H(π): {thesis_fig3a:(} "
+        "a local minimum at the runs of Fig 3(a) at H(π) (as this book reads Sec. "
+        "4.2): {thesis_fig3a:(} "
         "(*{thesis_fig3a.verdict}*); Sec. 2's marginal layer norm, on the theory "
         "model: {layer_norm:(} (*{layer_norm.verdict}*).",
     ),

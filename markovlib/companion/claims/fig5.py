@@ -14,7 +14,7 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Fig 5: k = 5 tied and untied reach H_rate at p ≤ 0.6; above it tied runs "
         "stay at H(π), untied ones escape",
-        "symmetric k = 5 chains, p ∈ {0.1, 0.3, 0.6, 0.9}, the authors' Fig 5 model "
+        "symmetric k = 5 chains, p ∈ {0.1, 0.3, 0.6, 0.9}, the model of Fig 5 "
         "(no LayerNorm, ReLU), tied and untied",
         "runs on the claimed side per p and tying",
         "fig-ms-fig5",
@@ -33,7 +33,7 @@ CLAIMS: tuple[Claim, ...] = (
         "Fig 5 as drawn: the tied curves at p = 0.9 end (iteration 4000, the "
         "figure's edge) at 0.24 of the gap (0.0089 nats below H(π)), not at H(π) as "
         "the text says",
-        "symmetric k = 5 chain, p = 0.9, the authors' Fig 5 model, tied",
+        "symmetric k = 5 chain, p = 0.9, the model of Fig 5 (no LayerNorm, ReLU), tied",
         "tied runs at p = 0.9 whose loss at iteration 4000 covers 0.24 ± 0.1 of the "
         "gap, where the authors' curves end",
         "fig-ms-fig5",

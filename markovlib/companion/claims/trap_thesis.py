@@ -12,8 +12,8 @@ CLAIMS: tuple[Claim, ...] = (
         "thesis_fig1",
         "depth",
         "paper",
-        "Sec. 4.2: the landscape explains Fig 1's single layer: its trapped runs have "
-        "no direction of negative curvature (Thm 2's local minimum, to second order)",
+        "Sec. 4.2, as this book reads it: Fig 1's trapped single-layer runs sit at a "
+        "local minimum (no direction of negative curvature)",
         "(0.5, 0.8), GPT-2, tied, depth 1, the runs at H(π)",
         "trapped runs where Lanczos finds no Hessian eigenvalue (every parameter, "
         "float64, 128 fixed paths of 128 states) below −1 % of Thm 3's saddle",
@@ -54,8 +54,8 @@ CLAIMS: tuple[Claim, ...] = (
         "thesis_fig3a",
         "trapped",
         "paper",
-        "Sec. 4.2: Fig 3(a)'s trapped runs have no direction of negative curvature "
-        "(Thm 2's local minimum, to second order)",
+        "Sec. 4.2, as this book reads it: Fig 3(a)'s trapped runs sit at a local "
+        "minimum (no direction of negative curvature)",
         "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
         "trapped runs where Lanczos finds no Hessian eigenvalue below −1 % of Thm 3's "
         "saddle",
