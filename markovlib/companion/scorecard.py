@@ -293,15 +293,17 @@ Which of the paper's claims does this book reproduce? One row per claim: the pap
 theorems and
 figures, the claims its text makes without a figure, the poster's second-order claim, \
 the follow-up
-paper's initialisation story, and this book's own findings.
+paper's initialisation story, Ildiz et al.'s CCMC, and this book's own findings.
 
 **Whose settings.** Each trained row's setting is read from the specs of the runs it \
 judged. A row
 is the paper's only when every one of those runs is at the authors' settings of its \
 figure
-(`markovlib.presets.AUTHORS`: iterations, batch, length, d, heads and precision, each \
-from their
-config or script); otherwise it is this book's control and says how it differs. The \
+(`markovlib.presets.AUTHORS`: every field of a run's spec, from layer norm, \
+activation, tying and
+depth to iterations, batch, length, d, heads and precision, each from their config, \
+script or model
+file); otherwise it is this book's control and says how it differs. The \
 authors ran
 fp16 autocast on CUDA; here fp16 is PyTorch's CPU autocast to float16 (the same \
 autocast rules,
