@@ -13,11 +13,26 @@ def test_shares_text_prints_one_share_per_run():
     assert text == "1.000 0.000"
 
 
-def test_labels_name_every_group_its_trained_claims_read_at_each_depth():
+def test_labels_name_groups_its_trained_claims_read():
     from markovlib.companion.claims import CLAIMS
 
     read = {g for c in CLAIMS if c.chapter == "depth" for g in c.groups}
     assert set(chapters.depth.LABELS) <= read
-    has = chapters.depth.labels([1, 2])
-    assert "depth-fig1-fp16-L2" in has and "depth-fig1-fp16-L4" not in has
-    assert "depth-fig1-L4" in has  # the float32 control: the paper's depths
+
+
+def test_fig1s_continued_runs_are_judged_per_precision_once_all_are_here():
+    from markovlib.companion.claims import measured
+    from markovlib.companion.records import Groups
+
+    labels = chapters.depth.LABELS
+    records = {
+        "depth 1, fp32": [at_marginal(0.5, 0.8)] + [at_chain(0.5, 0.8)] * 2,
+        "depth 1, fp16-scaled": [at_marginal(0.5, 0.8)] * 2,
+    }
+    wanted = {"depth 1, fp32": 3, "depth 1, fp16-scaled": 3}  # one scaled run missing
+    fp32 = measured("fig1_stays_fp32", Groups(records, wanted), labels)
+    assert fp32.counts == (("at H(π)", 1, 3),)
+    assert "depth 1, the paper's Fig 1" in fp32.value
+    assert measured("fig1_stays_scaled", Groups(records, wanted), labels) is None
+    none = Groups({}, {})  # no run at H(π) to continue: nothing to judge
+    assert measured("fig1_stays_fp32", none, labels) is None

@@ -60,10 +60,11 @@ def test_a_chapter_at_a_smaller_scale_is_judged_on_the_groups_it_has():
     from markovlib.companion.claims import claim, evaluate, measured
     from markovlib.companion.records import Groups
 
-    page = Groups({"L2": [at_chain(0.5, 0.8)]}, {"L2": 1})
-    labels = {"depth-fig1-fp16-L2": "L2"}  # no depth 4 or 8 at this scale
+    page = Groups({"L2": [at_chain(0.5, 0.8)]}, {"L2": 1})  # no depth 4 or 8 here
+    labels = {f"depth-fig1-fp16-L{L}": f"L{L}" for L in (2, 4, 8)}
     m = measured("depth_plateau", page, labels)
     assert m == evaluate(claim("depth_plateau"), page, labels) and m.runs == 1
+    assert evaluate(claim("fig3a"), page, labels) == (0, 0, "runs shipped")  # none
 
 
 def test_groups_loaded_apart_are_joined_for_one_claim():

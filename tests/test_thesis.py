@@ -15,7 +15,6 @@ from made_up_runs import at_chain, at_marginal
 from markovlib import analysis, curvature, theory
 from markovlib.chains import binary
 from markovlib.companion import thesis
-from markovlib.companion.records import Groups
 from markovlib.model import TransformerConfig
 from markovlib.runs import derived as D
 from markovlib.runs.shipped import source_weights
@@ -144,24 +143,6 @@ def test_stays_trapped_counts_the_continued_runs_still_at_h_pi():
     assert m.ok and m.counts == (("at H(π)", 20, 25),) and "in float32" in m.value
     gone = thesis.stays_trapped({"x": _at(at_chain, 20) + _at(at_marginal, 1)}, "fp32")
     assert not gone.ok and gone.trapped == 1
-
-
-def test_fig1_stays_reads_each_precisions_continued_runs_and_waits_for_all():
-    trapped = _at(at_marginal, 3)
-    records = {
-        "depth 1, fp32": _at(at_marginal, 1) + _at(at_chain, 2),
-        "depth 1, fp16-scaled": _at(at_marginal, 2),
-    }
-    wanted = {"depth 1, fp32": 3, "depth 1, fp16-scaled": 3}  # one scaled run missing
-    rows = thesis.fig1_stays(trapped, Groups(records, wanted))
-    fp32 = rows["fig1_stays_fp32"]
-    assert (
-        fp32.counts == (("at H(π)", 1, 3),)
-        and "depth 1, the paper's Fig 1" in fp32.value
-    )
-    assert rows["fig1_stays_scaled"] is None  # 2 of 3: not judged yet
-    none = thesis.fig1_stays([], Groups({}, {}))  # no run at H(π): nothing to judge
-    assert set(none.values()) == {None}
 
 
 def test_the_theory_model_stays_only_after_both_budgets():

@@ -529,24 +529,10 @@ def thm2_perturbed(p: float = 0.5, q: float = 0.8) -> Measure:
     )
 
 
-def fig1_stays(trapped: Sequence[RunRecord], again) -> dict:
-    """The depth chapter's rows ``fig1_stays_*``: Fig 1's single-layer runs at
-    H(π) (``trapped``) trained on in each precision (``again``: the groups of
-    :func:`~markovlib.runs.experiments.thesis_continuations` of label "depth 1"); a
-    row whose runs are not all here is None."""
-    out = {}
-    for tag, precision in (("fp32", "fp32"), ("scaled", "fp16-scaled")):
-        name = f"depth 1, {precision}"
-        here = bool(trapped) and name in again.records and again.complete(name)
-        by_source = {"depth-fig1-fp16-L1": again.records[name]} if here else {}
-        out[f"fig1_stays_{tag}"] = stays_trapped(by_source, precision) if here else None
-    return out
-
-
 THESIS_CURVATURE = ("thesis_fig1", "thesis_fig3a", "thesis_theory_hessian")
 THESIS_STAYS = ("thesis_stays_fp32", "thesis_stays_scaled")
 
-__all__ += ["DEPTHS", "depth_rule", "trapped_sources", "summary_text", "fig1_stays"]
+__all__ += ["DEPTHS", "depth_rule", "trapped_sources", "summary_text"]
 __all__ += ["PERTURBATION", "perturbation_rule", "thm2_perturbed"]
 __all__ += ["CONTINUE_AT_MOST", "CURVATURE_AT_MOST", "curvature_batch"]
 __all__ += ["ROUNDING", "rounding_text"]

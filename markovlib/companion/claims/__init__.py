@@ -36,10 +36,10 @@ def _read(runs, read):
 
 
 def _having(read, labels: Mapping):
-    """One of a rule's inputs as a chapter at a smaller scale has it: the groups of a
-    tuple or a dict that ``labels`` names (a single group stays)."""
+    """One of a rule's inputs as a chapter has it: the groups of a tuple or a dict that
+    ``labels`` names; a single group, or nothing where ``labels`` lacks it."""
     if isinstance(read, str):
-        return read
+        return read if read in labels else ()
     if isinstance(read, Mapping):
         return {k: g for k, g in read.items() if g in labels}
     return tuple(g for g in read if g in labels)
@@ -48,13 +48,17 @@ def _having(read, labels: Mapping):
 def evaluate(c: Claim, runs, labels: Mapping | None = None, **given):
     """The :class:`~markovlib.companion.measures.Measure` of trained claim ``c`` on the
     records ``runs`` (a :class:`~markovlib.companion.records.Groups`) holds of the
-    groups it reads (``labels``: a chapter's label for each it has, where the chapter
-    names them its own way), ``given`` in place of its fixed arguments (a chapter's
-    chain); :class:`~markovlib.companion.records.Incomplete` while a group is not all
-    there."""
-    if labels is not None:  # a chapter's groups: those of the claim's it has
-        c = replace(c, reads={n: _having(r, labels) for n, r in c.reads.items()})
-        runs = runs.relabelled({g: labels[g] for g in c.groups})
+    groups it reads (``labels``: a chapter's label for each, where the chapter names
+    them its own way: judged on those it loaded, as a page at a smaller scale has fewer
+    depths), ``given`` in place of its fixed arguments (a chapter's chain);
+    :class:`~markovlib.companion.records.Incomplete` while a group is not all there
+    (or an input has none)."""
+    if labels is not None:
+        loaded = {g: label for g, label in labels.items() if label in runs.records}
+        c = replace(c, reads={n: _having(r, loaded) for n, r in c.reads.items()})
+        if not all(c.reads.values()):  # an input of which the page loaded no group
+            return Incomplete(0, 0)
+        runs = runs.relabelled({g: loaded[g] for g in c.groups})
     if not runs.complete(*c.groups):
         return Incomplete(*runs.counts(*c.groups))
     inputs = {name: _read(runs, read) for name, read in c.reads.items()}
