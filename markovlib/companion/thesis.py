@@ -397,26 +397,11 @@ def _above_line(chain) -> bool:
     return chain.P[0, 1] + chain.P[1, 0] > 1 + 1e-9
 
 
-def chapter_parts(trapped: dict, curv: dict, again, theory_runs, depth, chain) -> dict:
-    """The trapped chapter's rows of the thesis: ``trapped`` (label -> runs at H(π)),
-    ``curv`` (label -> their Hessians), ``again`` (the continued runs and the layer-norm
-    control, by "<label>, <precision>" and "theory + LN"; ``records`` and
-    ``complete``), the theory model's runs and :func:`depth_curvature`'s ``depth``; a
-    row whose runs are not all here is None."""
-
-    def still(precision):
-        names = [f"{label}, {precision}" for label in trapped if trapped[label]]
-        if not names or not again.complete(*names):
-            return None
-        by_source = {
-            CHAPTER_SOURCES[label]: again.records.get(f"{label}, {precision}", [])
-            for label in trapped
-        }
-        return stays_trapped(by_source, precision)
-
-    continued = again.records.get("theory, float32, fp32", [])
-    ln = again.records.get("theory + LN", [])
-    whole = theory_runs and continued and again.complete("theory, float32, fp32")
+def chapter_parts(trapped: dict, curv: dict, depth, chain) -> dict:
+    """The trapped chapter's rows of the thesis measured on its own Hessians:
+    ``trapped`` (label -> runs at H(π)), ``curv`` (label -> their Hessians) and
+    :func:`depth_curvature`'s ``depth``, with the exact rows; a row whose runs are not
+    all here is None (its continued runs' rows: ``claims.measured``)."""
     return {
         "thesis_fig3a": curvature_part(
             trapped["GPT-2, fp16"][: len(curv["GPT-2, fp16"])],
@@ -428,12 +413,6 @@ def chapter_parts(trapped: dict, curv: dict, again, theory_runs, depth, chain) -
             curv["theory, float32"],
             chain,
         ),
-        "thesis_stays_fp32": still("fp32"),
-        "thesis_stays_scaled": still("fp16-scaled"),
-        "thesis_theory": theory_model_stays(theory_runs, continued) if whole else None,
-        "layer_norm": layer_norm_marginal(theory_runs, ln)
-        if theory_runs and ln and again.complete("theory + LN")
-        else None,
         "thm2_grid": thm2_grid(),
         "thm3_point": thm3_point(),
         "depth_curvature": depth_rule(depth, chain),

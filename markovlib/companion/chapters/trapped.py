@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis import AT_UNIGRAM
+from ...runs.experiments import CONTINUE_PRECISIONS
 from ..measures import (
     Measure,
     above_line,
@@ -19,6 +20,7 @@ from ..measures import (
 )
 from ..notebook import shown_number
 from ..records import RunRecord
+from ..thesis import CHAPTER_SOURCES
 
 __all__ = [
     "LABELS",
@@ -34,13 +36,21 @@ __all__ = [
 ]
 
 # this page's label of each shipped group its claims read (claims.measured): its tied
-# runs by name, Fig 4's grids by (name, tying), the independent runs per cell
+# runs by name, Fig 4's grids by (name, tying), the independent runs per cell, the
+# trapped runs continued and the layer-norm control
 LABELS = {
     "trap400-gpt2-tied-fp16": "GPT-2, fp16",
     "trap400-gpt2-tied-fp32": "GPT-2, float32",
     "fig4-400-tied-fp16": ("fp16, 400", "tied"),
     "fig4-400-untied-fp16": ("fp16, 400", "untied"),
     "fig4-cells-400-tied-fp16": "cells",
+    "trap400-theory-tied-fp32": "theory, float32",
+    "trap400-theory-ln-tied-fp32": "theory + LN",
+    **{  # the trapped runs continued, by "<label>, <precision>"
+        f"continue-{source}-{precision}": f"{label}, {precision}"
+        for label, source in CHAPTER_SOURCES.items()
+        for precision in CONTINUE_PRECISIONS
+    },
 }
 
 
