@@ -32,71 +32,14 @@ import time
 import warnings
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-import torch
+if TYPE_CHECKING:  # annotations only: the commands import what they run
+    import pandas as pd
 
-from . import presets
-from .chains import binary
-from .companion.chapter_runner import (
-    ChapterProgress,
-    Stopped,
-    chapter_report,
-    failure_lines,
-    quiet_kernel_manager,
-    run_chapters,
-    stopping,
-)
-from .companion.computed import compute
-from .companion.myst_markdown import (
-    chapter_labels,
-    chapter_titles,
-    other_chapters_named,
-    render_roles,
-)
-from .companion.notebook import (
-    CHAPTER_RULES,
-    CHAPTER_SEED_LIMIT,
-    SEED_RULE,
-    chapter_parameters,
-    check_chapter_parameters,
-    find_repository,
-)
-from .companion.scorecard import by_source, source_counts
-from .model import TransformerConfig
-from .runs.edition import produce, produce_parallel, status
-from .runs.executors import (
-    ClusterUnreachable,
-    InfeasibleRequest,
-    capped_processes,
-    memory_available,
-    probe_address,
-)
-from .runs.experiments import paper_edition
-from .runs.export import export
-from .runs.shipped import (
-    ShippedData,
-    ShippedDataError,
-    default_data_dir,
-    no_data_message,
-)
-from .runs.spec import grid
-from .runs.store import (
-    SEED_LIMIT,
-    ResultStore,
-    StoreError,
-    default_results_dir,
-    permitted,
-)
-from .runs.sweep import (
-    WORKERS_VAR,
-    default_workers,
-    fixed_speed,
-    sigterm_as_interrupt,
-    sweep,
-)
-from .runs.verify import VerificationError, verify
-from .train import Execution, train
+    from . import presets
+    from .runs.executors import ClusterUnreachable
+    from .runs.store import ResultStore
 
 PLAN_BYTES_PER_RUN = 4096  # memory to plan and report one run of a sweep (generous)
 # folders of a clone that `book --out` never writes into: sources and shipped data
@@ -104,6 +47,23 @@ PROTECTED = (  # the repository's tracked folders
     *("book", "_static", "tools", "data", "markovlib", "tests", "binder", ".git"),
     *(".github", ".ci", "benchmarks", ".venv"),
 )
+# each command's line in `markovlib --help` (its options are added only when it is
+# the command given: the help of the others imports nothing)
+HELP = {
+    "train": "train one model and compare its loss with H_rate and H(pi)",
+    "sweep": "train a (p, q) grid × tying × seeds into a result store",
+    "book": "execute every chapter with your (p, q) and build your own HTML edition",
+    "rerun": (
+        "execute one chapter with your chain into a notebook and an HTML page that "
+        "read like the book's"
+    ),
+    "verify": "check the shipped run data and re-train a random sample bit for bit",
+    "scorecard": (
+        "the paper edition's scorecard, computed from the shipped runs (trains nothing)"
+    ),
+    "edition": "produce the paper edition: train its runs, export them as data",
+    "import": "take in the runs of a side file that a busy or failing store could not",
+}
 MAX_STEPS = 10_000_000  # a step takes at least a millisecond: more is weeks of work
 MAX_LR = 1e6  # larger learning rates overflow float32 in the one-cycle schedule
 EDITION_MARKER = ".markovlib-edition"  # in every folder `markovlib book` writes
@@ -196,18 +156,22 @@ _positive_float = _argument_type(float, "a number > 0", lambda v: v > 0)  # inf 
 _learning_rate = _argument_type(
     float, f"a number > 0 and <= {MAX_LR:g}", lambda v: 0 < v <= MAX_LR, show_value=True
 )
-_seed = _argument_type(
-    int,
-    "an integer >= 0 and < 2**63",
-    lambda v: 0 <= v < SEED_LIMIT,
-    show_value=True,
-)
-_chapter_seed = _argument_type(  # book and rerun: the chapters' own rule, up front
-    int,
-    f"an integer {SEED_RULE.where}{SEED_RULE.why}",
-    lambda v: 0 <= v < CHAPTER_SEED_LIMIT,
-    show_value=True,
-)
+
+
+def _seed(text: str) -> int:
+    """An argparse type: a seed a result store holds (an integer >= 0, < 2**63)."""
+    from .runs.store import SEED_LIMIT
+
+    what, limit = "an integer >= 0 and < 2**63", SEED_LIMIT
+    return _argument_type(int, what, lambda v: 0 <= v < limit, show_value=True)(text)
+
+
+def _chapter_seed(text: str) -> int:
+    """An argparse type: a seed of ``book`` and ``rerun``, the chapters' own rule."""
+    from .companion.notebook import CHAPTER_SEED_LIMIT, SEED_RULE
+
+    what, limit = f"an integer {SEED_RULE.where}{SEED_RULE.why}", CHAPTER_SEED_LIMIT
+    return _argument_type(int, what, lambda v: 0 <= v < limit, show_value=True)(text)
 
 
 def _add_chain(sub: argparse.ArgumentParser, values) -> None:
@@ -218,6 +182,8 @@ def _add_chain(sub: argparse.ArgumentParser, values) -> None:
 
 
 def _add_training(sub: argparse.ArgumentParser) -> None:
+    from . import presets
+
     sub.add_argument(
         "--scale",
         choices=["auto", *presets.PRESETS],
@@ -258,6 +224,8 @@ def _add_training(sub: argparse.ArgumentParser) -> None:
 
 def _environment_scale() -> str:
     """``$MARKOVLIB_SCALE`` ('' when unset), refused in one line unless a scale."""
+    from . import presets
+
     forced = os.environ.get(presets.ENV_VAR, "").strip()
     if forced and forced not in ("auto", *presets.PRESETS):
         raise UsageError(
@@ -272,6 +240,8 @@ def _check_environment(args, command: str) -> int:
     """``$MARKOVLIB_SCALE`` (unless ``--scale`` is given), ``$MARKOVLIB_CPU_SPEED`` and
     ``$MARKOVLIB_WORKERS`` read and checked before any work, each refused in one line
     naming it; the sweeps' worker processes, capped (one line when they are)."""
+    from .runs.sweep import default_workers, fixed_speed
+
     if args.scale is None:
         _environment_scale()
     try:
@@ -284,6 +254,8 @@ def _check_environment(args, command: str) -> int:
 def _workers_for_kernels(workers: int, default: int = 1) -> None:
     """``$MARKOVLIB_WORKERS`` for the chapters' kernels: ``workers`` (checked and
     capped by :func:`_check_environment`) where it is set, else ``default``."""
+    from .runs.sweep import WORKERS_VAR
+
     given = os.environ.get(WORKERS_VAR, "").strip()
     os.environ[WORKERS_VAR] = str(workers if given else default)
 
@@ -291,6 +263,8 @@ def _workers_for_kernels(workers: int, default: int = 1) -> None:
 def _scale(args) -> presets.Scale:
     """The scale of ``--scale`` when given (it wins over ``$MARKOVLIB_SCALE``), else of
     ``$MARKOVLIB_SCALE``, else 'auto'."""
+    from . import presets
+
     if args.scale is not None:
         return presets.resolve(args.scale, environ=False)
     _environment_scale()
@@ -300,6 +274,7 @@ def _scale(args) -> presets.Scale:
 def _check_device(device: str, *, here: bool = True) -> None:
     """``device`` is auto, cpu, cuda, cuda:N or mps, and (``here``) present on this
     machine."""
+    import torch
 
     try:
         parsed = None if device == "auto" else torch.device(device)
@@ -366,6 +341,8 @@ def step_bytes(train: dict, config: dict) -> int:
 
 def _check_memory(train: dict, config: dict) -> None:
     """The sizes fit in this machine's free memory, or one line naming them."""
+    from .runs.executors import memory_available
+
     need, available = step_bytes(train, config), memory_available()
     if available is None or need <= available:
         return
@@ -378,9 +355,7 @@ def _check_memory(train: dict, config: dict) -> None:
 
 
 def add_train_parser(subs) -> None:
-    train = subs.add_parser(
-        "train", help="train one model and compare its loss with H_rate and H(pi)"
-    )
+    train = subs.add_parser("train", help=HELP["train"])
     _add_chain(train, _probability)
     train.add_argument("--tied", action=argparse.BooleanOptionalAction, default=True)
     train.add_argument("--seed", type=_seed, default=0)
@@ -389,6 +364,10 @@ def add_train_parser(subs) -> None:
 
 
 def cmd_train(args) -> int:
+    from .chains import binary
+    from .model import TransformerConfig
+    from .train import Execution, train
+
     chain = binary(args.p, args.q)
     train_kwargs, config_kwargs = _settings(args)
     config = getattr(TransformerConfig, args.preset)(tied=args.tied, **config_kwargs)
@@ -434,6 +413,9 @@ def cmd_train(args) -> int:
 
 def _check_seed_count(args, cells: int) -> None:
     """The sweep's seeds stay below 2**63 and its runs fit in this machine's memory."""
+    from .runs.executors import memory_available
+    from .runs.store import SEED_LIMIT
+
     last = args.seed + args.seeds - 1
     if last >= SEED_LIMIT:
         raise UsageError(
@@ -453,9 +435,7 @@ def _check_seed_count(args, cells: int) -> None:
 
 
 def add_sweep_parser(subs) -> None:
-    sub = subs.add_parser(
-        "sweep", help="train a (p, q) grid × tying × seeds into a result store"
-    )
+    sub = subs.add_parser("sweep", help=HELP["sweep"])
     _add_chain(sub, _probabilities)
     sub.add_argument("--tied", choices=["both", "tied", "untied"], default="both")
     sub.add_argument(
@@ -502,6 +482,8 @@ def add_sweep_parser(subs) -> None:
 def _sweep_specs(args) -> list:
     """The sweep's runs: the (p, q) grid × tying × seeds at the command's sizes;
     refused in one line where the seeds do not fit or a Ray option lacks Ray."""
+    from .runs.spec import grid
+
     train_kwargs, config_kwargs = _settings(args)
     tied = {"both": (True, False), "tied": (True,), "untied": (False,)}[args.tied]
     _check_seed_count(args, len(args.p) * len(args.q) * len(tied))
@@ -527,6 +509,9 @@ def _sweep_specs(args) -> list:
 def _sweep_into(store: ResultStore, specs: list, args) -> pd.DataFrame:
     """:func:`~markovlib.runs.sweep.sweep` of ``specs`` into ``store`` with the
     command's executor; a Ray cluster that cannot run them is one line (exit 2)."""
+    from .runs.executors import ClusterUnreachable, InfeasibleRequest
+    from .runs.sweep import sweep
+
     try:
         return sweep(
             specs,
@@ -548,6 +533,7 @@ def _sweep_into(store: ResultStore, specs: list, args) -> pd.DataFrame:
 
 
 def _unreachable(e: ClusterUnreachable) -> UsageError:
+
     hint = f"; {e.hint}" if e.hint else ""
     return UsageError(
         f"argument --address: cannot reach a Ray cluster at {e.address}{hint}"
@@ -557,6 +543,8 @@ def _unreachable(e: ClusterUnreachable) -> UsageError:
 def _usable_executor(args) -> None:
     """A Ray executor the sweep cannot use is refused before the result store is
     created: ray not installed, or an address that no cluster answers (one line)."""
+    from .runs.executors import ClusterUnreachable, probe_address
+
     if args.executor != "ray":
         return
     if importlib.util.find_spec("ray") is None:
@@ -589,10 +577,14 @@ def _add_results(sub: argparse.ArgumentParser, default: str = RESULTS_DEFAULT) -
 def _results_dir(args) -> Path:
     """The result store's folder of every command that writes one: ``--results``,
     else ``$MARKOVLIB_RESULTS``, else the user's cache (never the working folder)."""
+    from .runs.store import default_results_dir
+
     return Path(args.results) if args.results is not None else default_results_dir()
 
 
 def cmd_sweep(args) -> int:
+    from .runs.store import ResultStore
+
     specs = _sweep_specs(args)
     args.workers = _check_environment(args, "sweep")
     _usable_executor(args)
@@ -628,6 +620,8 @@ def sweep_summary(frame):
 def _book_out(args, root: Path, default: str = "editions/p<p>-q<q>") -> Path:
     """The ``--out`` folder, refused unless new, empty or an earlier edition (it holds
     :data:`EDITION_MARKER`), and outside the book's own sources."""
+    from .runs.store import permitted
+
     out = Path(args.out).resolve()
     if out.exists() and not out.is_dir():
         raise UsageError(
@@ -662,6 +656,11 @@ def _chapter_parameters(args, sources: list[Path]) -> dict[Path, dict]:
     chapter itself would refuse them
     (:func:`markovlib.companion.notebook.check_chapter_parameters`),
     before anything is written."""
+    from .companion.notebook import (
+        CHAPTER_RULES,
+        chapter_parameters,
+        check_chapter_parameters,
+    )
 
     given = dict(seed=args.seed, scale=args.scale or "auto")
     out = {}
@@ -710,9 +709,11 @@ def _write_marker(fd: int, args) -> None:
 
 
 def add_book_parser(subs) -> None:
+    from . import presets
+
     book = subs.add_parser(
         "book",
-        help="execute every chapter with your (p, q) and build your own HTML edition",
+        help=HELP["book"],
     )
     _add_chain(book, _probability)
     book.add_argument("--seed", type=_chapter_seed, default=0)
@@ -749,6 +750,12 @@ def add_book_parser(subs) -> None:
 
 
 def cmd_book(args) -> int:
+    from . import presets
+    from .companion.chapter_runner import Stopped, stopping
+    from .companion.notebook import find_repository
+    from .runs.executors import capped_processes
+    from .runs.sweep import WORKERS_VAR
+
     root = find_repository(args.source)
     if root is None:
         raise UsageError(
@@ -845,6 +852,8 @@ def _papermill(source: Path, target: Path, params: dict, **options) -> None:
     its kernel quiet on the terminal (``book`` and ``rerun``)."""
     import papermill as pm  # optional: the book's dependencies
 
+    from .companion.chapter_runner import quiet_kernel_manager
+
     pm.execute_notebook(
         str(source),
         str(target),
@@ -894,6 +903,8 @@ def _built_as_executed(notebook: Path) -> None:
 def _execute_chapters(out: Path, params: dict[Path, dict], jobs: int) -> int:
     """Execute every chapter into ``out/book``, ``jobs`` at a time (each worker's
     kernel on one torch thread when ``jobs`` > 1); 1 at the first failure."""
+    from .companion.chapter_runner import run_chapters
+
     threads = "1" if jobs > 1 else None
     tasks = {}
     for source, given in params.items():
@@ -917,11 +928,13 @@ def _execute_chapters(out: Path, params: dict[Path, dict], jobs: int) -> int:
 def add_rerun_parser(subs) -> None:
     """``markovlib rerun CHAPTER [--p P --q Q] [--set NAME=VALUE ...]``: one chapter,
     as notebook and page."""
+    from . import presets
+    from .companion.notebook import CHAPTER_RULES
+
     chapters = ", ".join(f"{c} ({' '.join(CHAPTER_RULES[c])})" for c in CHAPTER_RULES)
     rerun = subs.add_parser(
         "rerun",
-        help="execute one chapter with your chain into a notebook and an HTML page "
-        "that read like the book's",
+        help=HELP["rerun"],
         description="Re-run one chapter with your parameters. Chapters (and the "
         f"parameters each takes): {chapters}.",
     )
@@ -962,6 +975,8 @@ def add_rerun_parser(subs) -> None:
 
 def _rerun_source(chapter: str) -> tuple[Path, Path]:
     """The clone here and its ``book/<chapter>.ipynb``."""
+    from .companion.notebook import CHAPTER_RULES, find_repository
+
     if chapter not in CHAPTER_RULES:
         raise UsageError(
             f"argument CHAPTER: must be one of {', '.join(CHAPTER_RULES)}; "
@@ -979,6 +994,8 @@ def _rerun_source(chapter: str) -> tuple[Path, Path]:
 def _rerun_parameters(args, source: Path) -> dict:
     """The parameters a re-run gives its chapter: --p, --q and each --set NAME=VALUE
     (typed as the chapter's default), refused in one line before any work."""
+    from .companion.notebook import CHAPTER_RULES, chapter_parameters
+
     defaults = chapter_parameters(source)
     given = {}
     for name in ("p", "q"):
@@ -1032,6 +1049,10 @@ def _typed(name: str, text: str, default, rule):
 
 def cmd_rerun(args) -> int:
     """Check everything, then re-run one chapter into ``--out``; Ctrl-C: exit 130."""
+    from . import presets
+    from .companion.chapter_runner import stopping
+    from .companion.notebook import chapter_parameters
+
     root, source = _rerun_source(args.chapter)
     given = _rerun_parameters(args, source)
     shown = "-".join(
@@ -1087,6 +1108,8 @@ MIN_FREE_BYTES = 200 * 2**20  # a chapter's notebook, page and runs: well under 
 def _check_room(out: Path) -> None:
     """Before a chapter runs: the result store it will write takes a run now (not
     read-only, not locked), and the folders of ``out`` and of the store have room."""
+    from .runs.store import ResultStore, default_results_dir
+
     store = ResultStore(default_results_dir())
     store.check_writable()
     for folder in (out, store.directory):
@@ -1118,6 +1141,8 @@ def _partial(target: Path) -> Path:
 
 def _check_rerun(chapter: str, params: dict) -> None:
     """The chapter's own check of ``params`` (with its defaults), in one line."""
+    from .companion.notebook import check_chapter_parameters
+
     try:
         check_chapter_parameters(chapter, **params)
     except ValueError as e:
@@ -1132,6 +1157,8 @@ def _rerun(root: Path, source: Path, out: Path, params: dict, verbose=False) -> 
     verdicts and the page (``verbose``: papermill's log of every cell instead)."""
     import nbformat  # optional: the book's dependencies (nbformat, papermill)
     import papermill as pm
+
+    from .companion.chapter_runner import ChapterProgress, failure_lines
 
     target, shown = out / source.name, _shown(params)
     print(f"executing {source.name} with {shown}", flush=True)
@@ -1185,6 +1212,9 @@ def _rerun_page(root: Path, source: Path, out: Path, shown: str, seconds: float)
     """After the chapter ran: its verdicts, then its page built; the paths."""
     import nbformat
 
+    from .companion.chapter_runner import chapter_report
+    from .companion.myst_markdown import chapter_titles, render_roles
+
     target = out / source.name
     executed = nbformat.read(str(target), as_version=4)
     tty = sys.stdout.isatty()
@@ -1210,6 +1240,8 @@ def _page(
     its HTML moved to ``out/html``. Links to the other chapters become their
     ``titles`` (:func:`chapter_titles`)."""
     import nbformat
+
+    from .companion.myst_markdown import chapter_labels, other_chapters_named
 
     site, html = out / ".page", out / "html"
     shutil.rmtree(site, ignore_errors=True)
@@ -1275,6 +1307,8 @@ def _one_parameters_cell(cells: list) -> list:
 def _data_dir(args) -> Path | None:
     """``--data``, else ``$MARKOVLIB_DATA``, else data/paper here or above (None where
     there is none); refused in one line where it names a file."""
+    from .runs.shipped import default_data_dir
+
     directory = Path(args.data) if args.data else default_data_dir()
     if directory is not None and directory.exists() and not directory.is_dir():
         where = (
@@ -1317,7 +1351,7 @@ def _add_verify_sample(verify) -> None:
 def add_verify_parser(subs) -> None:
     verify = subs.add_parser(
         "verify",
-        help="check the shipped run data and re-train a random sample bit for bit",
+        help=HELP["verify"],
     )
     verify.add_argument(
         "--data",
@@ -1368,6 +1402,8 @@ def add_verify_parser(subs) -> None:
 def _verify_refusal(args, directory) -> str:
     """Why ``markovlib verify`` refuses these options, in one line ('' if it does
     not)."""
+    from .runs.shipped import no_data_message
+
     if directory is None or not directory.is_dir():
         return "argument --data: " + (
             f"{no_data_message()}; or give --data DIR"
@@ -1385,6 +1421,11 @@ def _verify_refusal(args, directory) -> str:
 
 
 def cmd_verify(args) -> int:
+    from .runs.executors import ClusterUnreachable, capped_processes
+    from .runs.shipped import ShippedDataError
+    from .runs.sweep import sigterm_as_interrupt
+    from .runs.verify import VerificationError, verify
+
     directory = _data_dir(args)
     refusal = _verify_refusal(args, directory)
     if refusal:
@@ -1454,8 +1495,7 @@ def _verified(args, n: int, derived: int = 0) -> str:
 def add_scorecard_parser(subs) -> None:
     card = subs.add_parser(
         "scorecard",
-        help="the paper edition's scorecard, computed from the shipped runs (trains "
-        "nothing)",
+        help=HELP["scorecard"],
     )
     card.add_argument(
         "--data",
@@ -1468,6 +1508,9 @@ def add_scorecard_parser(subs) -> None:
 
 
 def cmd_scorecard(args) -> int:
+    from .companion.computed import compute
+    from .companion.scorecard import by_source, source_counts
+
     t0 = time.perf_counter()
     rows = compute(_data_dir(args))
     if args.json:
@@ -1502,6 +1545,8 @@ class _NoStore:
 
     def frame(self):
 
+        import pandas as pd
+
         return pd.DataFrame()
 
 
@@ -1511,6 +1556,7 @@ def _edition_paths(args) -> tuple[Path | None, Path | None]:
     ``$MARKOVLIB_RESULTS``, else results/paper-edition beside that data/ folder (or
     in the clone of the book around the working directory). None where there is
     none."""
+    from .companion.notebook import find_repository
 
     data = _data_dir(args)
     if args.results is not None or os.environ.get("MARKOVLIB_RESULTS"):
@@ -1525,6 +1571,7 @@ def _edition_paths(args) -> tuple[Path | None, Path | None]:
 def _edition_store(args, results: Path | None):
     """The edition's result store: opened read-only where it exists for ``status`` and
     ``export`` (nothing created or written there), created by ``produce``."""
+    from .runs.store import ResultStore
 
     if results is not None and results.exists() and not results.is_dir():
         raise UsageError(
@@ -1544,9 +1591,7 @@ def _edition_store(args, results: Path | None):
 
 
 def add_edition_parser(subs) -> None:
-    edition = subs.add_parser(
-        "edition", help="produce the paper edition: train its runs, export them as data"
-    )
+    edition = subs.add_parser("edition", help=HELP["edition"])
     edition.add_argument(
         "action",
         choices=["status", "produce", "export", "retrain", "judge"],
@@ -1631,6 +1676,8 @@ def _edition_options(args) -> None:
     """An option the action does not read is refused in one line (``edition status
     --against x`` ignored it); the others get their defaults, ``--workers`` capped
     (:func:`~markovlib.runs.executors.capped_processes`)."""
+    from .runs.executors import capped_processes
+
     takes = EDITION_OPTIONS[args.action]
     for name in dict.fromkeys(n for names in EDITION_OPTIONS.values() for n in names):
         if getattr(args, name) is not None and name not in takes:
@@ -1678,10 +1725,17 @@ def _only_groups(groups: list, only: list[str] | None) -> list:
 
 
 def cmd_edition(args) -> int:
+    from .runs.edition import status
+    from .runs.experiments import paper_edition
+    from .runs.export import export
+    from .runs.shipped import ShippedData
+
     _edition_options(args)
     groups = _only_groups(paper_edition(), args.only)
     directory, results = _edition_paths(args)
-    if args.action in ("retrain", "judge"):
+    if args.action == "judge":  # the classes and verdicts of --data
+        return _edition_judge(args, groups, directory)
+    if args.action == "retrain":
         return _edition_retrain(args, groups, directory)
     if args.action == "export" and directory is None:
         raise UsageError(
@@ -1724,6 +1778,8 @@ def cmd_edition(args) -> int:
 
 def _device(name: str) -> str:
     """``--device``'s value (cuda asked for without a GPU is refused when parsing)."""
+    import torch
+
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return name
@@ -1731,6 +1787,9 @@ def _device(name: str) -> str:
 
 def _produce(args, groups, store, shipped_dir, *, longest_first=False) -> int:
     """``edition produce`` (and retrain's training): one process, or ``--workers``."""
+    from .runs.edition import produce, produce_parallel
+    from .runs.shipped import ShippedData
+
     kwargs = dict(
         threads=args.threads,
         device=_device(args.device),
@@ -1748,6 +1807,7 @@ def _produce(args, groups, store, shipped_dir, *, longest_first=False) -> int:
 def _edition_judge(args, groups, directory) -> int:
     """``edition judge``: the classes and verdicts of --data into --report (JSON)."""
     from .companion import replication
+    from .runs.shipped import ShippedData
 
     if directory is None or args.report is None:
         raise UsageError("edition judge needs --data (or data/paper here) and --report")
@@ -1760,12 +1820,15 @@ def _edition_judge(args, groups, directory) -> int:
 
 
 def _edition_retrain(args, groups, directory) -> int:
-    """``edition judge`` (the classes and verdicts of --data) and ``edition retrain``
-    (every run into a new store, exported beside it, judged, compared)."""
-    from .companion import replication
+    """``edition retrain``: every run into a new store, exported beside it, judged and
+    compared."""
+    import torch
 
-    if args.action == "judge":
-        return _edition_judge(args, groups, directory)
+    from .companion import replication
+    from .runs.export import export
+    from .runs.shipped import ShippedData
+    from .runs.store import ResultStore
+
     if args.results is None:
         raise UsageError(
             "edition retrain needs --results DIR: a new folder for its store"
@@ -1820,7 +1883,7 @@ def _edition_retrain(args, groups, directory) -> int:
 def add_import_parser(subs) -> None:
     sub = subs.add_parser(
         "import",
-        help="take in the runs of a side file that a busy or failing store could not",
+        help=HELP["import"],
     )
     sub.add_argument("file", metavar="FILE", type=_folder, help="unsaved-*.sqlite")
     _add_results(sub)
@@ -1828,30 +1891,42 @@ def add_import_parser(subs) -> None:
 
 
 def cmd_import(args) -> int:
+    from .runs.store import ResultStore
+
     store = ResultStore(_results_dir(args))
     n = store.import_file(args.file)
     print(f"{n} run(s) of {args.file} imported into {store.path}")
     return 0
 
 
-def build_parser() -> Parser:
+COMMANDS = {  # each command's adder of its options (and of its function)
+    "train": add_train_parser,
+    "sweep": add_sweep_parser,
+    "book": add_book_parser,
+    "rerun": add_rerun_parser,
+    "verify": add_verify_parser,
+    "scorecard": add_scorecard_parser,
+    "edition": add_edition_parser,
+    "import": add_import_parser,
+}
+
+
+def build_parser(argv: list[str] | None = None) -> Parser:
+    """The parser of ``markovlib ARGV``: the command ARGV names with its options, the
+    others by name and help line only (``markovlib --help`` imports no command's
+    modules); without ``argv``, every command's options."""
     parser = Parser(
         prog="markovlib",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     subs = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in (
-        add_train_parser,
-        add_sweep_parser,
-        add_book_parser,
-        add_rerun_parser,
-        add_verify_parser,
-        add_scorecard_parser,
-        add_edition_parser,
-        add_import_parser,
-    ):
-        add(subs)
+    given = next((a for a in argv or [] if not a.startswith("-")), None)
+    for name, add in COMMANDS.items():
+        if argv is None or name == given:
+            add(subs)
+        else:
+            subs.add_parser(name, help=HELP[name])
     return parser
 
 
@@ -1873,8 +1948,12 @@ def _check_arguments(parser: Parser, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
+    from .runs.shipped import ShippedDataError  # a command runs: its imports now
+    from .runs.store import StoreError
+
     try:
         _check_arguments(parser, args)
         return args.run(args)

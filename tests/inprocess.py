@@ -72,8 +72,7 @@ def cli(*args, cwd=None, env=None, timeout=300, process=False):
 
 
 # every module that binds paper_edition (verify reads it through experiments)
-EDITION_USERS = (
-    "markovlib.cli",
+EDITION_USERS = (  # (the CLI imports it from experiments when a command runs)
     "markovlib.runs.edition",
     "markovlib.runs.experiments",
     "markovlib.companion.replication",

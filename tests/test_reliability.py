@@ -1613,9 +1613,9 @@ def test_edition_workers_are_capped_and_never_more_than_ensembles(
     cpus = os.cpu_count() or 1
     tiny = [("tiny-tied", grid([0.3], [0.4], tied=[True], seeds=range(3), **SPECS))]
     inprocess.use_edition(monkeypatch, tiny)
-    asked = []
-    monkeypatch.setattr(
-        "markovlib.cli.produce_parallel", lambda *a, **k: asked.append(k["workers"])
+    asked, produce_parallel = [], edition.produce_parallel
+    monkeypatch.setattr(  # the CLI's, imported when it runs
+        edition, "produce_parallel", lambda *a, **k: asked.append(k["workers"])
     )
     args = ["edition", "produce", "--workers", "8", "--results", tmp_path / "s"]
     out = inprocess.run(*args, cwd=tmp_path, env=_env())
@@ -1631,7 +1631,7 @@ def test_edition_workers_are_capped_and_never_more_than_ensembles(
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
     monkeypatch.setattr(edition, "_produce_one", lambda job: 0)
-    edition.produce_parallel(tiny, tmp_path / "s", workers=2, ensemble_size=8)
+    produce_parallel(tiny, tmp_path / "s", workers=2, ensemble_size=8)
     assert asked[-1] == 1  # three runs: one ensemble, one process
 
 

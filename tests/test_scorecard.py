@@ -477,9 +477,9 @@ def test_the_cli_table_keeps_its_columns_at_the_terminal_width(rows, monkeypatch
     their column."""
     import inprocess
 
-    import markovlib.cli
+    import markovlib.companion.computed as computed
 
-    monkeypatch.setattr(markovlib.cli, "compute", lambda data: rows)
+    monkeypatch.setattr(computed, "compute", lambda data: rows)  # the CLI's, on call
     out = inprocess.run("scorecard", env={**os.environ, "COLUMNS": "90"}).stdout
     lines = out.splitlines()[:-1]  # the last: the counts
     assert lines and max(map(len, lines)) <= 90, max(lines, key=len)
