@@ -11,8 +11,15 @@ this is the drift the tolerances must cover.
 differ in one setting (precision, length, tying, model), without training; the
 smallest over the pairs: what the tolerances must stay below.
 
+``full KEY ... [--save FILE]``: re-train each run's ensemble to its end, as shipped and
+with its learning rate halved (a forgery), and print per member the largest |Δ| against
+the shipped run of every stored loss, of the final learnt kernel and of the final
+predictions (verify's comparison without --quick); ``--save``: the re-trained results
+(history, final and checkpoint weights) of both variants in one .npz, for a test.
+
 usage: python benchmarks/drift.py drift fig4-400-untied-fp16 b22bbd858ca184cbcb72
        python benchmarks/drift.py settings
+       python benchmarks/drift.py full 01611dbbf5da2a3b5b16 --save retrain.npz
 """
 
 from __future__ import annotations
@@ -111,5 +118,68 @@ def settings() -> None:
         print(json.dumps(dict(what="settings", pair=what, n=n) | worst), flush=True)
 
 
+def _gaps(record: dict, spec: RunSpec, result) -> dict:
+    """|Δ| of every stored loss, of the final kernel and predictions (a re-train)."""
+    a, b = record["history"].set_index("step"), result.history.set_index("step")
+    loss = max(
+        float(np.nanmax(np.abs(a[c].to_numpy() - b[c].reindex(a.index).to_numpy())))
+        for c in ("train_loss", "test_loss")
+    )
+    final = {k: v.detach() for k, v in result.model.state_dict().items()}
+    kernel, probs = output_gaps(spec, record["weights"], final)
+    return dict(loss=loss, kernel=kernel, predictions=probs)
+
+
+def _flat(prefix: str, result) -> dict:
+    """A re-trained result as named arrays (history, final and checkpoint weights)."""
+    out = {f"{prefix}/history/{c}": result.history[c].to_numpy() for c in HISTORY}
+    for name, w in result.model.state_dict().items():
+        out[f"{prefix}/weights/{name}"] = w.detach().numpy()
+    for name, w in result.checkpoint.items():
+        out[f"{prefix}/checkpoint/{name}"] = w.numpy()
+    return out
+
+
+HISTORY = ("step", "lr", "train_loss", "test_loss")
+
+
+def full(keys: list[str], save: str | None = None) -> None:
+    """One JSON line per re-trained member and variant (as shipped, lr halved)."""
+    data, here = ShippedData(DATA), torch.backends.cpu.get_cpu_capability()
+    torch.set_num_threads(1)
+    arrays = {}
+    for key in keys:
+        records = [data.record(k) for k in V._ensemble(data, key)]
+        specs = [RunSpec.from_dict(r["spec"]) for r in records]
+        for variant, factor in (("same", 1.0), ("half-lr", 0.5)):
+            chunk = [
+                RunSpec(
+                    s.chain,
+                    s.config,
+                    s.train.replace(lr=s.train.lr * factor),
+                    s.seed,
+                    s.init,
+                )
+                for s in specs
+            ]
+            t0 = time.perf_counter()
+            for _, fresh in train_chunks([chunk], device="cpu"):
+                for record, spec, result in zip(records, specs, fresh):
+                    line = dict(what="full", variant=variant, key=spec.key, here=here)
+                    line |= dict(group=data.index()[spec.key])
+                    line |= dict(produced=record["provenance"].get("cpu_capability"))
+                    line |= _gaps(record, spec, result)
+                    print(json.dumps(line | dict(s=time.perf_counter() - t0)))
+                    if spec.key == keys[0]:
+                        arrays |= _flat(variant, result)
+    if save:
+        np.savez_compressed(save, **arrays)
+
+
 if __name__ == "__main__":
-    {"drift": lambda: drift(sys.argv[2:]), "settings": settings}[sys.argv[1]]()
+    args = sys.argv[2:]
+    save = args[args.index("--save") + 1] if "--save" in args else None
+    keys = [a for a in args if a != "--save" and a != save]
+    commands = {"drift": lambda: drift(args), "settings": settings}
+    commands["full"] = lambda: full(keys, save)
+    commands[sys.argv[1]]()
