@@ -81,13 +81,14 @@ FRESH_RESOLUTION = 0.02
 # 16 paths of 1 025 states, about 0.3 GB of activations.
 STACK_STATES = 2**19
 # |train loss of step 1 recomputed from the run's seed (its starting weights on its
-# first training batch, at its precision) - stored train loss of step 1|: 0 where
-# the run was made on a CPU like this one, else float rounding (stored as float32:
-# 6e-8 apart near log 2). Measured on an AMD EPYC (AVX2), 2026-11-28: at most 1.8e-7
-# over 153 runs of 6 groups (Intel Xeon AVX512 and AMD EPYC AVX512/AVX2 producers,
-# fp16 and float32, ensembles and runs trained alone). The same run's step 1 in fp16
-# against float32 differs by a median 1.1e-6 (88 % of the 32 trap400 pairs by more
-# than 3e-7): results moved between the two settings seed by seed are seen.
+# first training batch, at its precision, one training at a time) - stored train loss
+# of step 1|: 0 where the run was made on a CPU like this one, else float rounding
+# (stored as float32: 6e-8 apart near log 2). Measured on an AMD EPYC (AVX2),
+# 2026-11-28, over all 1 194 shipped runs (made on Intel Xeons with AVX512 and AMD
+# EPYCs with AVX512 or AVX2; fp16, fp16-scaled and float32; ensembles and runs trained
+# alone): at most 1.2e-7. The same run's step 1 in fp16 against float32 differs by a
+# median 1.1e-6 (88 % of the 32 trap400 pairs by more than 3e-7): results moved
+# between the two settings seed by seed are seen.
 FIRST_TOLERANCE = 3e-7
 # a stored test loss may lie below the entropy rate by sampling noise only: by at most
 # max(LOSS_SIGMAS standard errors, HISTORY_MARGIN) nats (the shipped runs: 0.014)
