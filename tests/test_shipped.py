@@ -296,9 +296,9 @@ def test_verify_exact_only_draws_runs_this_cpu_reproduces(edition, tmp_path):
     close = [line for line in lines if f"CPU capability {OTHER}" in line]
     assert len(close) == 2 and all("within 2e-06 (losses)" in line for line in close)
     lines.clear()
-    assert verify(data, sample=4, seed=0, **run) == 4  # full re-trains
+    assert verify(data, sample=4, seed=0, **run) == 4  # full re-trains: FULL_TOLERANCE
     close = [line for line in lines if f"CPU capability {OTHER}" in line]
-    assert len(close) == 2 and all("within 2e-06 (losses)" in line for line in close)
+    assert len(close) == 2 and all("within 1e-05 (losses)" in line for line in close)
     _move_to_other_cpu(data, "tied-001.parquet")
     _move_to_other_cpu(data, "tied-002.parquet")
     with pytest.raises(
