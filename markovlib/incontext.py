@@ -110,9 +110,9 @@ def kernel_rates(P: torch.Tensor) -> torch.Tensor:
     """H_rate of each kernel of ``P`` (n, k, k), float64: sum_i pi_i H(P_i), pi
     solving pi (P - I) = 0 with sum pi = 1 (one batched linear solve)."""
     k = P.shape[-1]
-    A = P.transpose(-1, -2) - torch.eye(k, dtype=P.dtype)
+    A = P.transpose(-1, -2) - torch.eye(k, dtype=P.dtype, device=P.device)
     A[:, -1, :] = 1.0  # the last balance equation replaced by the normalisation
-    b = torch.zeros(P.shape[0], k, dtype=P.dtype)
+    b = torch.zeros(P.shape[0], k, dtype=P.dtype, device=P.device)
     b[:, -1] = 1.0
     pi = torch.linalg.solve(A, b)
     rows = -(P * torch.log(P.clamp_min(1e-300))).sum(-1)

@@ -34,6 +34,7 @@ def test_the_bad_local_minima_sentences_count_the_runs():
     assert "far too short" in trap_training_text("smoke", False, 0.5, 0.8, ["x"])
     below = trap_training_text("cpu", True, 0.2, 0.3, [])
     assert "Thm 2 does not apply" in below and "Sec. 4.1" in below  # minima exist
+    assert "no gap" in trap_training_text("cpu", True, 0.5, 0.5, [])  # on the line
     text = trap_training_text("paper", True, 0.5, 0.8, ["a of b", "c of d"])
     assert text.startswith("Measured at the `paper` scale in float32: a of b; c of d.")
 

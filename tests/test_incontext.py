@@ -30,7 +30,8 @@ def test_kernel_rows_have_the_dirichlet_moments():
         )
         assert torch.allclose(P.sum(-1), torch.ones(()).double())
         var = (k - 1) / (k * k * (k * alpha + 1))
-        assert P.mean().item() == pytest.approx(1 / k, abs=3e-3)
+        cov = ((P[:, :, 0] - 1 / k) * (P[:, :, 1] - 1 / k)).mean().item()
+        assert cov == pytest.approx(-1 / (k * k * (k * alpha + 1)), rel=0.06)
         assert P.var().item() == pytest.approx(var, rel=0.03)
 
 

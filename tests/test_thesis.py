@@ -219,3 +219,37 @@ def test_below_the_line_minima_exist_and_the_standard_start_escapes_them():
     assert m.ok is False and m.counts == (("escaped", 3, 3),)  # 3 runs: too few
     many = thesis.below_line_minima(below * 4 + [at_marginal(0.2, 0.2)])
     assert many.ok and many.counts == (("escaped", 12, 13),)
+
+
+def test_the_descent_row_needs_every_return_and_its_control_to_leave():
+    """thm2_descent: every draw on the chain back at H(π), and every draw on the
+    mirror chain gone (the control that the descent can leave)."""
+    from markovlib.analysis import Perturbation
+
+    def draws(chain, ends):
+        losses = np.stack([np.full(4, chain.unigram_entropy() + 0.01), ends], 1)
+        return Perturbation(chain, "theory", True, 0.5, losses[:, [0, 0, 0, 1]])
+
+    mirror = binary(0.5, 0.2)
+    back, gone = [TRAP.unigram_entropy()] * 4, [mirror.entropy_rate()] * 4
+    stayed = [mirror.unigram_entropy()] * 4
+    ok = thesis.perturbation_rule(
+        {
+            ("theory", "this chain"): draws(TRAP, back),
+            ("theory", "mirror"): draws(mirror, gone),
+        }
+    )
+    assert ok.ok and "4 of 4" in ok.value and "4 of 4 left" in ok.value
+    one_stuck = [*back[:3], TRAP.entropy_rate()]
+    assert not thesis.perturbation_rule(
+        {
+            ("theory", "this chain"): draws(TRAP, one_stuck),
+            ("theory", "mirror"): draws(mirror, gone),
+        }
+    ).ok
+    assert not thesis.perturbation_rule(  # a descent that cannot leave proves nothing
+        {
+            ("theory", "this chain"): draws(TRAP, back),
+            ("theory", "mirror"): draws(mirror, stayed),
+        }
+    ).ok

@@ -464,9 +464,9 @@ def summary_text(parts: dict) -> str:
 _UNDECIDED = (
     " Whether they lie in the basin of Thm 2's $\\theta_\\pi$ these tests cannot "
     "say: its Hessian is zero outside the (e, b) block, so points near it can have "
-    "directions of negative curvature, and AdamW leaves even $\\theta_\\pi$ plus "
-    "small noise that exact gradient descent returns to (the optimiser crossover "
-    "above)."
+    "directions of negative curvature, and AdamW can leave $\\theta_\\pi$ plus small "
+    "noise that exact gradient descent returns to (the optimiser crossover above "
+    "measures it on this chain)."
 )
 
 
@@ -477,18 +477,21 @@ def perturbation_rule(perturbed: dict) -> Measure:
     """Thm 2 tested by descent: exact gradient descent from θ_π plus noise on every
     parameter returns to H(π) (``perturbed``: (model, "this chain" or "mirror") ->
     :class:`~markovlib.analysis.Perturbation`); holds when every draw on the chain
-    returns. The mirror chain (p + q < 1) is the control: its draws leave."""
+    returns and, the control that the descent can leave, every draw on the mirror
+    chain (p + q < 1) leaves (the chapter's own check)."""
     here = {m: r for (m, which), r in perturbed.items() if which == "this chain"}
     back = {m: int(r.returned.sum()) for m, r in here.items()}
     n = {m: len(r.returned) for m, r in here.items()}
     left = sum(int(r.left.sum()) for (_, w), r in perturbed.items() if w == "mirror")
     mirror = sum(len(r.left) for (_, w), r in perturbed.items() if w == "mirror")
+    if not here or not mirror:
+        raise ValueError("perturbation_rule needs descents on the chain and its mirror")
     steps = next(iter(here.values())).losses.shape[1] - 1
     each = ", ".join(f"{_MODEL.get(m, m)} {back[m]} of {n[m]}" for m in here)
     return Measure(
         f"{each} descents returned within 1e-3 nats of H(π) after {steps} steps; "
         f"on the mirror chain (p + q < 1), {left} of {mirror} left",
-        all(back[m] == n[m] for m in here) and bool(here),
+        all(back[m] == n[m] for m in here) and left == mirror,
     )
 
 
