@@ -168,15 +168,19 @@ def levels(
     x = chain.sample(paths, length, seed=seed)
     floor = bayes_nll(x, chain.k, chain.alpha).mean(1)
     uni = unigram_nll(x, chain.k, chain.alpha).mean(1)
-    se = lambda v: float(v.std() / math.sqrt(paths))  # noqa: E731
     return Levels(
         float(floor.mean()),
-        se(floor),
+        _standard_error(floor),
         float(uni.mean()),
-        se(uni),
+        _standard_error(uni),
         chain.unigram_entropy(),
         paths,
     )
+
+
+def _standard_error(per_path: torch.Tensor) -> float:
+    """The standard error of the mean of independent per-path values."""
+    return float(per_path.std() / math.sqrt(len(per_path)))
 
 
 def induction_score(attention: torch.Tensor, x: torch.Tensor) -> float:

@@ -471,6 +471,9 @@ _UNDECIDED = (
 
 
 PERTURBATION = dict(tied=True, noise=0.05, n=4, steps=300, seed=0)  # bad_local_minima's
+SMOKE_PERTURBATION = dict(
+    n=2, steps=20
+)  # code paths only (60 steps took 10 s, issue 51)
 
 
 def perturbation_rule(perturbed: dict) -> Measure:
@@ -498,24 +501,31 @@ def perturbation_rule(perturbed: dict) -> Measure:
 _MODEL = {"theory": "theory model", "gpt2": "GPT-2"}
 
 
-def thm2_perturbed(p: float = 0.5, q: float = 0.8) -> Measure:
-    """:func:`perturbation_rule` on the bad_local_minima chapter's descents at (p, q)
-    and its mirror (:data:`PERTURBATION`; shipped for the paper's chain)."""
+def perturbations(p: float, q: float, **changes) -> dict:
+    """The bad_local_minima chapter's descents from θ_π plus noise
+    (:func:`~markovlib.analysis.perturb_theta_pi` with :data:`PERTURBATION` and
+    ``changes``), per (model, "this chain" or "mirror"): on (p, q) and on its mirror
+    (1 - p, 1 - q); derived values (shipped for the paper's chain)."""
+    kw = {**PERTURBATION, **changes}
     chains = (("this chain", binary(p, q)), ("mirror", binary(1 - p, 1 - q)))
-    return perturbation_rule(
-        {
-            (m, which): derived(perturb_theta_pi, ch, m, **PERTURBATION)
-            for m in ("theory", "gpt2")
-            for which, ch in chains
-        }
-    )
+    return {
+        (m, which): derived(perturb_theta_pi, ch, m, **kw)
+        for m in ("theory", "gpt2")
+        for which, ch in chains
+    }
+
+
+def thm2_perturbed(p: float = 0.5, q: float = 0.8) -> Measure:
+    """:func:`perturbation_rule` on :func:`perturbations` at (p, q)."""
+    return perturbation_rule(perturbations(p, q))
 
 
 THESIS_CURVATURE = ("thesis_fig1", "thesis_fig3a", "thesis_theory_hessian")
 THESIS_STAYS = ("thesis_stays_fp32", "thesis_stays_scaled")
 
 __all__ += ["DEPTHS", "depth_rule", "trapped_sources", "summary_text"]
-__all__ += ["PERTURBATION", "perturbation_rule", "thm2_perturbed"]
+__all__ += ["PERTURBATION", "SMOKE_PERTURBATION", "perturbations"]
+__all__ += ["perturbation_rule", "thm2_perturbed"]
 __all__ += ["CONTINUE_AT_MOST", "CURVATURE_AT_MOST", "curvature_batch"]
 __all__ += ["ROUNDING", "rounding_text"]
 __all__ += ["THESIS_CURVATURE", "THESIS_STAYS", "PRECISION_WORDS", "MARGINAL"]
