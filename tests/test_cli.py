@@ -117,28 +117,41 @@ def test_the_cli_and_a_sweep_import_neither_ray_nor_scipy():
 
 
 HEAVY = ("torch", "pandas", "markovlib.runs", "markovlib.companion", "markovlib.train")
+LIGHT = ("markovlib.companion", "markovlib.companion.chapter_rules")  # no imports
 
 
 @pytest.mark.parametrize(
     "args",
     [["--help"], ["verify", "--help"], ["scorecard", "--help"], ["edition", "-h"],
-     ["import", "--help"]],
+     ["import", "--help"], ["train", "--help"], ["sweep", "-h"], ["book", "--help"],
+     ["rerun", "--help"]],
 )  # fmt: skip
 def test_help_imports_neither_torch_nor_the_run_and_book_layers(args):
     """Issue 65: `markovlib --help` took 3-4 s, `import markovlib` and the CLI's
     imports loading torch and every layer; a command's options and modules are
-    loaded only when it is the command given. (train, sweep, book and rerun --help
-    still read --scale's choices from markovlib.presets, which imports torch.)"""
+    loaded only when it is the command given. (rerun --help lists the chapters'
+    parameters: of the book layer it loads markovlib.companion.chapter_rules alone,
+    which imports nothing.)"""
     code = (
         "import sys\nfrom markovlib.cli import main\n"
         f"try:\n    main({args!r})\nexcept SystemExit as e:\n    assert e.code == 0\n"
-        f"print([m for m in sys.modules if m.startswith({HEAVY!r})])"
+        f"print([m for m in sys.modules if m.startswith({HEAVY!r}) and m not in "
+        f"{LIGHT!r}])"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0 and "usage: markovlib" in out.stdout, out.stderr
     assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_the_scale_choices_are_the_presets():
+    """--scale's choices are written out (its help imports no torch): the same names,
+    in the same order, as markovlib.presets.PRESETS."""
+    from markovlib import presets
+    from markovlib.cli.options import SCALES
+
+    assert SCALES == tuple(presets.PRESETS)
 
 
 def test_a_sweep_without_ray_is_one_line_and_writes_nothing(tmp_path, monkeypatch):

@@ -1673,16 +1673,16 @@ def test_settings_are_checked_before_any_work_in_one_line(
 def test_verify_says_what_it_checked_and_how():
     from types import SimpleNamespace
 
-    from markovlib.cli import _verified
+    from markovlib.cli.verify import verified
 
     quick = SimpleNamespace(retrain_only=False, quick=True, sample=2)
-    text = _verified(quick, 2, 1)
+    text = verified(quick, 2, 1)
     assert "every run's stored fields checked" in text
     assert "2 of 2 re-trained runs reproduced (to step 50)" in text
     assert "1 derived value recomputed" in text
-    only = _verified(SimpleNamespace(retrain_only=True, quick=False, sample=1), 1)
+    only = verified(SimpleNamespace(retrain_only=True, quick=False, sample=1), 1)
     assert "stored fields" not in only and "(to the end)" in only
-    none = _verified(SimpleNamespace(retrain_only=False, quick=False, sample=0), 0)
+    none = verified(SimpleNamespace(retrain_only=False, quick=False, sample=0), 0)
     assert "no run re-trained" in none and "recomputed" not in none
 
 
@@ -1690,7 +1690,7 @@ def test_book_caps_jobs_times_workers(tmp_path, monkeypatch, capsys):
     """Issue 71 (review): `markovlib book --jobs 2` with MARKOVLIB_WORKERS=2 started 4
     training processes on 2 CPUs: each chapter's kernel ran 2 sweep workers. The
     product is capped, in one line, and the kernels get what is left of it."""
-    import markovlib.cli as cli_module
+    from markovlib.cli import book, main
     from markovlib.runs import executors
 
     seen = {}
@@ -1699,14 +1699,14 @@ def test_book_caps_jobs_times_workers(tmp_path, monkeypatch, capsys):
         seen.update(jobs=args.jobs, workers=os.environ["MARKOVLIB_WORKERS"])
         return 0
 
-    monkeypatch.setattr(cli_module, "_build_book", build)
+    monkeypatch.setattr(book, "build", build)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(executors, "memory_available", lambda: None)
     monkeypatch.setenv("MARKOVLIB_WORKERS", "2")
     out = tmp_path / "edition"
     args = ["book", "--p", "0.3", "--q", "0.9", "--jobs", "2", "--scale", "smoke"]
     args += ["--out", str(out)]
-    assert cli_module.main(args) == 0
+    assert main(args) == 0
     assert seen == {"jobs": 2, "workers": "1"}
     assert (
         "markovlib book: --jobs 2 × $MARKOVLIB_WORKERS 4 capped at the 2 CPUs here"

@@ -191,13 +191,13 @@ def test_rerun_takes_each_chapters_own_parameters(monkeypatch):
     has them (each chapter's parameters, before any work)."""
     from types import SimpleNamespace
 
-    from markovlib.cli import _rerun_parameters
+    from markovlib.cli.rerun import parameters
 
     source = ROOT / "book" / "multi_state.ipynb"
     args = SimpleNamespace(p=0.7, q=None, params=["k=4"])
-    assert _rerun_parameters(args, source) == {"p": 0.7, "k": 4}
+    assert parameters(args, source) == {"p": 0.7, "k": 4}
     ccmc = SimpleNamespace(p=None, q=None, params=["sigma=0.5", "gen_len=200"])
-    assert _rerun_parameters(ccmc, ROOT / "book" / "ccmc.ipynb") == {
+    assert parameters(ccmc, ROOT / "book" / "ccmc.ipynb") == {
         "sigma": 0.5,
         "gen_len": 200,
     }
@@ -211,7 +211,7 @@ def test_every_listed_parameter_can_be_set():
     back to None."""
     from types import SimpleNamespace
 
-    from markovlib.cli import _rerun_parameters
+    from markovlib.cli.rerun import parameters
     from markovlib.companion.notebook import (
         CHAPTER_RULES,
         chapter_parameters,
@@ -225,11 +225,11 @@ def test_every_listed_parameter_can_be_set():
             value = rule.low if defaults[name] is None else defaults[name]
             text = str(value).lower() if isinstance(value, bool) else str(value)
             args = SimpleNamespace(p=None, q=None, params=[f"{name}={text}"])
-            given = _rerun_parameters(args, source)
+            given = parameters(args, source)
             assert given == {name: value} and type(given[name]) is type(value), name
             check_chapter_parameters(chapter, **{**defaults, **given})
     ccmc = SimpleNamespace(p=None, q=None, params=["n_traj=100", "gen_len=none"])
-    given = _rerun_parameters(ccmc, ROOT / "book" / "ccmc.ipynb")
+    given = parameters(ccmc, ROOT / "book" / "ccmc.ipynb")
     assert given == {"n_traj": 100, "gen_len": None}
 
 
@@ -353,16 +353,20 @@ def test_rerun_failure_is_a_few_lines_and_names_the_partial_notebook(
     """A cell that raises: the cell, the end of its traceback and the notebook."""
     import papermill as pm
 
-    import markovlib.cli as cli
+    from markovlib.cli import rerun
+    from markovlib.cli.errors import CommandFailed, report
+    from markovlib.companion import publish
 
     def fails(source, target, params, **options):
         target.write_text("{}")
         trace = ["\x1b[0;31m---------\x1b[0m", "Cell In[7], line 2", "ValueError: bad"]
         raise pm.PapermillExecutionError(7, 7, "x", "ValueError", "bad", trace)
 
-    monkeypatch.setattr(cli, "_papermill", fails)
+    monkeypatch.setattr(publish, "execute_notebook", fails)
     source = ROOT / "book" / "framework.ipynb"
-    assert cli._rerun(ROOT, source, tmp_path, {"p": 0.3}) == 1
+    with pytest.raises(CommandFailed) as failed:  # main prints it (report): exit 1
+        rerun.execute(ROOT, source, tmp_path, {"p": 0.3})
+    assert report("rerun", failed.value) == 1
     err = capsys.readouterr().err.splitlines()
     assert err == [
         "cell 7 failed:",
@@ -378,7 +382,8 @@ def test_a_completed_rerun_removes_the_stale_interrupted_notebook(
 ):
     """Issue 71: after a successful re-run, the <chapter>.interrupted.ipynb that an
     earlier, cut-off one set aside stayed beside the finished notebook."""
-    import markovlib.cli as cli
+    from markovlib.cli import rerun
+    from markovlib.companion import publish
 
     stale = tmp_path / "framework.interrupted.ipynb"
     stale.write_text("{}")
@@ -386,10 +391,10 @@ def test_a_completed_rerun_removes_the_stale_interrupted_notebook(
     def runs(source, target, params, **options):
         target.write_text("{}")
 
-    monkeypatch.setattr(cli, "_papermill", runs)
-    monkeypatch.setattr(cli, "_rerun_page", lambda *a: 0)
+    monkeypatch.setattr(publish, "execute_notebook", runs)
+    monkeypatch.setattr(rerun, "page_after", lambda *a: 0)
     source = ROOT / "book" / "framework.ipynb"
-    assert cli._rerun(ROOT, source, tmp_path, {"p": 0.3}) == 0
+    assert rerun.execute(ROOT, source, tmp_path, {"p": 0.3}) == 0
     assert not stale.exists() and (tmp_path / "framework.ipynb").exists()
 
 
@@ -413,15 +418,15 @@ def test_a_page_that_does_not_build_is_one_line_and_keeps_the_notebook(
     """The page is built after the chapter ran: a failed build is one line (its last
     line), which `markovlib rerun` prints beside the executed notebook's path (exit
     1); no page is left half written, the build folder stays for a look."""
-    import markovlib.cli as cli
+    from markovlib.companion import publish
 
     failed = subprocess.CompletedProcess([], 1, stdout="", stderr="x\nSphinx: boom\n")
-    monkeypatch.setattr(cli, "_jupyter_book", lambda *a, **k: failed)
+    monkeypatch.setattr(publish, "jupyter_book", lambda *a, **k: failed)
     nb = nbformat.v4.new_notebook()
     with pytest.raises(
         RuntimeError, match="^the page of framework did not build: Sphinx: boom$"
     ):
-        cli._page(ROOT, "framework", nb, tmp_path, "re-run with p=0.3", {})
+        publish.build_page(ROOT, "framework", nb, tmp_path, "re-run with p=0.3", {})
     assert not (tmp_path / "html").exists() and (tmp_path / ".page").is_dir()
 
 
@@ -432,14 +437,14 @@ def test_a_one_chapter_page_resolves_every_cross_reference(tmp_path):
     its outputs: this notebook is not executed here)."""
     import re
 
-    import markovlib.cli as cli
     from markovlib.companion.myst_markdown import chapter_labels, chapter_titles
+    from markovlib.companion.publish import build_page
 
     labels, titles = chapter_labels(ROOT / "book"), chapter_titles(ROOT / "book")
     foreign = {k for k, v in labels.items() if v != "trapped"}
     nb = nbformat.read(str(ROOT / "book" / "trapped.ipynb"), as_version=4)
     assert any(f"`{label}`" in c.source for c in nb.cells for label in foreign)
-    page = cli._page(ROOT, "trapped", nb, tmp_path, "re-run with p=0.3", titles)
+    page = build_page(ROOT, "trapped", nb, tmp_path, "re-run with p=0.3", titles)
     text = re.sub(r"<[^>]+>", " ", page.read_text())  # the words a reader sees
     raw = sorted(label for label in foreign if re.search(rf"\b{label}\b", text))
     assert raw == [], raw

@@ -21,7 +21,6 @@ import sys
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -31,6 +30,12 @@ from .._version import repository_url
 from ..colab import clone_command
 from ..presets import PRESETS, resolve
 from ..train import cpu_model
+from .chapter_rules import (
+    CHAPTER_RULES,
+    SEED_RULE,
+    Range as _Range,
+    check_range as _check_range,
+)
 
 __all__ = [
     "REPOSITORY",
@@ -129,88 +134,6 @@ def glue_all(values: dict | None = None, /, **named) -> None:
     them (a chapter's numbers that its prose quotes)."""
     for name, value in {**(values or {}), **named}.items():
         glue(name, value, display=False)
-
-
-class _Range(NamedTuple):
-    """Allowed values of a numeric parameter. ``low`` or ``high`` may name another
-    parameter of the same call (the CCMC prompt must hold every token:
-    ``prompt_len >= k``); ``optional`` also admits None."""
-
-    low: float | str
-    high: float | str
-    open_low: bool = False
-    open_high: bool = False
-    integer: bool = False
-    optional: bool = False
-    why: str = ""
-    where: str = ""  # the range in words, where the numbers say it badly
-
-
-# A chapter's runs take the seeds seed, seed + 1, ... (at most 2**16 of them), which a
-# result store holds below 2**63: a chapter's seed is refused above this, before work.
-CHAPTER_SEED_LIMIT = 2**63 - 2**16
-SEED_RULE = _Range(
-    0,
-    CHAPTER_SEED_LIMIT,
-    open_high=True,
-    integer=True,
-    where=">= 0 and < 2**63 - 2**16",
-    why=" (a chapter's runs take the seeds seed, seed + 1, ..., which a result store "
-    "holds below 2**63)",
-)
-# Allowed values of the chapters' parameters: a _Range or a tuple of choices.
-_OPEN01, _CLOSED01 = _Range(0.0, 1.0, True, True), _Range(0.0, 1.0)
-CHAPTER_RULES = {
-    "framework": dict(
-        p=_CLOSED01,
-        q=_CLOSED01,
-        k=_Range(2, 12, integer=True),
-        p_multi=_Range(0.0, 1.0, open_low=True),
-    ),
-    "global_minimum": dict(p=_OPEN01, q=_OPEN01),
-    "bad_local_minima": dict(
-        p=_OPEN01,
-        q=_OPEN01,
-        preset=("gpt2", "theory"),
-        noise=_Range(0.0, math.inf, True, True),
-    ),
-    "saddles": dict(p=_OPEN01, q=_OPEN01, noise=_Range(0.0, math.inf, True, True)),
-    "trapped": dict(p=_OPEN01, q=_OPEN01),
-    "multi_state": dict(k=_Range(2, 12, integer=True), p=_Range(0.0, 1.0, True)),
-    "depth": dict(p=_OPEN01, q=_OPEN01, order=_Range(2, 6, integer=True)),
-    "initialisation": dict(p=_OPEN01, q=_OPEN01),
-    "ccmc": dict(
-        k=_Range(2, 64, integer=True),
-        prompt_len=_Range(
-            "k", 256, integer=True, why=" (section 3's prompt holds every token)"
-        ),
-        sigma=_Range(0, 5, open_low=True),
-        beta=_Range(0, 10),
-        gamma=_Range(-20, 20),
-        n_traj=_Range(10, math.inf, open_high=True, integer=True, optional=True),
-        gen_len=_Range(10, math.inf, open_high=True, integer=True, optional=True),
-    ),
-}
-
-
-def _check_range(name: str, value, rule: _Range, params: dict) -> None:
-    if rule.optional and value is None:
-        return
-    low, high = (params[b] if isinstance(b, str) else b for b in (rule.low, rule.high))
-    kind = "an integer" if rule.integer else "a number"
-    ok = (
-        isinstance(value, numbers.Integral if rule.integer else numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and (low < value if rule.open_low else low <= value)
-        and (value < high if rule.open_high else value <= high)
-    )
-    if not ok:
-        lo, hi = ("(" if rule.open_low else "["), (")" if rule.open_high else "]")
-        where = rule.where or (
-            f">= {low:g}" if high == math.inf else f"in {lo}{low:g}, {high:g}{hi}"
-        )
-        raise ValueError(f"{name} must be {kind} {where}{rule.why}; got {value!r}")
 
 
 class ChapterParameterError(ValueError):

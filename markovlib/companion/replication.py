@@ -10,12 +10,13 @@ from collections import Counter
 from pathlib import Path
 
 from ..runs.experiments import paper_edition
+from ..runs.export import export
 from ..runs.shipped import ShippedData
 from .computed import compute
 from .records import shipped_records
 from .verdicts import NOT_TESTED
 
-__all__ = ["judge", "compare", "report_markdown", "write_report"]
+__all__ = ["judge", "compare", "report_markdown", "write_report", "judge_retrained"]
 
 
 def judge(data: ShippedData, groups=None) -> dict:
@@ -126,3 +127,25 @@ def write_report(path: str | Path, result: dict, **meta) -> Path:
     )
     path.with_suffix(".md").write_text(page)
     return path
+
+
+def judge_retrained(
+    groups, store, results: Path, reference: dict, *, report: Path, **meta
+) -> tuple[Path, str]:
+    """``store``'s runs exported, judged, compared with ``reference``; report, page."""
+    export(groups, store, results / "data", log=lambda *a, **k: None)
+    fresh = judge(ShippedData(results / "data"), groups)
+    result = compare(fresh, reference)
+    trained = f"{len(store)} of {sum(len(specs) for _, specs in groups)} runs"
+    device, seconds = meta.pop("device"), meta.pop("seconds")
+    path = write_report(
+        report,
+        result,
+        device=device,
+        seconds=round(seconds, 1),
+        trained=trained,
+        **meta,
+        fresh=fresh,
+    )
+    page = report_markdown(result, device=device, seconds=seconds, trained=trained)
+    return path, page

@@ -37,6 +37,8 @@ from .spec import RunSpec, make_chain
 
 __all__ = [
     "ResultStore",
+    "EmptyStore",
+    "read_store",
     "StoreError",
     "StoreFull",
     "default_results_dir",
@@ -686,6 +688,31 @@ checkpoint BLOB)"""
         """The stored run of ``spec`` as a :class:`TrainResult` (trained model
         included)."""
         return result_from_record(spec, self.record(spec.key), device)
+
+
+class EmptyStore:
+    """The result store that is not there: no runs (a command that only reads it)."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+
+    def keys(self) -> set[str]:
+        """No run's key."""
+        return set()
+
+    def __len__(self) -> int:
+        return 0
+
+    def frame(self) -> pd.DataFrame:
+        """No run's row."""
+        return pd.DataFrame()
+
+
+def read_store(directory: Path | None) -> ResultStore | EmptyStore:
+    """The store in ``directory`` opened read-only, or an empty one where none is."""
+    if directory is None or not (directory / "runs.sqlite").is_file():
+        return EmptyStore(directory)
+    return ResultStore(directory, read_only=True)
 
 
 def result_from_record(

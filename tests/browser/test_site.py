@@ -763,8 +763,8 @@ def rerun_page(tmp_path_factory):
     served on 127.0.0.1."""
     import nbformat
 
-    from markovlib.cli import _page
     from markovlib.companion.myst_markdown import chapter_titles
+    from markovlib.companion.publish import build_page
 
     executed = SITE.parents[1] / "book" / "framework.ipynb"
     if not executed.is_file():
@@ -772,7 +772,7 @@ def rerun_page(tmp_path_factory):
     out = tmp_path_factory.mktemp("rerun")
     nb = nbformat.read(str(executed), as_version=4)
     titles = chapter_titles(ROOT / "book")
-    page = _page(ROOT, "framework", nb, out, "re-run with p=0.3, q=0.9", titles)
+    page = build_page(ROOT, "framework", nb, out, "re-run with p=0.3, q=0.9", titles)
     with _served(out / "html") as url:
         yield f"{url}/{page.relative_to(out / 'html')}"
 
