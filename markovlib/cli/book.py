@@ -7,16 +7,16 @@ from pathlib import Path
 
 from .environment import check_environment, workers_for_kernels
 from .errors import FAILED, CommandFailed, UsageError
-from .options import add_chain, add_jobs, add_out, add_scale
+from .options import add_chain, add_chapter_seed, add_jobs, add_out, add_scale
 from .output import chapter_parameters, claimed, out_folder
-from .values import chapter_seed, probability
+from .values import probability
 
 
 def add(subs, help: str):
     """``book``'s options."""
     book = subs.add_parser("book", help=help)
     add_chain(book, probability)
-    book.add_argument("--seed", type=chapter_seed, default=0)
+    add_chapter_seed(book)
     add_scale(book, "the chapters' scale")
     add_out(book, "editions/p<p>-q<q>")
     book.add_argument(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import UsageError
-from .values import folder, learning_rate, positive_int, steps
+from .values import chapter_seed, folder, learning_rate, positive_int, steps
 
 # markovlib.presets.PRESETS's names, written out: `--help` imports no torch (a test
 # checks they are the same)
@@ -97,6 +97,11 @@ def add_out(sub, default: str) -> None:
     )
 
 
+def add_chapter_seed(sub) -> None:
+    """``--seed`` of ``book`` and ``rerun``: the chapters' seed, by their own rule."""
+    sub.add_argument("--seed", type=chapter_seed, default=0)
+
+
 def add_jobs(sub, help: str) -> None:
     """``--jobs N``: processes at once."""
     sub.add_argument("--jobs", type=positive_int, default=1, help=help)
@@ -135,5 +140,6 @@ def data_dir(args) -> Path | None:
 
 __all__ = [
     "SCALES", "add_chain", "add_scale", "add_training", "add_results", "add_data",
-    "add_ray", "add_out", "add_jobs", "ray_only", "results_dir", "data_dir",
+    "add_ray", "add_out", "add_chapter_seed", "add_jobs", "ray_only", "results_dir",
+    "data_dir",
 ]  # fmt: skip

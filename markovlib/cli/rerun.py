@@ -13,9 +13,9 @@ from pathlib import Path
 
 from .environment import check_environment, workers_for_kernels
 from .errors import FAILED, CommandFailed, UsageError, stopped
-from .options import add_chain, add_out, add_scale
+from .options import add_chain, add_chapter_seed, add_out, add_scale
 from .output import chapter_parameters, claimed, out_folder
-from .values import chapter_seed, probability
+from .values import probability
 
 VERBOSE = {"log_output": True, "progress_bar": True}  # papermill's own log
 
@@ -44,7 +44,7 @@ def add(subs, help: str):
         default=[],
         help="any other parameter of the chapter, e.g. --set k=4 (multi_state)",
     )
-    rerun.add_argument("--seed", type=chapter_seed, default=0)
+    add_chapter_seed(rerun)
     add_scale(rerun, "the chapter's scale")
     add_out(rerun, "reruns/<chapter>-<parameters>")
     rerun.add_argument(

@@ -11,10 +11,10 @@ __all__ = ["Range", "CHAPTER_SEED_LIMIT", "SEED_RULE", "CHAPTER_RULES", "check_r
 
 
 class Range(NamedTuple):
-    """Allowed values of a numeric parameter. ``low`` or ``high`` may name another
-    parameter of the same call (the CCMC prompt must hold every token:
-    ``prompt_len >= k``); ``optional`` also admits None."""
+    """Allowed values of a numeric parameter (``optional``: None as well)."""
 
+    # ``low`` or ``high`` may name another parameter of the same call (the CCMC
+    # prompt must hold every token: ``prompt_len >= k``)
     low: float | str
     high: float | str
     open_low: bool = False
@@ -58,6 +58,11 @@ CHAPTER_RULES = {
     "multi_state": dict(k=Range(2, 12, integer=True), p=Range(0.0, 1.0, True)),
     "depth": dict(p=_OPEN01, q=_OPEN01, order=Range(2, 6, integer=True)),
     "initialisation": dict(p=_OPEN01, q=_OPEN01),
+    "incontext": dict(
+        k=Range(2, 8, integer=True),
+        alpha=Range(0.0, 100.0, open_low=True),
+        length=Range(8, 1024, integer=True),
+    ),
     "ccmc": dict(
         k=Range(2, 64, integer=True),
         prompt_len=Range(
