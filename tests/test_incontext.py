@@ -113,3 +113,75 @@ def test_the_scores_read_an_induction_and_a_previous_token_head():
     previous[0, torch.arange(1, L), torch.arange(L - 1)] = 1.0
     assert previous_token_score(previous) == pytest.approx(1.0)
     assert previous_token_score(uniform[None]) < 0.5
+
+
+def test_model_nll_is_the_cross_entropy_of_its_logits():
+    """model_nll against torch's own cross entropy on the same logits."""
+    from markovlib.incontext import model_nll
+    from markovlib.model import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.gpt2(d_model=8, n_layers=2, max_len=16))
+    x = InContextChain(2, 1.0).sample(5, 16, seed=3)
+    logits = model(x)[:, :-1].double()
+    want = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, 2), x[:, 1:].reshape(-1), reduction="none"
+    ).reshape(5, 15)
+    assert torch.allclose(model_nll(model, x), want, atol=1e-6)
+
+
+def test_an_ablated_layer_adds_nothing_and_the_model_is_left_alone():
+    """head_ablated zeroes one layer's attention output (its block's attention adds 0)
+    on a copy: the original's outputs are unchanged."""
+    from markovlib.incontext import head_ablated
+    from markovlib.model import Transformer, TransformerConfig
+
+    torch.manual_seed(1)
+    model = Transformer(TransformerConfig.gpt2(d_model=8, n_layers=2, max_len=16))
+    x = InContextChain(2, 1.0).sample(4, 16, seed=4)
+    before = model(x).detach().clone()
+    off = head_ablated(model, 1)
+    traced = off.trace(x)["layers"][1]
+    assert float(traced["attention"].abs().max()) == 0.0
+    assert torch.equal(model(x), before)
+    assert not torch.allclose(off(x), before)
+
+
+def test_heads_lift_is_zero_for_uniform_attention_and_one_on_the_targets():
+    """Heads.lift: 0 at the uniform attention's own score, 1 at a score of 1."""
+    from markovlib.incontext import Heads
+
+    h = Heads(induction=(0.58, 1.0), previous=(0.9, 0.1), uniform=0.58)
+    assert h.lift(0) == pytest.approx(0.0) and h.lift(-1) == pytest.approx(1.0)
+
+
+def test_the_induction_head_rule_needs_both_layers():
+    """has_induction_head: the last layer's lift and a previous-token layer below it;
+    either alone is not a head, and a single layer never has the layer below."""
+    from markovlib.incontext import Heads, has_induction_head
+
+    u = 0.58
+    assert has_induction_head(Heads((0.6, 0.9), (0.75, 0.1), u))
+    assert not has_induction_head(Heads((0.6, 0.9), (0.2, 0.1), u))  # no prev-token
+    assert not has_induction_head(Heads((0.6, 0.7), (0.75, 0.1), u))  # lift 0.29
+    assert not has_induction_head(Heads((0.95,), (0.9,), u))  # one layer
+
+
+def test_the_chapter_sizes_and_groups():
+    """incontext.scale: its sizes at each scale (paper: 12 seeds); the groups: two
+    layers first, each tying, the chain a spec rebuilds."""
+    from markovlib import incontext
+    from markovlib.runs.experiments import incontext_runs
+    from markovlib.runs.spec import make_chain
+
+    S = incontext.scale("paper", environ=False)
+    assert (S.name, S.seeds, S.seq_len, S.d_model) == ("paper", 12, 64, 16)
+    assert incontext.scale("smoke", environ=False).steps < S.steps
+    groups = incontext_runs(3, 0.5, S)
+    assert list(groups) == ["L2-untied", "L2-tied", "L1-untied", "L1-tied"]
+    spec = groups["L1-tied"][0]
+    assert (
+        spec.config.n_layers == 1 and spec.config.tied and spec.config.vocab_size == 3
+    )
+    chain = make_chain(spec.chain)
+    assert isinstance(chain, InContextChain) and (chain.k, chain.alpha) == (3, 0.5)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .. import incontext
 from ..presets import Scale, authors, higher_order_sizes, init_sizes, resolve
 from ..train import TrainConfig
 from .spec import RunSpec, chain_grid, continued, grid
@@ -42,6 +43,7 @@ __all__ = [
     "threshold_ps",
     "lag_windows",
     "paper_edition",
+    "incontext_runs",
 ]
 
 FIG4_GRID = (0.2, 0.4, 0.5, 0.6, 0.8)  # Fig 4's p and q values
@@ -416,6 +418,9 @@ def paper_edition() -> list[tuple[str, list[RunSpec]]]:
     groups += _budget_groups(tr, dp)
     groups += _named("init-manifold-{}", init_manifold(0.5, 0.8, ini))
     groups += _authors_groups(gm, tr, ms, dp)
+    groups += _named(
+        "incontext-{}", incontext_runs(2, 1.0, incontext.scale("paper", environ=False))
+    )
     return groups + _thesis_groups(groups, tr)
 
 
@@ -621,3 +626,19 @@ def thesis_continuations(
 
 
 __all__ += ["thesis_continuations"]
+
+
+def incontext_runs(
+    k: int, alpha: float, S: Scale, seed: int = 0
+) -> dict[str, list[RunSpec]]:
+    """The in-context chapter (issue 68): GPT-2 models of two layers and of one, tied
+    and untied, ``S.seeds`` runs each, on sequences whose kernel is drawn per sequence
+    (rows Dirichlet(``alpha``) on ``k`` states); two layers first."""
+    chain = {"kind": "incontext", "k": int(k), "alpha": float(alpha)}
+    return {
+        f"L{L}-{'tied' if tied else 'untied'}": chain_grid(
+            [chain], **_options(S, seed, tied=tied, n_layers=L)
+        )
+        for L in sorted(incontext.LAYERS, reverse=True)
+        for tied in (False, True)
+    }

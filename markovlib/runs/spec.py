@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from ..chains import Chain, binary, lag_switching, random_kth_order, symmetric
+from ..incontext import InContextChain
 from ..model import Transformer, TransformerConfig
 from ..train import Execution, TrainConfig, TrainResult, train, train_many
 
@@ -44,7 +45,8 @@ def make_chain(spec: dict) -> Chain:
     {'kind': 'symmetric', 'k', 'p'}, {'kind': 'lag', 'order', 'p', 'q'}
     (:func:`~markovlib.chains.lag_switching`) or
     {'kind': 'random', 'order', 'k', 'alpha', 'seed'}
-    (:func:`~markovlib.chains.random_kth_order`)."""
+    (:func:`~markovlib.chains.random_kth_order`) or {'kind': 'incontext', 'k', 'alpha'}
+    (a kernel drawn per sequence, :class:`~markovlib.incontext.InContextChain`)."""
     kind = spec.get("kind")
     if kind == "binary":
         return binary(spec["p"], spec["q"])
@@ -56,8 +58,11 @@ def make_chain(spec: dict) -> Chain:
         return random_kth_order(
             spec["order"], spec["k"], alpha=spec["alpha"], seed=spec["seed"]
         )
+    if kind == "incontext":
+        return InContextChain(spec["k"], spec["alpha"])
     raise ValueError(
-        f"chain kind must be 'binary', 'symmetric', 'lag' or 'random'; got {kind!r}"
+        "chain kind must be 'binary', 'symmetric', 'lag', 'random' or 'incontext'; "
+        f"got {kind!r}"
     )
 
 

@@ -19,6 +19,7 @@ from . import (  # the modules under their own names: fig4 is also a rule's
     fig3 as _fig3,
     fig4 as _fig4,
     fig5 as _fig5,
+    incontext as _incontext,
 )
 from .appendix_d import *  # noqa: F403
 from .counts import *  # noqa: F403
@@ -26,6 +27,7 @@ from .depth import *  # noqa: F403
 from .fig3 import *  # noqa: F403
 from .fig4 import *  # noqa: F403
 from .fig5 import *  # noqa: F403
+from .incontext import *  # noqa: F403
 
 # each module's names, as it exports them: what it reads and prints, then by figure
 __all__ = [
@@ -35,4 +37,5 @@ __all__ = [
     *_fig5.__all__,
     *_depth.__all__,
     *_appendix_d.__all__,
+    *_incontext.__all__,
 ]

@@ -1,0 +1,92 @@
+"""``book/incontext.ipynb``'s own numbers and tables: what its page states beside the
+scorecard's claims (the abstract's contrast, :mod:`..measures.incontext`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import pandas as pd
+import torch
+
+from ..._checks import one_thread
+from ...incontext import (
+    EVAL_PATHS,
+    EVAL_SEED,
+    bayes_nll,
+    has_induction_head,
+    head_ablated,
+    model_nll,
+)
+from ..measures.incontext import Scored
+from ..records import RunRecord
+
+__all__ = [
+    "LABELS",
+    "GROUPS",
+    "eval_paths",
+    "head_table",
+    "ablation_table",
+    "summary_text",
+]
+
+GROUPS = ("L2-untied", "L2-tied", "L1-untied", "L1-tied")  # the page's order
+# this page's label of each shipped group its claims read (claims.measured)
+LABELS = {f"incontext-{label}": label for label in GROUPS}
+
+
+def eval_paths(record: RunRecord) -> torch.Tensor:
+    """The paths every run of this chain and length is scored on (the rules' own)."""
+    chain, length = record.chain, record.spec.train.seq_len
+    return chain.sample(EVAL_PATHS, length, seed=EVAL_SEED)
+
+
+def head_table(scored: Mapping[str, Sequence[Scored]], seeds: Mapping) -> pd.DataFrame:
+    """One row per run: its group, seed, loss, share of the in-context gap, the
+    previous-token score of its first layer, its last layer's lift, and whether it has
+    an induction head by the rule."""
+    rows = []
+    for label, runs in scored.items():
+        for seed, s in zip(seeds[label], runs):
+            rows.append(
+                {
+                    "runs": label,
+                    "seed": seed,
+                    "test loss": round(s.loss, 4),
+                    "share of the gap": round(s.share, 3),
+                    "previous token (layer 1)": round(s.heads.previous[0], 3),
+                    "lift (last layer)": round(s.heads.lift(-1), 3),
+                    "induction head": has_induction_head(s.heads),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+@one_thread()
+def ablation_table(records: Sequence[RunRecord], load: Callable) -> pd.DataFrame:
+    """Each two-layer run's loss on the evaluation paths intact and with one layer's
+    attention zeroed (W_O = 0), in nats above the Bayes floor of the same paths."""
+    x = eval_paths(records[0])
+    floor = float(bayes_nll(x, records[0].chain.k, records[0].chain.alpha).mean())
+    rows = []
+    for r in records:
+        model = load(r).eval()
+        row = {"seed": r.spec.seed, "intact": float(model_nll(model, x).mean())}
+        for layer in range(len(model.blocks)):
+            off = head_ablated(model, layer)
+            row[f"layer {layer + 1} attention off"] = float(model_nll(off, x).mean())
+        rows.append(
+            {k: round(v - floor, 4) if k != "seed" else v for k, v in row.items()}
+        )
+    return pd.DataFrame(rows)
+
+
+def summary_text(values: Mapping[str, str], verdicts: Mapping[str, str]) -> str:
+    """The page's summary: each claim's measurement and verdict, in the page's order."""
+    what = {
+        "incontext_induction": "Two layers, an induction head by the rule",
+        "incontext_bayes": "Two layers, the loss against the Bayes floor",
+        "incontext_single": "One layer, no induction head",
+    }
+    return "\n".join(
+        f"- **{what[cid]}** ({verdicts[cid]}): {values[cid]}." for cid in what
+    )
