@@ -31,6 +31,7 @@ READER_CHAINS = {
     "depth": dict(p=0.3, q=0.4),
     "initialisation": dict(p=0.3, q=0.4),
     "ccmc": dict(k=6, prompt_len=12),
+    "incontext": dict(k=3, alpha=0.5),
 }
 
 

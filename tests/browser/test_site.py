@@ -598,6 +598,7 @@ caption: cap ? cap.textContent.trim() : ''}; }""",
         "saddles",
         "multi_state",
         "depth",
+        "incontext",
         "ccmc",
     }:
         assert math["math"] > 0 and figures, (
