@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from .. import incontext
 from ..presets import CHAPTERS, resolve
 from .experiments import paper_edition
 from .shipped import ShippedData, default_data_dir, source_weights
@@ -178,14 +179,15 @@ def produce_parallel(
 
 
 def settings_table():
-    """Per chapter, the paper-scale settings (:data:`~markovlib.presets.CHAPTERS`) and
-    where they come from."""
+    """Per chapter, the paper-scale settings (:data:`~markovlib.presets.CHAPTERS`, and
+    :data:`~markovlib.incontext.SIZES` for the in-context chapter) and where they come
+    from."""
     rows = []
-    for chapter in CHAPTERS:
-        S = resolve("paper", chapter)
+    scales = [resolve("paper", chapter) for chapter in CHAPTERS]
+    for S in [*scales, incontext.scale("paper", environ=False)]:
         rows.append(
             {
-                "chapter": chapter,
+                "chapter": S.chapter,
                 "steps": S.steps,
                 "length": S.seq_len,
                 "batch": S.batch_size,
