@@ -41,8 +41,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 READER = ["--p", "0.3", "--q", "0.9"]  # the binary chapters (markovlib rerun)
-# the chapters without a binary chain: k = 4 states; the CCMC chapter its defaults
-OWN = {"multi_state": ["--set", "k=4"], "ccmc": []}
+# the chapters without a binary chain: k = 4 states; the CCMC and in-context chapters
+# their defaults
+OWN = {"multi_state": ["--set", "k=4"], "ccmc": [], "incontext": []}
 WHAT = ("test", "book", "rerun")
 SCALES = ("smoke", "cpu", "paper")
 

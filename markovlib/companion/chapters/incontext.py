@@ -21,6 +21,7 @@ from ..measures.incontext import Scored
 from ..records import RunRecord
 
 __all__ = [
+    "largest_lift",
     "LABELS",
     "GROUPS",
     "eval_paths",
@@ -90,3 +91,16 @@ def summary_text(values: Mapping[str, str], verdicts: Mapping[str, str]) -> str:
     return "\n".join(
         f"- **{what[cid]}** ({verdicts[cid]}): {values[cid]}." for cid in what
     )
+
+
+def largest_lift(
+    scores: Mapping[str, Sequence[Scored]],
+    records: Mapping[str, Sequence[RunRecord]],
+    labels: Sequence[str],
+) -> RunRecord:
+    """The run of the groups ``labels`` whose last layer lifts most towards the
+    induction targets."""
+    pairs = [
+        (s, r) for g in labels if g in scores for s, r in zip(scores[g], records[g])
+    ]
+    return max(pairs, key=lambda pair: pair[0].heads.lift(-1))[1]

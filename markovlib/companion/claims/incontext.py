@@ -39,11 +39,11 @@ CLAIMS: tuple[Claim, ...] = (
         "incontext_bayes",
         "incontext",
         "paper",
-        "Abstract: the induction head estimates the in-context bigram conditional "
-        "distribution",
+        "Abstract: two or more layers estimate the in-context bigram conditional "
+        "distribution (their loss, whatever the mechanism)",
         f"two layers; {_SETTING}",
-        "two-layer runs whose loss closes more than 0.9 of the gap from log 2 to the "
-        "Bayes floor (the add-one bigram estimate's loss), per tying",
+        "two-layer runs whose loss closes more than 0.9 of the gap from log k to the "
+        "Bayes floor (the add-α bigram estimate's loss), per tying",
         "fig-ic-curves",
         rule=measures.near_bayes,
         reads=_layers(2),

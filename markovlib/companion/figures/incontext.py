@@ -13,11 +13,11 @@ from .style import COLORS, OKABE_ITO, history_frame
 __all__ = ["level_lines", "curves", "head_scores", "attention_maps", "SMOOTH"]
 
 SMOOTH = 20  # evaluations averaged in the curves (each is 4 batches of fresh paths)
-_STYLE = {  # one colour per depth, solid untied, dashed tied
+_STYLE = {  # one colour a model, every curve solid (the levels are the broken lines)
     "L2-untied": (OKABE_ITO[4], "-"),
-    "L2-tied": (OKABE_ITO[4], "--"),
+    "L2-tied": (OKABE_ITO[0], "-"),
     "L1-untied": (OKABE_ITO[5], "-"),
-    "L1-tied": (OKABE_ITO[5], "--"),
+    "L1-tied": (OKABE_ITO[1], "-"),
 }
 
 
