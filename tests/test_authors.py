@@ -259,31 +259,67 @@ class _Predicts:
         return torch.stack([1 - one, one], -1).expand(*x.shape, 2)
 
 
-def test_fig3d_judges_every_position_after_a_zero_along_one_path():
-    """Fig 3(d), issue 47: with the models, a run predicts along a path when 90 % of
-    the positions after a zero are within 0.1 × |p − π₁| of its target: a run at θ_π
-    that predicts π₁ only in the first half of the path does not."""
+def test_fig3d_judges_every_position_averaged_over_paths():
+    """Fig 3(d), issues 47 and 67: with the models, a run predicts along the paths when
+    the prediction at 90 % of the positions after a zero, averaged over the test paths,
+    is within 0.1 × |p − π₁| of its target: a run at θ_π that predicts π₁ only in the
+    first half of the path does not. Fig 3(c)'s row reads the learnt kernels alone."""
     pi1 = float(binary(0.5, 0.8).stationary()[1])
     recs = [marginal(0.5, 0.8, seed=s) for s in range(3)] + [learnt(0.5, 0.8, seed=3)]
     models = {0: _Predicts(lambda n: pi1), 1: _Predicts(lambda n: pi1), 3: None}
     models[2] = _Predicts(lambda n: pi1 if n < 32 else 0.5)
     models[3] = _Predicts(lambda n: 0.5)
-    m = measures.fig3c(recs, load=lambda r: models[r.spec.seed])
-    assert m.counts[2:] == (
-        ("at θ_π predict π₁ along a path", 2, 3),
-        ("escaped predict p along a path", 1, 1),
+    m = measures.fig3d_path(recs, lambda r: models[r.spec.seed], paths=8)
+    assert m.counts == (
+        ("at θ_π predict π₁ along the paths", 2, 3),
+        ("escaped predict p along the paths", 1, 1),
     )
-    assert m.ok  # 2 of 3 and 1 of 1: at least half of each kind
+    assert m.ok and "averaged over 8 test paths" in m.value
     models[1] = models[2]
-    assert not measures.fig3c(recs, load=lambda r: models[r.spec.seed]).ok
+    assert not measures.fig3d_path(recs, lambda r: models[r.spec.seed], paths=8).ok
     assert measures.fig3c(recs).ok  # the learnt kernels alone: both kinds on target
+    assert [c[0] for c in measures.fig3c(recs).counts] == [
+        "at θ_π predict π₁ after a zero",
+        "escaped predict p after a zero",
+    ]
+
+
+def test_fig3d_averages_each_position_over_the_paths_with_a_zero_there():
+    """along_path: the mean prediction at each position over the paths whose state
+    there is 0 (issue 67), not one path's."""
+    rec = learnt(0.5, 0.8)
+    flat = _Predicts(lambda n: 0.5)
+    one = measures.along_path(flat, rec, paths=1)
+    many = measures.along_path(flat, rec, paths=64)
+    assert len(one) < len(many) <= rec.spec.train.seq_len
+    assert np.allclose(many, 0.5)
+
+
+def test_fig3d_counts_the_same_escaped_runs_over_two_draws_of_the_paths():
+    """Issue 67: on one test path the shipped escaped runs of (0.5, 0.8) gave 4 to 7
+    of 7 as the path was redrawn; averaged over FIG3D_PATHS paths, two draws (two
+    seeds) count the same runs."""
+    from markovlib.companion.records import Groups
+    from markovlib.runs.shipped import ShippedData, default_data_dir
+
+    group = "trap400-gpt2-tied-fp16"
+    data = ShippedData(default_data_dir())
+    runs = Groups.shipped(data, {group: PAPER_EDITION[group]})
+    recs = runs.records[group]
+    free = [r for r in recs if r.cls != AT_UNIGRAM]
+    some = [*[r for r in recs if r.cls == AT_UNIGRAM][:1], *free]
+    counts = [
+        measures.fig3d_path(some, runs.load, seed=seed).counts[1]
+        for seed in (measures.FIG3D_SEED, 1)
+    ]
+    assert counts[0] == counts[1] and counts[0][2] == len(free) >= 5
 
 
 def test_bad_minimum_judges_the_prediction_and_the_bias_alone():
-    """Sec. 4.1's f = σ(b) = π₁, two parts on the runs at H(π): f = π₁ whatever the
-    input (the learnt kernel's P(1|0) and P(1|1), each within 0.1 × (p − π₁) of π₁),
-    and f = σ(b) (the head's bias alone within the same distance); ‖e₁ − e₀‖ is
-    printed."""
+    """Sec. 4.1's f = σ(b) = π₁, two rows on the runs at H(π) (issue 67): f = π₁
+    whatever the input (the learnt kernel's P(1|0) and P(1|1), each within
+    0.1 × (p − π₁) of π₁; ‖e₁ − e₀‖ printed), and f = σ(b) (the head's bias alone
+    within the same distance), each judged on its own."""
     chain = binary(0.5, 0.8)
     pi1 = chain.stationary()[1]
 
@@ -299,17 +335,17 @@ def test_bad_minimum_judges_the_prediction_and_the_bias_alone():
     recs = [marginal(0.5, 0.8), marginal(0.5, 0.8, seed=1), learnt(0.5, 0.8, seed=2)]
     loads = {0: model(logit, 0.1), 1: model(0.0, 0.3), 2: None}  # σ(b): π₁, 1/2
     m = measures.bad_minimum(recs, lambda r: loads[r.spec.seed])
-    assert (m.runs, m.trapped) == (3, 2)
-    assert m.counts == (
-        ("f = π₁ whatever the input", 2, 2),
-        ("f = σ(b), the bias alone", 1, 2),
-    )
-    assert m.ok  # 1 of 2 is half: CLAIM_SHARE
-    assert "2 of 2 runs at H(π)" in m.value and "σ(b), within it in 1 of 2" in m.value
-    assert "‖e₁ − e₀‖ median 0.200" in m.value
+    b = measures.bad_minimum_bias(recs, lambda r: loads[r.spec.seed])
+    assert (m.runs, m.trapped) == (b.runs, b.trapped) == (3, 2)
+    assert m.counts == (("f = π₁ whatever the input", 2, 2),)
+    assert b.counts == (("f = σ(b), the bias alone", 1, 2),)
+    assert m.ok and b.ok  # 1 of 2 is half: CLAIM_SHARE
+    assert "2 of 2 runs at H(π)" in m.value and "1 of 2 runs at H(π)" in b.value
+    assert "‖e₁ − e₀‖ median 0.200" in m.value and "σ(b)" not in m.value
     loads[0] = model(0.0, 0.1)  # neither bias alone predicts π₁
-    m = measures.bad_minimum(recs, lambda r: loads[r.spec.seed])
-    assert not m.ok and m.counts[1] == ("f = σ(b), the bias alone", 0, 2)
+    b = measures.bad_minimum_bias(recs, lambda r: loads[r.spec.seed])
+    assert not b.ok and b.counts == (("f = σ(b), the bias alone", 0, 2),)
+    assert measures.bad_minimum(recs, lambda r: loads[r.spec.seed]).ok  # its own part
     off = _rec(chain, np.array([[1 - pi1, pi1], [0.5, 0.5]]), 0.5, 0.8, seed=3)
     assert off.cls == AT_UNIGRAM  # at H(π) by its loss, yet f depends on the input
     m = measures.bad_minimum([*recs, off], lambda r: loads.get(r.spec.seed, loads[0]))
@@ -359,13 +395,13 @@ def test_appendix_d_judges_every_run_by_what_each_property_says():
         ("removing attention", 2, 3),
     )
     assert out["appd_positions"].value == "tied: 2 of 3 runs (spread median 0.010)"
-    assert out["appd_rank"].value == (
-        "tied: 2 of 3 runs (s₂/s₁ of W₁, W₂ median 0.010, of every matrix 0.010)"
+    # App. D's W₁, W₂ and Sec. 3.1's every weight matrix: two rows (issue 67)
+    assert out["appd_rank"].value == "tied: 3 of 3 runs (s₂/s₁ of W₁, W₂ median 0.010)"
+    assert out["appd_rank"].counts == (("W₁, W₂ (App. D)", 3, 3),)
+    assert out["sec31_rank"].value == (
+        "tied: 2 of 3 runs (largest s₂/s₁ over every weight matrix median 0.010)"
     )
-    assert out["appd_rank"].counts == (
-        ("W₁, W₂ (App. D)", 3, 3),
-        ("every weight matrix (Sec. 3.1)", 2, 3),
-    )
+    assert out["sec31_rank"].counts == (("every weight matrix (Sec. 3.1)", 2, 3),)
     formula = out["appd_formula"]
     assert formula.counts == (("the formula's predictions p and 1 − q", 2, 3),)
     assert "largest |formula − P| 20.0% of" in formula.value

@@ -59,9 +59,11 @@ def test_the_verdict_rule(ok, scale, exact, applicable, expected):
 )
 def test_a_claim_about_runs_is_judged_by_the_interval_of_its_share(counts, expected):
     """The four outcomes of analysis.claim_outcome, worst part first; ``ok`` (the
-    old half-of-the-runs check) no longer decides where counts are given."""
-    for ok in (True, False):
-        assert scorecard.verdict(ok, PAPER, counts=counts) == expected
+    row's own check) decides only where every counted part holds (issue 67: counts
+    that hold never override a check that failed)."""
+    assert scorecard.verdict(True, PAPER, counts=counts) == expected
+    failed = "differs" if expected == "reproduced" else expected
+    assert scorecard.verdict(False, PAPER, counts=counts) == failed
     assert scorecard.verdict(True, SMOKE, counts=counts) == "not tested at this scale"
     assert scorecard.verdict(False, SMOKE, exact=True, counts=counts) == "differs"
 
@@ -112,7 +114,9 @@ def test_no_verdict_from_zero_runs():
         )
         both = (("escaped", 12, 12), *none)
         assert scorecard.verdict(True, scale, counts=both) == "not tested at this scale"
-    assert verdicts.counts_text(none) == "95 % interval —"
+    assert verdicts.counts_text(none) == (
+        "95 % interval: f = π₁ whatever the input 0 of 0, —"
+    )
 
 
 def test_unlike_the_authors_reads_the_claim_and_the_scale():
@@ -149,7 +153,10 @@ def test_unlike_the_authors_reads_the_claim_and_the_scale():
 
 
 def test_counts_text_gives_each_parts_interval():
-    assert verdicts.counts_text((("at H(π)", 25, 32),)) == "95 % interval 60–91 %"
+    # the interval beside the count it belongs to, one part or several (issue 67)
+    assert verdicts.counts_text((("at H(π)", 25, 32),)) == (
+        "95 % interval: at H(π) 25 of 32, 60–91 %"
+    )
     assert verdicts.counts_text((("a", 3, 3), ("b", 0, 8))) == (
         "95 % intervals: a 3 of 3, 29–100 %; b 0 of 8, 0–37 %"
     )

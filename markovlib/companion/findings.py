@@ -76,7 +76,9 @@ FINDINGS: tuple[Finding, ...] = (
     Finding(
         "multi_state",
         "Five states",
-        "{fig5} (Fig 5, *{fig5.verdict}*).",
+        "{fig5_low} (Fig 5 below the threshold, *{fig5_low.verdict}*); {fig5} "
+        "(Fig 5 at p = 0.9, where the tied runs are said to get stuck, "
+        "*{fig5.verdict}*).",
     ),
 )
 

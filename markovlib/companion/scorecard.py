@@ -476,10 +476,12 @@ def page(rows=None) -> str:
 
 
 # Whose claim a row tests, as the summaries name them: the paper's rows first, then
+# this book's readings of the paper's claims (issue 67: not counted as the paper's),
 # this book's controls and the related papers' rows
 SOURCES = {
     "paper": "the paper",
     "poster": "the poster",
+    "paper, as this book reads it": "the paper as this book reads it",
     "this book": "this book's controls",
 }
 

@@ -4,9 +4,11 @@ evaluating the claims (:mod:`markovlib.companion.computed`) and the page
 
 The rule (:func:`verdict`), stated on the scorecard page:
 
-* **reproduced** — the claim's check holds; for a trained claim with ``counts`` the
-  counts decide, whatever the check says: every part's 95 % interval of k/n
-  (:func:`~markovlib.analysis.claim_outcome`) lies above 1/2;
+* **reproduced** — the claim's check holds; for a trained claim with ``counts``
+  (one per part, as its measure counts: per tying, per depth, per half; issue 67)
+  every part's 95 % interval of k/n (:func:`~markovlib.analysis.claim_outcome`) lies
+  above 1/2 too: counts that all hold never override a check that failed (the row
+  then *differs*: a part its counts left out failed);
 * **too few runs** — a part has so few runs (n <= 5) that no k could decide;
 * **partly** — a part's interval contains 1/2 (the worst part decides: too few runs,
   then partly, then differs);
@@ -91,10 +93,11 @@ def verdict(
     if not exact and any(n == 0 for _, _, n in counts):
         return NOT_TESTED  # no verdict from zero runs
     v = REPRODUCED if ok else DIFFERS
-    if counts and not exact:
+    if counts and not exact:  # each part decides, the worst first
         outcomes = [_OUTCOME[claim_outcome(k, n)] for _, k, n in counts]
         worst = (REPRODUCED, TOO_FEW, PARTLY, DIFFERS)
         v = max(outcomes, key=worst.index)
+        v = DIFFERS if v == REPRODUCED and not ok else v  # a check no count holds
     cut = not exact and smaller_than_the_paper(scale)
     return NOT_TESTED if cut and (unlike or v in (TOO_FEW, PARTLY)) else v
 
@@ -134,11 +137,11 @@ def interval_text(k: int, n: int) -> str:
 
 
 def counts_text(counts: tuple) -> str:
-    """The 95 % interval of each part's share of runs, for the row beside its counts:
-    '95 % interval 60–91 %', or per part where the claim has several."""
-    if len(counts) == 1:
-        return f"95 % interval {interval_text(*counts[0][1:])}"
-    return "95 % intervals: " + "; ".join(
+    """The 95 % interval of each part's share of runs, beside the count it belongs
+    to (issue 67): '95 % interval: at H(π) 25 of 32, 60–91 %', per part where the
+    claim has several."""
+    head = "95 % interval: " if len(counts) == 1 else "95 % intervals: "
+    return head + "; ".join(
         f"{part} {k} of {n}, {interval_text(k, n)}" for part, k, n in counts
     )
 

@@ -17,7 +17,9 @@ class Claim:
 
     id: str  # glue keys sc_<id>_value / sc_<id>_verdict
     chapter: str  # the notebook (book/<chapter>.ipynb) that measures it
-    source: str  # whose claim: "paper", "poster", "this book", "Ildiz et al."
+    # whose claim: "paper", "poster", "this book", "Ildiz et al."; "paper, as this
+    # book reads it": the paper's claim in a form the book chose to test (issue 67)
+    source: str
     claim: str  # the claim in one line
     setting: str  # the paper's setting
     measure: str  # what the number in the row is

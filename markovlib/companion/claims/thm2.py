@@ -22,7 +22,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "thm2_descent",
         "bad_local_minima",
-        "paper",
+        "paper, as this book reads it",
         "Thm 2: θ_π is a local minimum (tied, p + q > 1), tested by descent: gradient "
         "descent on the exact loss from θ_π plus noise returns to it",
         "(0.5, 0.8), tied, the theory model and GPT-2; N(0, 0.05²) on every parameter, "
@@ -51,14 +51,31 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Fig 3(c, d): a run at θ_π predicts π₁ after a zero, an escaped one p",
         "(0.5, 0.8), GPT-2, tied",
-        "learnt P(1|0) of a run at θ_π and of an escaped run; every run of each kind "
-        "position by position along one test path (90 % of the positions after a "
-        "zero)",
+        "learnt P(1|0) of every run at θ_π and every escaped run, and of the two the "
+        "figure shows",
         "fig-blm-predictions",
         rule=measures.fig3c,
         reads={"trapped": "trap400-gpt2-tied-fp16"},
+        authors="fig3",
+    ),
+    Claim(
+        "fig3d_path",
+        "bad_local_minima",
+        "this book",
+        "Fig 3(d)'s reading position by position, asked of (0.5, 0.8) (the paper "
+        "draws it on (0.2, 0.3)): along test paths a run at θ_π predicts π₁ after "
+        "a zero, an escaped one p",
+        "(0.5, 0.8), GPT-2, tied; 1024 test paths of the runs' length",
+        "runs of each kind within 0.1 × |p − π₁| of their target at 90 % or more of "
+        "the positions after a zero, over 1024 test paths",
+        "fig-blm-predictions",
+        rule=measures.fig3d_path,
+        reads={"trapped": "trap400-gpt2-tied-fp16"},
         uses=("load",),
         authors="fig3",
+        design="the paper draws Fig 3(d) on (0.2, 0.3), one test path; this row asks "
+        "its reading of the runs of Fig 3(a, c) on (0.5, 0.8), each position's "
+        "prediction averaged over 1024 test paths",
     ),
     Claim(
         "fig3c_untied",
@@ -77,12 +94,25 @@ CLAIMS: tuple[Claim, ...] = (
         "bad_minimum",
         "trapped",
         "paper",
-        "Sec. 4.1: at θ_π the output ignores the input, f = σ(b) = π₁",
+        "Sec. 4.1: at the bad minimum the output ignores the input, f = π₁ (Thm 2's "
+        "f = π₁ everywhere)",
         "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
-        "runs at H(π) predicting π₁ after a zero and after a one; runs whose head's "
-        "bias alone, σ(b), is π₁",
+        "runs at H(π) predicting π₁ after a zero and after a one",
         "fig-trapped-survival",
         rule=measures.bad_minimum,
+        reads={"records": "trap400-gpt2-tied-fp16"},
+        uses=("load",),
+        authors="fig3",
+    ),
+    Claim(
+        "bad_minimum_bias",
+        "trapped",
+        "paper",
+        "Sec. 4.1: at the bad minimum f = σ(b) = π₁: the head's bias alone gives π₁",
+        "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
+        "runs at H(π) whose head's bias alone, σ(b), is π₁",
+        "fig-trapped-survival",
+        rule=measures.bad_minimum_bias,
         reads={"records": "trap400-gpt2-tied-fp16"},
         uses=("load",),
         authors="fig3",

@@ -11,7 +11,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "thesis_fig1",
         "depth",
-        "paper",
+        "paper, as this book reads it",
         "Sec. 4.2, as this book reads it: Fig 1's trapped single-layer runs sit at a "
         "local minimum (no direction of negative curvature)",
         "(0.5, 0.8), GPT-2, tied, depth 1, the runs at H(π)",
@@ -53,7 +53,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "thesis_fig3a",
         "trapped",
-        "paper",
+        "paper, as this book reads it",
         "Sec. 4.2, as this book reads it: Fig 3(a)'s trapped runs sit at a local "
         "minimum (no direction of negative curvature)",
         "(0.5, 0.8), GPT-2, tied, the runs at H(π)",

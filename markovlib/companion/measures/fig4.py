@@ -127,7 +127,7 @@ def fig4_float32(tied: Sequence[RunRecord], untied: Sequence[RunRecord]) -> Meas
         runs=m.runs,
         trapped=m.trapped,
         details=m.details,
-        counts=(("tied above the line left H(π)", n - k, n),),
+        counts=(("tied runs above the line that left H(π)", n - k, n),),
     )
 
 
