@@ -983,13 +983,17 @@ def test_a_float32_run_re_trained_to_its_end_on_another_cpu_kind_passes():
     Intel Xeon with AVX512) re-trained to its end on an AMD EPYC (AVX2) is judged
     within the full re-training tolerances (its kernel drifted 5.4e-6, past the
     step-50 tolerance of 2e-6); the same run with its learning rate halved is not."""
-    from markovlib.runs.verify import _judge
+    from markovlib.runs.verify import _compare_retrained
 
     key = "01611dbbf5da2a3b5b16"
     data = ShippedData(PAPER)
     record = data.record(key)
     spec = RunSpec.from_dict(record["spec"])
-    how = _judge(key, record, _retrained(spec, "same"), quick=False, exact=False)
+    how = _compare_retrained(
+        key, record, _retrained(spec, "same"), quick=False, exact=False
+    )
     assert how.startswith("within")
     with pytest.raises(VerificationError, match=f"run {key}: "):
-        _judge(key, record, _retrained(spec, "half-lr"), quick=False, exact=False)
+        _compare_retrained(
+            key, record, _retrained(spec, "half-lr"), quick=False, exact=False
+        )

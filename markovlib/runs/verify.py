@@ -1052,7 +1052,9 @@ def _compare_metrics(key: str, stored: dict, fresh: TrainResult) -> None:
             )
 
 
-def _judge(key: str, record: dict, fresh: TrainResult, quick: bool, exact: bool) -> str:
+def _compare_retrained(
+    key: str, record: dict, fresh: TrainResult, quick: bool, exact: bool
+) -> str:
     """Compare one re-trained run with its stored record; how it was judged."""
     spec = RunSpec.from_dict(record["spec"])
     upto = record["checkpoint_step"] if quick else None
@@ -1108,12 +1110,12 @@ def _ensemble(data: ShippedData, key: str) -> list[str]:
     return members
 
 
-def _judge_unit(records: list[dict], fresh: list[TrainResult], quick, seconds, log):
+def _compare_unit(records: list[dict], fresh: list[TrainResult], quick, seconds, log):
     """Judge every member of one re-trained run or ensemble; one line each."""
     together = f" (ensemble of {len(records)})" if len(records) > 1 else ""
     for record, result in zip(records, fresh):
         exact, why = _environment(record["provenance"], result.provenance)
-        how = _judge(record["key"], record, result, quick, exact)
+        how = _compare_retrained(record["key"], record, result, quick, exact)
         spec = RunSpec.from_dict(record["spec"])
         log(
             f"  {record['key']} {spec.chain} seed {spec.seed}: reproduced {how}"
@@ -1151,7 +1153,9 @@ def _retrain(data: ShippedData, units, quick: bool, executor, address, log) -> i
                 sources=source_weights([s for c in chunks for s in c], data),
             ):
                 seconds, t0 = time.perf_counter() - t0, time.perf_counter()
-                _judge_unit([records[s.key] for s in chunk], fresh, quick, seconds, log)
+                _compare_unit(
+                    [records[s.key] for s in chunk], fresh, quick, seconds, log
+                )
                 judged += len(chunk)
     finally:
         torch.set_num_threads(saved)
