@@ -186,6 +186,10 @@ def test_fig4_cells_needs_half_the_cells_and_nothing_trapped_elsewhere():
     assert not measures.fig4_cells(cells, tied, [marginal(0.8, 0.5, tied=False)]).ok
     assert not measures.fig4_cells(cells, [marginal(0.2, 0.3)], untied).ok
     assert not measures.fig4_cells(cells[3:], tied, untied).ok  # 0 of 2 cells
+    assert m.counts[1:] == (  # issue 67: untied and tied below the line apart
+        ("untied not at H(π)", 1, 1),
+        ("tied below the line not at H(π)", 1, 1),
+    )
 
 
 def _k5(p, at_unigram, *, tied=True):
@@ -205,6 +209,18 @@ def test_fig5_judges_both_halves_per_p():
     )
     assert not measures.fig5_halves([_k5(p, False) for p in ps], untied).ok
     assert not measures.fig5_halves(tied, [_k5(p, p == 0.9, tied=False) for p in ps]).ok
+    # issue 67: counted per half and per tying; one half alone reads only its runs
+    assert [c[1:] for c in m.counts] == [(3, 3), (3, 3), (1, 1), (1, 1)]
+    high = measures.fig5_halves(tied, untied, half="high")
+    assert high.runs == 2 and high.counts == (
+        ("p = 0.9, tied at H(π)", 1, 1),
+        ("p = 0.9, untied escaped", 1, 1),
+    )
+    low = measures.fig5_halves(tied, untied, half="low")
+    assert low.runs == 6 and [c[0] for c in low.counts] == [
+        "p = 0.1, 0.3, 0.6, tied escaped",
+        "p = 0.1, 0.3, 0.6, untied escaped",
+    ]
 
 
 def test_fig1_per_depth_and_the_depth_factors():
@@ -219,8 +235,23 @@ def test_fig1_per_depth_and_the_depth_factors():
         {1: trapped, 2: [learnt(0.5, 0.8), marginal(0.5, 0.8)], 4: [marginal(0.5, 0.8)]}
     )
     assert not bad.ok
+    assert [c[0] for c in ok.counts] == [  # issue 67: each depth a part
+        "depth 1 at H(π)",
+        "depth 2 escaped",
+        "depth 4 escaped",
+    ]
     f = measures.depth_factors([learnt(0.5, 0.8, tied=False)], [learnt(0.5, 0.2)])
     assert f.ok and "tied on (0.5, 0.2): 1 of 1 run escaped" in f.value
+    assert f.counts == (
+        ("depth 2 untied escaped", 1, 1),
+        ("depth 2 tied on (0.5, 0.2) escaped", 1, 1),
+    )
+    h = measures.higher_order(
+        {1: trapped, 2: [learnt(0.5, 0.8)], 3: [learnt(0.5, 0.8)]}
+    )
+    assert h.counts == (("depth 2 escaped", 1, 1), ("depth 3 escaped", 1, 1))
+    t = measures.escape_per_tying([learnt(0.2, 0.3)], [marginal(0.2, 0.3, tied=False)])
+    assert not t.ok and t.counts == (("tied escaped", 1, 1), ("untied escaped", 0, 1))
     assert not measures.depth_factors([learnt(0.5, 0.8)], [marginal(0.5, 0.2)]).ok
 
 

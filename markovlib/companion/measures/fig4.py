@@ -176,7 +176,8 @@ def fig4_cells(
         details={"table": table},
         counts=(
             ("tied above the line at H(π)", *trap_count(above_line(cells))[::-1]),
-            ("untied, tied below the line: not at H(π)", nu - tu + nb - tb, nu + nb),
+            ("untied not at H(π)", nu - tu, nu),  # each claim a part (issue 67)
+            ("tied below the line not at H(π)", nb - tb, nb),
         ),
     )
 
