@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ..records import Incomplete
-from . import fig1, fig3b, fig4, fig5, related, thm2, trap_thesis
+from . import fig1, fig3b, fig4, fig5, incontext, related, thm2, trap_thesis
 from .claim import Claim, _group_names, chain_text
 
 __all__ = [
@@ -82,6 +82,7 @@ CLAIMS: tuple[Claim, ...] = (
     *fig4.CLAIMS,
     *fig5.CLAIMS,
     *fig1.CLAIMS,
+    *incontext.CLAIMS,
     *related.CLAIMS,
 )
 
