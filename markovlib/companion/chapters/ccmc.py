@@ -163,7 +163,7 @@ def ccmc_collapse(
             f"{ep['distinct_markov']:.2f} tokens on average (top share "
             f"{ep['share_markov']:.3f}). The winner is not the same for every "
             f"trajectory: {n_lead} different tokens lead the last window, decided by "
-            "the early random draws. "
+            "the random draws (every trajectory starts from the same prompt). "
         )
     else:
         text = (
@@ -216,16 +216,17 @@ def ccmc_mean_field_text(
         (float(final_share[j]) for j in range(k) if j not in survivors), default=0
     )
     text = (
-        f"The ODE follows the measured $W_-$ shares to within {deviation:.3f} at every "
-        f"length. Its limit as $\\tau \\to \\infty$ keeps {len(survivors)} of the {k} "
-        f"tokens above a share of 1% (tokens {', '.join(map(str, survivors))}). "
+        "The ODE follows the mean $W_-$ shares over the trajectories to within "
+        f"{deviation:.3f} at every length. Its limit as $\\tau \\to \\infty$ keeps "
+        f"{len(survivors)} of the {k} tokens above a share of 1% (tokens "
+        f"{', '.join(map(str, survivors))}). "
     )
     if len(survivors) < k and left > 0.01:
         text += (
             f"The others die out, but as powers of $n$: after {gen_len} tokens one of "
             f"them still holds {left:.3f} of the context. So the generation does not "
-            "mix like the Markov chain: it drifts, slowly and along the same path for "
-            "every trajectory, towards a context made of a few tokens. "
+            "mix like the Markov chain: its mean shares drift slowly towards a context "
+            "made of a few tokens (each trajectory's own path is not compared here). "
         )
     elif len(survivors) < k:
         text += "The others are already (almost) gone from the context. "
@@ -234,8 +235,9 @@ def ccmc_mean_field_text(
     if n_stable_plus > 1 and n_lead > 1:
         text += (
             f"With $W_+$ the ODE has several attractors ({n_stable_plus} stable "
-            "single-token states), and the early random draws decide which one a "
-            f"trajectory falls into: {n_lead} different tokens lead the last window."
+            "single-token states), and the random draws, from the same prompt, "
+            f"decide which one a trajectory falls into: {n_lead} different tokens "
+            "lead the last window."
         )
     return text
 
