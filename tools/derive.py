@@ -1,12 +1,13 @@
 """Compute the paper edition's derived values and ship them.
 
 Executes, at scale ``paper`` with their default parameters, every chapter that calls
-``derived(...)`` (:mod:`markovlib.runs.derived`), two at a time, into a fresh result
-store without reading the shipped values; then ships the values they computed and the
-shipped ones whose keys are still current (the Hessians at the trapped runs, from
-``tools/curvatures.py``): ``data/paper/derived/`` and the manifest's ``derived`` list.
-Run it after a change to the maths layer (a test says when the shipped values are
-stale).
+``derived(...)`` (:mod:`markovlib.runs.derived`), and the scorecard's rows (the values
+its rules derive at trained runs: Fig 3(d)'s averages over test paths), two at a time,
+into a fresh result store without reading the shipped values; then ships the values
+they computed and the shipped ones whose keys are still current (the Hessians at the
+trapped runs, from ``tools/curvatures.py``): ``data/paper/derived/`` and the manifest's
+``derived`` list. Run it after a change to the maths layer (a test says when the
+shipped values are stale).
 
     python tools/derive.py [--jobs 2]
 """
@@ -31,14 +32,20 @@ def chapters() -> list[Path]:
     )
 
 
-def execute(notebook: Path, store: Path, out: Path) -> tuple[float, str]:
-    env = {
+def environment(store: Path) -> dict:
+    """The environment of a computation into ``store`` at ``paper``, shipped values
+    unread, one thread."""
+    return {
         **os.environ,
         "MARKOVLIB_SCALE": "paper",
         "MARKOVLIB_RESULTS": str(store),
         "MARKOVLIB_DERIVED_SHIPPED": "0",
         "OMP_NUM_THREADS": "1",
     }
+
+
+def execute(notebook: Path, store: Path, out: Path) -> tuple[float, str]:
+    env = environment(store)
     papermill = Path(sys.executable).with_name("papermill")
     t0 = time.perf_counter()
     done = subprocess.run(
@@ -51,6 +58,21 @@ def execute(notebook: Path, store: Path, out: Path) -> tuple[float, str]:
             "--no-progress-bar",
         ],
         env=env,
+        capture_output=True,
+        text=True,
+    )
+    return time.perf_counter() - t0, done.stderr[-3000:] if done.returncode else ""
+
+
+def score(store: Path) -> tuple[float, str]:
+    """The scorecard's rows computed from the shipped runs into ``store``: the derived
+    values its rules compute at trained runs (Fig 3(d)'s averages over test paths)."""
+    code = "from markovlib.companion import computed; computed.compute()"
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=environment(store),
+        cwd=ROOT,
         capture_output=True,
         text=True,
     )
@@ -85,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         store, out = Path(work) / "results", Path(work) / "out"
         out.mkdir()
         tasks = {nb.name: (execute, (nb, store, out)) for nb in chapters()}
+        tasks["the scorecard"] = (score, (store,))
         failed = run_chapters(tasks, args.jobs, tag="derive")
         if failed:
             print(f"derive: {failed[0]} failed:\n{failed[1]}", file=sys.stderr)

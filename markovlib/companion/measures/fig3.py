@@ -17,6 +17,7 @@ from ...analysis import (
     ESCAPED_ABOVE,
 )
 from ..records import RunRecord
+from .along import along_run, mean_after_zero
 from .counts import Measure, _n, classes, survival_of, trap_count
 
 __all__ = [
@@ -141,26 +142,14 @@ def escape_per_tying(tied: Sequence[RunRecord], untied: Sequence[RunRecord]):
 ALONG_SHARE, FIG3D_SEED, FIG3D_PATHS = 0.9, 31337, 1024
 
 
-@torch.no_grad()
 def along_path(
     model, record: RunRecord, paths: int = 1, seed: int = FIG3D_SEED, batch: int = 32
 ) -> np.ndarray:
     """P(x_{n+1} = 1 | x_1^n) that ``model`` predicts at each position n after a
     zero, averaged over the ``paths`` test paths of its run's chain and length (seed
-    ``seed``) with x_n = 0 there (Fig 3(d)); positions no path has a zero at left
-    out."""
-    x = record.chain.sample(paths, record.spec.train.seq_len, seed=seed)
-    model.eval()
-    first = next(model.parameters(), None) if hasattr(model, "parameters") else None
-    total, zeros = np.zeros(x.shape[1]), np.zeros(x.shape[1])
-    for i in range(0, paths, batch):
-        chunk = x[i : i + batch]
-        on = chunk if first is None else chunk.to(first.device)  # a model on the GPU
-        probs = model.probabilities(on)[..., 1].double().cpu().numpy()
-        zero = chunk.numpy() == 0
-        total += np.where(zero, probs, 0.0).sum(0)
-        zeros += zero.sum(0)
-    return total[zeros > 0] / zeros[zeros > 0]
+    ``seed``) with x_n = 0 there (Fig 3(d); :func:`~.along.mean_after_zero`)."""
+    length = record.spec.train.seq_len
+    return mean_after_zero(model, record.chain, length, paths, seed, batch)
 
 
 def _kinds(trapped: Sequence[RunRecord]):
@@ -234,7 +223,7 @@ def fig3d_path(
         return none
     counts, shares = [], {}
     for rs, want, text in kinds:
-        got = [np.abs(along_path(load(r), r, paths, seed) - want) < tol for r in rs]
+        got = [np.abs(along_run(load(r), r, paths, seed) - want) < tol for r in rs]
         shares[text] = [float(np.mean(g)) for g in got]
         k = sum(x >= ALONG_SHARE for x in shares[text])
         counts.append((f"{text} along the paths", k, len(rs)))
