@@ -356,7 +356,8 @@ FIG1_TRAPPED_SEEDS = (8, 9, 12, 16, 18, 19, 24, 25)
 
 
 def fig1_trapped_starts(p: float, q: float, S: Scale, seed: int = 0) -> list[RunSpec]:
-    """The introduction's "deeper models converge regardless of initialization": tied
+    """The abstract's deeper models that "reliably converge to the ground-truth
+    bigram", from the starts that trapped one layer: tied
     depth-2 GPT-2 runs at ``S`` whose seeds trapped the single layer
     (:data:`FIG1_TRAPPED_SEEDS`). A seed fixes the batches and the draws of the
     embeddings and the first block, so each run starts where a trapped depth-1 run

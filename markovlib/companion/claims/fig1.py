@@ -65,7 +65,8 @@ CLAIMS: tuple[Claim, ...] = (
         "depth_init",
         "depth",
         "paper",
-        "Introduction: deeper models converge regardless of initialization",
+        'Abstract: deeper models "reliably converge to the ground-truth bigram", '
+        "from the seeds that trapped one layer",
         "depth 2, GPT-2, tied, (0.5, 0.8), from the seeds that trap one layer",
         "runs that escaped",
         "fig-depth-fig1",

@@ -163,7 +163,7 @@ def plateau_then_drop(records: Sequence[RunRecord]) -> Measure:
 
 
 def trapped_starts(records: Sequence[RunRecord]) -> Measure:
-    """Introduction: "deeper models converge regardless of initialization": at least
+    """Abstract: deeper models "reliably converge to the ground-truth bigram": at least
     :data:`~markovlib.analysis.CLAIM_SHARE` of the depth-2 runs started from the seeds
     that trapped the single layer escaped. (Rule written on 2026-11-27, before these
     runs were trained.)"""
