@@ -432,7 +432,7 @@ def _computed_rows(rows) -> list[str]:
     for r in rows:
         c = claim(r.id)
         said = r.runs is None or f"of {r.runs} runs" in r.value  # counted already
-        counted = "" if said else f" ({r.runs} runs)"
+        counted = "" if said else f" ({r.runs} runs read)"
         measured = as_maths(_measured(c.measure, r.value)) + counted
         out += _row(badge(r.verdict), c, measured, r.setting)
     return out
@@ -549,7 +549,7 @@ def readme_table(rows) -> str:
         return "–" if x is None else str(x).replace("|", "\\|")
 
     lines = [
-        "| id | claim | measured | verdict | runs | at H(π) |",
+        "| id | claim | measured | verdict | runs read | at H(π) |",
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
