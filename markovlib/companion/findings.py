@@ -80,6 +80,14 @@ FINDINGS: tuple[Finding, ...] = (
         "(Fig 5 at p = 0.9, where the tied runs are said to get stuck, "
         "*{fig5.verdict}*).",
     ),
+    Finding(
+        "incontext",
+        "In context",
+        "two layers on sequences with a kernel of their own: {incontext_induction} "
+        "(the abstract's induction head, *{incontext_induction.verdict}*); their "
+        "loss within 0.1 of the gap above the Bayes floor: {incontext_bayes} "
+        "(*{incontext_bayes.verdict}*).",
+    ),
 )
 
 
