@@ -326,7 +326,9 @@ def test_fig3d_averages_each_position_over_the_paths_with_a_zero_there():
     assert np.allclose(many, 0.5)
 
 
-NEAR = 0.02  # a share this close to ALONG_SHARE could change side on a redraw
+# a share this close to ALONG_SHARE could change side on a redraw: seed 1 moved each of
+# the 32 shipped runs' shares by at most 0.001 (one position in 1024; 2026-11-28)
+NEAR = 0.01
 
 
 def _along_share(values: np.ndarray, r) -> float:
