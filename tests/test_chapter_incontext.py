@@ -121,3 +121,17 @@ def test_the_summary_names_each_claim_with_its_verdict():
         {i: f"value {i}" for i in ids}, {i: "reproduced" for i in ids}
     )
     assert text.count("(reproduced)") == 3 and "value incontext_single" in text
+
+
+def test_the_head_split_counts_each_side_of_the_rule():
+    """head_split_text: the two-layer runs' shares with and without a head, apart;
+    one-layer runs left out."""
+    a = measures.Scored(Heads((0.6, 0.9), (0.8, 0.1), 0.58), 0.516, 0.515, 0.69)
+    b = measures.Scored(Heads((0.6, 0.5), (0.1, 0.1), 0.58), 0.530, 0.515, 0.69)
+    c = measures.Scored(Heads((0.9,), (0.9,), 0.58), 0.600, 0.515, 0.69)
+    table = chapters.incontext.head_table(
+        {"L2-tied": [a, b], "L1-tied": [c]}, {"L2-tied": [0, 1], "L1-tied": [0]}
+    )
+    text = chapters.incontext.head_split_text(table)
+    assert text.startswith("1 two-layer run with an induction head closes 0.994")
+    assert text.endswith("1 two-layer run without one closes 0.914 of the gap")

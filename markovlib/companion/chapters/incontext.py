@@ -22,6 +22,7 @@ from ..records import RunRecord
 
 __all__ = [
     "largest_lift",
+    "head_split_text",
     "LABELS",
     "GROUPS",
     "eval_paths",
@@ -104,3 +105,18 @@ def largest_lift(
         (s, r) for g in labels if g in scores for s, r in zip(scores[g], records[g])
     ]
     return max(pairs, key=lambda pair: pair[0].heads.lift(-1))[1]
+
+
+def head_split_text(table: pd.DataFrame) -> str:
+    """The two-layer runs' shares of the gap with and without a head by the rule, as
+    the page states them (:func:`head_table`'s rows)."""
+    two = table[table["runs"].str.startswith("L2")]
+    parts = []
+    for has, what in ((True, "with an induction head"), (False, "without one")):
+        shares = two.loc[two["induction head"] == has, "share of the gap"]
+        if len(shares):
+            n, one = len(shares), len(shares) == 1
+            span = f"{shares.min():.3f}" + ("" if one else f" to {shares.max():.3f}")
+            runs = f"{n} two-layer run{'' if one else 's'} {what}"
+            parts.append(f"{runs} close{'s' if one else ''} {span}")
+    return "; ".join(parts) + " of the gap" if parts else "no two-layer run scored"

@@ -82,6 +82,11 @@ def _per_tying(parts: dict, load, test, what: str, value) -> Measure:
     return Measure.over(records, "; ".join(texts), True, counts=tuple(counts))
 
 
+def _lifts(scored: Sequence[Scored]) -> str:
+    """The range of the runs' last-layer lifts, to two decimals (no "-0.00")."""
+    return _span([round(x.heads.lift(-1), 2) + 0.0 for x in scored], ".2f")
+
+
 def induction_heads(tied, untied, load) -> Measure:
     """Abstract: "two or more layers consistently develop an induction head": two-layer
     runs with one by :func:`has_induction_head`, per tying."""
@@ -90,7 +95,7 @@ def induction_heads(tied, untied, load) -> Measure:
         load,
         lambda s: has_induction_head(s.heads),
         "with an induction head",
-        lambda s: "last layer's lift " + _span([x.heads.lift(-1) for x in s], ".2f"),
+        lambda s: "last layer's lift " + _lifts(s),
     )
 
 
@@ -103,7 +108,7 @@ def no_induction_head(tied, untied, load) -> Measure:
         load,
         lambda s: s.heads.lift(-1) < INDUCTION_LIFT,
         "without one",
-        lambda s: "lift " + _span([x.heads.lift(-1) for x in s], ".2f"),
+        lambda s: "lift " + _lifts(s),
     )
 
 
