@@ -326,6 +326,24 @@ def test_fig3d_averages_each_position_over_the_paths_with_a_zero_there():
     assert np.allclose(many, 0.5)
 
 
+def test_fig3d_at_a_run_not_shipped_is_computed_and_kept(tmp_path, monkeypatch):
+    """along_run at a transformer the edition does not ship (a reader's chain): the
+    derived along_weights, computed, bit for bit along_path's, then read back."""
+    from markovlib.companion.measures import along
+    from markovlib.model import Transformer, TransformerConfig
+
+    monkeypatch.setenv("MARKOVLIB_RESULTS", str(tmp_path))
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.theory(max_len=16))
+    rec = learnt(0.3, 0.6)
+    rec.spec.config, rec.spec.train.seq_len = model.config, 16
+    assert along.along_run(model, rec, 8, 5, compute=False) is None
+    value = along.along_run(model, rec, 8, 5)
+    assert np.array_equal(value, measures.along_path(model, rec, 8, seed=5))
+    assert len(list((tmp_path / "derived").glob("*.json.gz"))) == 1
+    assert np.array_equal(along.along_run(model, rec, 8, 5, compute=False), value)
+
+
 # a share this close to ALONG_SHARE could change side on a redraw: seed 1 moved each of
 # the 32 shipped runs' shares by at most 0.001 (one position in 1024; 2026-11-28)
 NEAR = 0.01
