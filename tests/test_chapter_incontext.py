@@ -135,3 +135,26 @@ def test_the_head_split_counts_each_side_of_the_rule():
     text = chapters.incontext.head_split_text(table)
     assert text.startswith("1 two-layer run with an induction head closes 0.994")
     assert text.endswith("1 two-layer run without one closes 0.914 of the gap")
+
+
+def test_the_stage_table_finds_each_level_in_turn():
+    """stage_table: the first step below the unigram level and within the floor's band,
+    from a made-up history crossing both; a run that never does says so."""
+    from markovlib.incontext import Levels
+
+    lv = Levels(0.52, 0.001, 0.60, 0.001, 0.69, 100)
+    steps = np.arange(0, 1000, 50)
+    falling = np.where(steps < 300, 0.69, np.where(steps < 600, 0.58, 0.525))
+    record = SimpleNamespace(
+        history=pd.DataFrame({"step": steps, "test_loss": falling}),
+        spec=SimpleNamespace(seed=4),
+    )
+    flat = SimpleNamespace(
+        history=pd.DataFrame({"step": steps, "test_loss": np.full(len(steps), 0.65)}),
+        spec=SimpleNamespace(seed=5),
+    )
+    table = chapters.incontext.stage_table({"L2-tied": [record, flat]}, lv, window=1)
+    assert table.loc[0, "unigram level"] == 300 and table.loc[0, "floor's band"] == 600
+    assert pd.isna(table.loc[1, "unigram level"]) and pd.isna(
+        table.loc[1, "floor's band"]
+    )

@@ -9,9 +9,11 @@ import pandas as pd
 import torch
 
 from ..._checks import one_thread
+from ...analysis import ESCAPED_ABOVE
 from ...incontext import (
     EVAL_PATHS,
     EVAL_SEED,
+    Levels,
     bayes_nll,
     has_induction_head,
     head_ablated,
@@ -22,6 +24,7 @@ from ..records import RunRecord
 
 __all__ = [
     "largest_lift",
+    "stage_table",
     "head_split_text",
     "LABELS",
     "GROUPS",
@@ -120,3 +123,23 @@ def head_split_text(table: pd.DataFrame) -> str:
             runs = f"{n} two-layer run{'' if one else 's'} {what}"
             parts.append(f"{runs} close{'s' if one else ''} {span}")
     return "; ".join(parts) + " of the gap" if parts else "no two-layer run scored"
+
+
+def stage_table(runs: Mapping[str, Sequence], lv: Levels, window: int = 10):
+    """Per run, the first step at which its test loss (a running mean over ``window``
+    evaluations) is below the unigram in context, and below the Bayes floor plus a
+    tenth of the gap log k − floor (None: never): the stages, measured."""
+    band = lv.floor + (1 - ESCAPED_ABOVE) * (lv.ceiling - lv.floor)
+    rows = []
+    for label, rs in runs.items():
+        for r in rs:
+            h = r.history.dropna(subset=["test_loss"])
+            smooth = h["test_loss"].rolling(window, min_periods=1).mean().to_numpy()
+            steps = h["step"].to_numpy()
+            first = {}
+            for name, level in (("unigram level", lv.unigram), ("floor's band", band)):
+                below = (smooth < level).nonzero()[0]
+                first[name] = int(steps[below[0]]) if len(below) else None
+            rows.append({"runs": label, "seed": r.spec.seed, **first})
+    table = pd.DataFrame(rows)
+    return table.astype({name: "Int64" for name in ("unigram level", "floor's band")})
