@@ -122,5 +122,5 @@ def near_bayes(tied, untied, load) -> Measure:
         load,
         lambda s: s.share > ESCAPED_ABOVE,
         f"closing more than {ESCAPED_ABOVE:g} of the gap to the Bayes floor",
-        lambda s: "shares " + _span([x.share for x in s], ".2f"),
+        lambda s: "shares " + _span([x.share for x in s], ".3f"),
     )
