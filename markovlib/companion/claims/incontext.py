@@ -23,9 +23,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "incontext_induction",
         "incontext",
-        "paper",
+        "paper, as this book reads it",
         "Abstract: transformers with two or more layers consistently develop an "
-        "induction head",
+        "induction head (by this book's rule)",
         f"two layers; {_SETTING}",
         "two-layer runs whose second layer attends to the position after each earlier "
         "visit of the current state (at least halfway from uniform attention) above a "
@@ -38,7 +38,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "incontext_bayes",
         "incontext",
-        "paper",
+        "paper, as this book reads it",
         "Abstract: two or more layers estimate the in-context bigram conditional "
         "distribution (their loss, whatever the mechanism)",
         f"two layers; {_SETTING}",
@@ -52,7 +52,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "incontext_single",
         "incontext",
-        "paper",
+        "paper, as this book reads it",
         "Abstract: single-layer transformers are unable to form an induction head",
         f"one layer; {_SETTING}",
         "one-layer runs whose attention lifts less than halfway from uniform towards "

@@ -49,7 +49,8 @@ CLAIMS: tuple[Claim, ...] = (
         "fig3c",
         "bad_local_minima",
         "paper",
-        "Fig 3(c, d): a run at θ_π predicts π₁ after a zero, an escaped one p",
+        "Fig 3(c, d), read from the learnt kernel: a run at θ_π predicts π₁ after a "
+        "zero, an escaped one p",
         "(0.5, 0.8), GPT-2, tied",
         "learnt P(1|0) of every run at θ_π and every escaped run, and of the two the "
         "figure shows",
@@ -107,7 +108,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "bad_minimum_bias",
         "trapped",
-        "paper",
+        "paper, as this book reads it",
         "Sec. 4.1: at the bad minimum f = σ(b) = π₁: the head's bias alone gives π₁",
         "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
         "runs at H(π) whose head's bias alone, σ(b), is π₁",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..._checks import one_thread
-from ...analysis import ESCAPED_ABOVE
+from ...analysis import CLAIM_SHARE, ESCAPED_ABOVE
 from ...incontext import (
     EVAL_PATHS,
     EVAL_SEED,
@@ -79,7 +79,8 @@ def _per_tying(parts: dict, load, test, what: str, value) -> Measure:
         texts.append(f"{tying}: {_n(k, len(rs))} {what} ({value(s)})")
         counts.append((f"{tying}, {what}", k, len(rs)))
         records += rs
-    return Measure.over(records, "; ".join(texts), True, counts=tuple(counts))
+    ok = all(k >= CLAIM_SHARE * n for _, k, n in counts)
+    return Measure.over(records, "; ".join(texts), ok, counts=tuple(counts))
 
 
 def _lifts(scored: Sequence[Scored]) -> str:
