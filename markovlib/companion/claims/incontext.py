@@ -23,7 +23,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "incontext_induction",
         "incontext",
-        "paper, as this book reads it",
+        "this book",
         "Abstract: transformers with two or more layers consistently develop an "
         "induction head (by this book's rule)",
         f"two layers; {_SETTING}",
@@ -38,7 +38,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "incontext_bayes",
         "incontext",
-        "paper, as this book reads it",
+        "this book",
         "Abstract: two or more layers estimate the in-context bigram conditional "
         "distribution (their loss, whatever the mechanism)",
         f"two layers; {_SETTING}",
@@ -52,7 +52,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "incontext_single",
         "incontext",
-        "paper, as this book reads it",
+        "this book",
         "Abstract: single-layer transformers are unable to form an induction head",
         f"one layer; {_SETTING}",
         "one-layer runs whose attention lifts less than halfway from uniform towards "
