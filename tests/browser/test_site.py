@@ -615,7 +615,9 @@ DECIMAL = re.compile(r"(?<![\w.:])(\d*\.\d+|\d+\.)(?:[eE][-+−]?\d+)?(?![\w.])"
 # The scorecard's first line (markovlib.companion.scorecard.summary)
 SUMMARY = re.compile(
     r"the paper: \d+ rows: \d+ reproduced, \d+ partly,(?: \d+ with too few runs,)? "
-    r"\d+ differs?, \d+ not tested; this book['’]s controls: \d+ rows: \d+ reproduced"
+    r"\d+ differs?, \d+ not tested; "
+    r"(?:the paper as this book reads it: \d+ rows: [^;]+; )?"
+    r"this book['’]s controls: \d+ rows: \d+ reproduced"
 )
 # What a reader sees: visible text (innerText skips what CSS hides) and the prose,
 # tables and glued values without code, printed output or typeset maths.

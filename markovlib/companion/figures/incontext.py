@@ -95,7 +95,7 @@ def head_scores(scored: Mapping[str, Sequence]):
 def attention_maps(maps: Sequence[np.ndarray], x: np.ndarray, titles: Sequence[str]):
     """Attention of each layer (``maps``: (L, L) each) on one path ``x``, at most two
     side by side; the path's states along the axes."""
-    fig, axes = plt.subplots(1, len(maps), figsize=(10, 4.6), layout="constrained")
+    fig, axes = plt.subplots(1, len(maps), figsize=(7, 3.8), layout="constrained")
     for ax, a, title in zip(np.atleast_1d(axes), maps, titles):
         image = ax.imshow(a, cmap="viridis", vmin=0, vmax=1)
         ax.set_title(title)

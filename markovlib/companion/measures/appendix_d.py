@@ -47,11 +47,11 @@ APPD_MATRICES = ("ff.W_1.weight", "ff.W_2.weight")  # the matrices App. D names
 # "the weight matrices are all approximately rank-one" its own row (issue 67)
 APPD_PARTS = {
     "attention": ("the paper's ratio ‖attn‖/‖x+attn‖", "removing attention"),
-    "positions": ("p_n constant in n",),
+    "positions": ("pₙ constant in n",),
     "rank": ("W₁, W₂ (App. D)",),
     "rank_all": ("every weight matrix (Sec. 3.1)",),
     "formula": ("the formula's predictions p and 1 − q",),
-    "direction": ("e, p_n, W₁, W₂ along one v",),
+    "direction": ("e, pₙ, W₁, W₂ along one v",),
 }
 
 
