@@ -371,7 +371,8 @@ def _check_scorecard(rows) -> None:
         # names of MATHS (H_rate, θ_π, ...): the text up to the first of them
         named = paper_figures(claim.claim)  # "The paper's Fig 3(b)" (issue 49)
         plain = re.split("|".join(map(re.escape, MATHS)), named)[0]
-        assert claim_text.replace("’", "'").startswith(plain), claim.id
+        text = claim_text.replace("’", "'").replace("“", '"').replace("”", '"')
+        assert text.startswith(plain), claim.id
         assert re.search(r"\d", measured.split(":")[-1]), (claim.id, measured)
         assert verdict in VERDICTS, (claim.id, verdict)
         assert row["link"] and urlparse(row["link"]).hostname == "127.0.0.1", (
