@@ -6,20 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
-import torch
 
 from ..._checks import one_thread
 from ...analysis import ESCAPED_ABOVE
 from ...incontext import (
-    EVAL_PATHS,
-    EVAL_SEED,
     Levels,
-    bayes_nll,
     has_induction_head,
     head_ablated,
     model_nll,
 )
-from ..measures.incontext import Scored
+from ..measures.incontext import Scored, bayes_floor, eval_paths
 from ..records import RunRecord
 
 __all__ = [
@@ -37,12 +33,6 @@ __all__ = [
 GROUPS = ("L2-untied", "L2-tied", "L1-untied", "L1-tied")  # the page's order
 # this page's label of each shipped group its claims read (claims.measured)
 LABELS = {f"incontext-{label}": label for label in GROUPS}
-
-
-def eval_paths(record: RunRecord) -> torch.Tensor:
-    """The paths every run of this chain and length is scored on (the rules' own)."""
-    chain, length = record.chain, record.spec.train.seq_len
-    return chain.sample(EVAL_PATHS, length, seed=EVAL_SEED)
 
 
 def head_table(scored: Mapping[str, Sequence[Scored]], seeds: Mapping) -> pd.DataFrame:
@@ -71,7 +61,7 @@ def ablation_table(records: Sequence[RunRecord], load: Callable) -> pd.DataFrame
     """Each two-layer run's loss on the evaluation paths intact and with one layer's
     attention zeroed (W_O = 0), in nats above the Bayes floor of the same paths."""
     x = eval_paths(records[0])
-    floor = float(bayes_nll(x, records[0].chain.k, records[0].chain.alpha).mean())
+    floor = bayes_floor(records[0], x)
     rows = []
     for r in records:
         model = load(r).eval()

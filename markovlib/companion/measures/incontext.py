@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import torch
+
 from ..._checks import one_thread
 from ...analysis import CLAIM_SHARE, ESCAPED_ABOVE
 from ...incontext import (
@@ -31,6 +33,8 @@ from .counts import Measure, _n, _span
 __all__ = [
     "Scored",
     "scored",
+    "eval_paths",
+    "bayes_floor",
     "induction_heads",
     "no_induction_head",
     "near_bayes",
@@ -53,14 +57,23 @@ class Scored:
         return (self.ceiling - self.loss) / (self.ceiling - self.floor)
 
 
+def eval_paths(record: RunRecord) -> torch.Tensor:
+    """The paths every run of ``record``'s chain and length is scored on."""
+    chain, length = record.chain, record.spec.train.seq_len
+    return chain.sample(EVAL_PATHS, length, seed=EVAL_SEED)
+
+
+def bayes_floor(record: RunRecord, x: torch.Tensor) -> float:
+    """The Bayes predictor's mean loss on the paths ``x`` of ``record``'s chain."""
+    return float(bayes_nll(x, record.chain.k, record.chain.alpha).mean())
+
+
 @one_thread()
 def scored(records: Sequence[RunRecord], load: Callable) -> list[Scored]:
     """:class:`Scored` of each run (``load``: a record's model), all of one chain and
-    length, on the same fresh paths."""
-    first = records[0]
-    chain, length = first.chain, first.spec.train.seq_len
-    x = chain.sample(EVAL_PATHS, length, seed=EVAL_SEED)
-    floor = float(bayes_nll(x, chain.k, chain.alpha).mean())
+    length, on the same fresh paths (:func:`eval_paths`)."""
+    chain, x = records[0].chain, eval_paths(records[0])
+    floor = bayes_floor(records[0], x)
     out = []
     for r in records:
         model = load(r).eval()
