@@ -506,3 +506,29 @@ def test_workers_share_the_runs_in_ensembles_of_at_least_four():
     two = grid([0.2], [0.3], tied=[True, False], seeds=range(6), **TINY)
     assert _shared(two, 32, 2, "local") == 6  # a group per worker: none is cut
     assert _shared(two, 32, 4, "local") == 4  # two ensembles per group
+
+
+def test_a_stop_while_the_pool_is_waited_on_is_held_then_given_to_the_old_handler():
+    """CI, 2026-11-29: a Ctrl-C raised inside the pool's ``wait`` can leave a future's
+    lock taken and the process hung at exit; the signal is held there and delivered
+    on leaving, to the handler that was installed before (here a chapter's own)."""
+    from markovlib.runs.executors import _HeldSignals
+
+    got = []
+    chapter = lambda s, f: got.append(s)  # noqa: E731
+    previous = signal.signal(signal.SIGTERM, chapter)
+    ctrl_c = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with _HeldSignals():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)  # a Python handler would have run by now
+            assert got == []
+        assert got == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is chapter
+        with pytest.raises(KeyboardInterrupt):
+            with _HeldSignals():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.01)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, ctrl_c)

@@ -314,20 +314,49 @@ def _pool_task(chunk: Chunk, stop_after: int | None, queue, sources=None) -> lis
     return [_plain(r) for r in results]
 
 
+class _HeldSignals:
+    """SIGINT and SIGTERM held while this thread waits on the pool: a stop raised
+    inside ``wait`` or a queue call can leave a future's lock taken, and the pool's
+    thread then blocks on it for ever at exit (CI, 2026-11-29: a Ctrl-C'd two-worker
+    sweep printed its line and never ended). On leaving, a held signal goes to the
+    handlers that were there before (a KeyboardInterrupt, a chapter's stop)."""
+
+    def __init__(self):
+        self.signum, self.previous = None, {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._hold)
+        return self
+
+    def _hold(self, signum, frame) -> None:
+        self.signum = self.signum or signum
+
+    def __exit__(self, *exc):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        if self.signum is not None:
+            signal.raise_signal(self.signum)
+
+
 def _pool_chunks(chunks, workers, stop_after, on_steps, sources=None):
     """(chunk, results) as the worker processes finish their ensembles."""
     pool, queue = _pool(workers)
-    pending = {
-        pool.submit(_pool_task, c, stop_after, queue, _sources_for(c, sources)): c
-        for c in chunks
-    }
+    pending = {}
     try:
+        with _HeldSignals():
+            for c in chunks:
+                task = (_pool_task, c, stop_after, queue, _sources_for(c, sources))
+                pending[pool.submit(*task)] = c
         while pending:
-            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            while not queue.empty():
-                n = queue.get()
-                if on_steps is not None:
-                    on_steps(n)
+            steps = []
+            with _HeldSignals():
+                done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                while not queue.empty():
+                    steps.append(queue.get())
+            for n in steps if on_steps is not None else ():
+                on_steps(n)
             for job in done:
                 chunk = pending.pop(job)
                 yield (
