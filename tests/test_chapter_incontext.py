@@ -49,6 +49,25 @@ def test_scored_reads_each_run_on_the_same_paths():
     assert s[0].loss != s[1].loss
 
 
+
+def test_each_record_is_scored_once_and_a_new_record_afresh():
+    """A chapter's table and its three rules read the same records: each is loaded
+    and scored once; another record of the same key is scored afresh (issue 69)."""
+    runs = [_run(5), _run(6)]
+    models, loads = {r.key: m for r, m in runs}, []
+
+    def load(r):
+        loads.append(r.key)
+        return models[r.key]
+
+    first = measures.scored([r for r, _ in runs], load)
+    again = measures.scored([r for r, _ in reversed(runs)], load)
+    assert loads == ["k5", "k6"] and again == first[::-1]
+    other, model = _run(5, layers=1)
+    models["k5"] = model
+    [fresh] = measures.scored([other], load)
+    assert loads[-1] == "k5" and fresh.loss != first[0].loss
+
 def test_untrained_models_have_no_head_and_the_counts_say_so():
     """At initialisation attention is near uniform: no run has an induction head
     (0 of n per tying), every one-layer run is 'without one', none is near the

@@ -68,18 +68,23 @@ def bayes_floor(record: RunRecord, x: torch.Tensor) -> float:
     return float(bayes_nll(x, record.chain.k, record.chain.alpha).mean())
 
 
+_SCORED: dict[int, tuple[RunRecord, Scored]] = {}  # id(record): the record, its Scored
+
+
 @one_thread()
 def scored(records: Sequence[RunRecord], load: Callable) -> list[Scored]:
     """:class:`Scored` of each run (``load``: a record's model), all of one chain and
-    length, on the same fresh paths (:func:`eval_paths`)."""
-    chain, x = records[0].chain, eval_paths(records[0])
-    floor = bayes_floor(records[0], x)
-    out = []
-    for r in records:
-        model = load(r).eval()
-        loss = float(model_nll(model, x).mean())
-        out.append(Scored(heads(model, x), loss, floor, math.log(chain.k)))
-    return out
+    length, on the same fresh paths (:func:`eval_paths`); each record scored once in a
+    process (a chapter's table and its three rules read the same records)."""
+    todo = [r for r in records if _SCORED.get(id(r), (None,))[0] is not r]
+    if todo:
+        chain, x = todo[0].chain, eval_paths(todo[0])
+        floor = bayes_floor(todo[0], x)
+        for r in todo:
+            model = load(r).eval()
+            loss = float(model_nll(model, x).mean())
+            _SCORED[id(r)] = r, Scored(heads(model, x), loss, floor, math.log(chain.k))
+    return [_SCORED[id(r)][1] for r in records]
 
 
 def _per_tying(parts: dict, load, test, what: str, value) -> Measure:
