@@ -824,3 +824,19 @@ def test_page_table_prints_what_a_reader_should_see():
         r"<t[dh][^>]*>([^<]*)</t[dh]>", page_table(frame, index=True).to_html()
     )
     assert kept[:3] == ["group", "share", "runs"] and kept[3] == "0"
+
+
+def test_prebuild_orders_every_chapter_longest_first_without_a_cache(tmp_path):
+    """A fresh clone's build has no earlier times: every chapter the prebuild runs has
+    an expected time, so that it starts the longest first (a new chapter is not left
+    to its file size: the in-context chapter ran last, alone, for 56 s)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import prebuild
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    chapters = {
+        nb.name for nb in (ROOT / "book").glob("*.ipynb") if not prebuild._forced(nb)
+    }
+    assert set(prebuild.EXPECTED_SECONDS) == chapters
+    assert prebuild.last_seconds(tmp_path / "no-cache") == {}
