@@ -49,7 +49,6 @@ def test_scored_reads_each_run_on_the_same_paths():
     assert s[0].loss != s[1].loss
 
 
-
 def test_each_record_is_scored_once_and_a_new_record_afresh():
     """A chapter's table and its three rules read the same records: each is loaded
     and scored once; another record of the same key is scored afresh (issue 69)."""
@@ -67,6 +66,7 @@ def test_each_record_is_scored_once_and_a_new_record_afresh():
     models["k5"] = model
     [fresh] = measures.scored([other], load)
     assert loads[-1] == "k5" and fresh.loss != first[0].loss
+
 
 def test_untrained_models_have_no_head_and_the_counts_say_so():
     """At initialisation attention is near uniform: no run has an induction head

@@ -318,26 +318,28 @@ class _HeldSignals:
     """SIGINT and SIGTERM held while this thread waits on the pool: a stop raised
     inside ``wait`` or a queue call can leave a future's lock taken, and the pool's
     thread then blocks on it for ever at exit (CI, 2026-11-29: a Ctrl-C'd two-worker
-    sweep printed its line and never ended). On leaving, a held signal goes to the
-    handlers that were there before (a KeyboardInterrupt, a chapter's stop)."""
+    sweep printed its line and never ended). On leaving, each held signal goes, in
+    turn, to the handler that was there before (a KeyboardInterrupt, a chapter's
+    stop); a signal whose handler was not set from Python is not held."""
 
     def __init__(self):
-        self.signum, self.previous = None, {}
+        self.held, self.previous = [], {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self._hold)
+                if signal.getsignal(sig) is not None:
+                    self.previous[sig] = signal.signal(sig, self._hold)
         return self
 
     def _hold(self, signum, frame) -> None:
-        self.signum = self.signum or signum
+        self.held.append(signum)
 
     def __exit__(self, *exc):
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
-        if self.signum is not None:
-            signal.raise_signal(self.signum)
+        for signum in self.held:
+            signal.raise_signal(signum)
 
 
 def _pool_chunks(chunks, workers, stop_after, on_steps, sources=None):
@@ -365,7 +367,8 @@ def _pool_chunks(chunks, workers, stop_after, on_steps, sources=None):
                 )
     finally:
         if pending:  # stopped early (Ctrl-C, SIGTERM, an error): end the workers now
-            _stop_pool(workers)
+            with _HeldSignals():  # a second Ctrl-C would leave a broken pool kept
+                _stop_pool(workers)
 
 
 def _stop_pool(workers: int) -> None:
