@@ -198,3 +198,29 @@ def test_an_option_its_edition_action_does_not_use_is_refused(tmp_path, args, sa
     assert out.returncode == 2 and len(lines) == 1, out.stderr
     assert lines[0].startswith(f"markovlib edition: error: {says}"), lines[0]
     assert out.stdout == "" and not any(tmp_path.iterdir())
+
+
+def test_a_stop_that_comes_back_as_another_error_is_one_line_and_exit_130(
+    monkeypatch, capsys
+):
+    """Fresh-clone make test, 2026-11-29: SIGTERM during torch's lazy import of its
+    compiler (a class being made) surfaced as "RuntimeError: Error calling
+    __set_name__" with 60 lines of traceback; the stop it came from is what counts."""
+    from markovlib.cli import scorecard
+
+    def run(args):
+        try:
+            raise KeyboardInterrupt("signal 15")
+        except KeyboardInterrupt as stop:
+            raise RuntimeError("Error calling __set_name__ on 'Field'") from stop
+
+    monkeypatch.setattr(scorecard, "run", run)
+    assert main(["scorecard"]) == 130
+    err = capsys.readouterr().err
+    assert err == (
+        "markovlib scorecard: interrupted; what was finished is kept, re-run the same "
+        "command to go on\n"
+    )
+    monkeypatch.setattr(scorecard, "run", lambda args: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(["scorecard"])  # any other error is not a stop

@@ -49,6 +49,19 @@ def stopped(stop: KeyboardInterrupt, kept: str = KEPT) -> CommandFailed:
     return CommandFailed(INTERRUPTED, f"interrupted; {kept}", label="")
 
 
+def interrupt_in(error: BaseException) -> KeyboardInterrupt | None:
+    """The stop that ``error`` was raised from, if any: a Ctrl-C or SIGTERM that lands
+    while a class is made (a lazy import) comes back as a RuntimeError caused by it
+    (fresh-clone make test, 2026-11-29: "Error calling __set_name__ ...")."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def report(command: str, failure: CommandFailed) -> int:
     """``failure`` as ``markovlib COMMAND: label: message`` on stderr; its status."""
     label = f"{failure.label}: " if failure.label else ""

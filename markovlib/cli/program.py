@@ -8,7 +8,7 @@ import argparse
 import sys
 from importlib import import_module
 
-from .errors import FAILED, CommandFailed, report, stopped
+from .errors import FAILED, CommandFailed, interrupt_in, report, stopped
 from .values import MAX_LR, MAX_STEPS
 
 DESCRIPTION = """The ``markovlib`` command: train one model, run a sweep into a result store, build a
@@ -97,3 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         return report(args.command, CommandFailed(FAILED, f"{e.strerror or e}{where}"))
     except KeyboardInterrupt as e:
         return report(args.command, stopped(e))
+    except Exception as e:  # a stop that came back as another error
+        if (stop := interrupt_in(e)) is None:
+            raise
+        return report(args.command, stopped(stop))
