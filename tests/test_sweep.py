@@ -532,3 +532,31 @@ def test_a_stop_while_the_pool_is_waited_on_is_held_then_given_to_the_old_handle
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, ctrl_c)
+
+
+def test_a_width_no_table_was_measured_at_is_probed_on_a_cpu_with_a_table(monkeypatch):
+    """The tables were measured at d = 8: the in-context chapter's d = 16 runs took 2.2
+    times their table estimate (rerun at cpu, AMD EPYC, 2026-11-29). A group of another
+    width is probed, its factor carried onto this CPU's table; a group at d = 8 is not,
+    nor a group the table gives under PROBE_WORTH seconds (smoke)."""
+    from markovlib.runs import sweep as S
+
+    monkeypatch.delenv(S.SPEED_VAR, raising=False)
+    monkeypatch.setattr(S, "this_cpu_table", lambda: S.INTEL_XEON)
+    probed = []
+    monkeypatch.setattr(
+        S, "_probe", lambda specs: probed.append(specs[0].config.d_model) or 2.0
+    )
+    sizes = dict(tied=[True], seeds=range(4), steps=4000, batch_size=16, seq_len=256)
+    wide = grid([0.2], [0.3], config_kwargs=dict(d_model=16), **sizes)
+    narrow = grid([0.2], [0.3], **sizes)
+    note = S._cpu_estimate(wide + narrow, 2, "cpu", 1, [wide, narrow])
+    assert probed == [16]
+    on_xeon = S._run_step_seconds(wide[0]) / S._run_step_seconds(wide[0], S.INTEL_XEON)
+    speed = {S._kind(wide[0]): 2.0 * on_xeon}
+    seconds = S.makespan([wide, narrow], 1, True, speed, S.INTEL_XEON)
+    assert seconds > S.makespan([wide, narrow], 1, True, None, S.INTEL_XEON)
+    assert f"about {S._duration(seconds)} on one CPU thread" in note
+    small = grid([0.2], [0.3], config_kwargs=dict(d_model=16), **TINY)
+    S._cpu_estimate(small, 1, "cpu", 1, [small])
+    assert probed == [16]

@@ -122,6 +122,8 @@ CPU_TABLES = (AMD_EPYC, INTEL_XEON)
 # (multi_state's two re-runs at k = 4: float32 1.2-1.5 times the two-state estimate,
 # fp16 0.96-1.09 times; an Intel Xeon's steps at k = 4: 1.27 and 1.09 times).
 ENSEMBLE_OVERHEAD = 0.3
+TABLE_WIDTH = 8  # the d_model of every step the tables were measured at
+PROBE_WORTH = 10.0  # seconds of table estimate below which a group is not probed
 ATTENTION_SKIPPED = 0.2
 STATES_POWER = {"fp32": 0.5, "fp16": 0.0}
 WORKERS_VAR = "MARKOVLIB_WORKERS"  # local worker processes of a sweep (default 1)
@@ -241,6 +243,22 @@ def _probe(specs: Sequence[RunSpec]) -> float:
         )  # the median step: a second's swing of the CPU's speed moves it least
         _SPEEDS[cached] = step / (estimate_seconds(specs, 1) / specs[0].train.steps)
     return _SPEEDS[cached]
+
+
+def _beyond(chunks: Sequence[Sequence[RunSpec]], table: CpuTable) -> dict | None:
+    """Probed speeds, as factors on ``table``, of the groups of ``chunks`` whose width
+    no table was measured at (d_model other than :data:`TABLE_WIDTH`: the in-context
+    chapter's d = 16 on sequences of 64 took 2.2 times its table estimate, 2026-11-29);
+    None where every group is the tables', or where the table gives them under
+    :data:`PROBE_WORTH` seconds (a smoke run: a probe would cost more than it says)."""
+    beyond = [c for c in chunks if c[0].config.d_model != TABLE_WIDTH]
+    if sum(estimate_seconds(c, 1, None, table) for c in beyond) < PROBE_WORTH:
+        return None
+    factors, first = cpu_speed(beyond), {_kind(c[0]): c[0] for c in beyond}
+    return {  # a probe is a factor on the AMD EPYC's table: on this one's
+        kind: f * _run_step_seconds(first[kind]) / _run_step_seconds(first[kind], table)
+        for kind, f in factors.items()
+    }
 
 
 def _run_step_seconds(spec: RunSpec, table: CpuTable = AMD_EPYC) -> float:
@@ -370,7 +388,7 @@ def _cpu_estimate(
     if chunks is not None:
         cold = pooled(len(chunks), workers) and not pool_started(workers)
         table = None if fixed_speed() is not None else this_cpu_table()
-        speed = cpu_speed(chunks) if table is None else None
+        speed = cpu_speed(chunks) if table is None else _beyond(chunks, table)
         seconds = makespan(chunks, workers, not cold, speed, table or AMD_EPYC)
     else:
         seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
