@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -241,41 +240,6 @@ def test_help_lists_rerun_and_its_chapters(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "multi_state (k p)" in text and "ccmc (k prompt_len sigma" in text
     assert "--set NAME=VALUE" in text
-
-
-@pytest.mark.parametrize(
-    "sig, code, says",
-    [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")],
-    ids=["SIGTERM", "SIGINT"],
-)
-def test_rerun_stopped_says_so_and_sets_the_partial_notebook_aside(
-    tmp_path, sig, code, says
-):
-    """Issue 48: SIGTERM killed a re-run silently (exit -15) and Ctrl-C printed a
-    DeadKernelError traceback after "interrupted": both are one line, their exit
-    status, and the partial notebook set aside as <chapter>.interrupted.ipynb."""
-    env = {**os.environ, "MARKOVLIB_RESULTS": str(tmp_path / "store")}
-    args = "global_minimum --scale smoke --out".split()
-    # a terminal's Ctrl-C: SIGINT at its default disposition in the child, also when
-    # the tests run as a background job (started with SIGINT ignored, as nohup does)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "markovlib", "rerun", *args, str(tmp_path / "out")],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    for line in proc.stderr:  # a few cells in: the kernel is running the chapter
-        if line.startswith("markovlib: training"):
-            break
-    proc.send_signal(sig)
-    rest = proc.stderr.read()
-    assert proc.wait(timeout=120) == code
-    assert f"markovlib rerun: {says}" in rest and "Traceback" not in rest, rest
-    assert not (tmp_path / "out" / "global_minimum.ipynb").exists()
-    assert (tmp_path / "out" / "global_minimum.interrupted.ipynb").exists()
 
 
 def test_rerun_terminal_reads_like_a_progress_report(tmp_path):
