@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import inprocess
 import pytest
@@ -224,3 +225,36 @@ def test_a_stop_that_comes_back_as_another_error_is_one_line_and_exit_130(
     monkeypatch.setattr(scorecard, "run", lambda args: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         main(["scorecard"])  # any other error is not a stop
+
+
+HANGS_AT_EXIT = """
+import atexit, sys, time
+from markovlib.cli import program, scorecard
+atexit.register(time.sleep, 600)  # an exit hook that never returns
+program.STOP_GRACE = 1.0
+
+def run(args):
+    raise KeyboardInterrupt
+
+scorecard.run = run
+sys.argv = ["markovlib", "scorecard"]
+sys.exit(program.entry())
+"""
+
+
+def test_a_stopped_command_exits_even_where_an_exit_hook_hangs():
+    """CI, 2026-11-29: a Ctrl-C'd two-worker sweep printed its line, then hung at exit
+    (60 s, the test's limit). The command's process ends STOP_GRACE seconds after its
+    line, with the stop's status, whatever an exit hook does."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", HANGS_AT_EXIT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 130 and time.perf_counter() - start < 30
+    assert done.stderr == (
+        "markovlib scorecard: interrupted; what was finished is kept, re-run the same "
+        "command to go on\n"
+    )

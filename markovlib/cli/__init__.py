@@ -1,5 +1,5 @@
 """The ``markovlib`` command: a package of one module per command (see ``program``)."""
 
-from .program import COMMANDS, HELP, build_parser, main
+from .program import COMMANDS, HELP, build_parser, entry, main
 
-__all__ = ["main", "build_parser", "HELP", "COMMANDS"]
+__all__ = ["main", "entry", "build_parser", "HELP", "COMMANDS"]

@@ -5,10 +5,20 @@ place that turns a command's failure into a line and an exit status."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import threading
 from importlib import import_module
 
-from .errors import FAILED, CommandFailed, interrupt_in, report, stopped
+from .errors import (
+    FAILED,
+    INTERRUPTED,
+    TERMINATED,
+    CommandFailed,
+    interrupt_in,
+    report,
+    stopped,
+)
 from .values import MAX_LR, MAX_STEPS
 
 DESCRIPTION = """The ``markovlib`` command: train one model, run a sweep into a result store, build a
@@ -101,3 +111,22 @@ def main(argv: list[str] | None = None) -> int:
         if (stop := interrupt_in(e)) is None:
             raise
         return report(args.command, stopped(stop))
+
+
+# seconds a stopped command's process may take to exit after its line
+STOP_GRACE = 20.0
+
+
+def entry() -> int:
+    """The ``markovlib`` command and ``python -m markovlib``: :func:`main`, and a
+    stopped command's process ended within :data:`STOP_GRACE` seconds of its line even
+    where an exit hook hangs (CI, 2026-11-29: a Ctrl-C'd sweep on two worker processes
+    printed its line and never exited). In-process callers use :func:`main`."""
+    status = main()
+    if status in (INTERRUPTED, TERMINATED):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        timer = threading.Timer(STOP_GRACE, os._exit, args=(status,))
+        timer.daemon = True
+        timer.start()
+    return status
