@@ -164,7 +164,8 @@ def tag():
 
 
 # every pair of (command, signal, target) once, and both of the issue's cases (to the
-# book's main process): 5 cases of 12 s instead of all 8 (issue 69, 2026-11-29)
+# book's main process, and issue 48's to rerun's): 6 cases of 12 s instead of all 8
+# (issue 69, 2026-11-29)
 @pytest.mark.parametrize(
     "command, sig, group",
     [
@@ -173,6 +174,7 @@ def tag():
         ("book", signal.SIGTERM, True),
         ("rerun", signal.SIGTERM, False),
         ("rerun", signal.SIGINT, True),
+        ("rerun", signal.SIGINT, False),  # issue 48's Ctrl-C, its partial notebook
     ],
     ids=[
         "book-SIGTERM-main",
@@ -180,6 +182,7 @@ def tag():
         "book-SIGTERM-group",
         "rerun-SIGTERM-main",
         "rerun-SIGINT-group",
+        "rerun-SIGINT-main",
     ],
 )
 def test_a_stopped_chapter_ends_every_process_it_started(

@@ -559,4 +559,11 @@ def test_a_width_no_table_was_measured_at_is_probed_on_a_cpu_with_a_table(monkey
     assert f"about {S._duration(seconds)} on one CPU thread" in note
     small = grid([0.2], [0.3], config_kwargs=dict(d_model=16), **TINY)
     S._cpu_estimate(small, 1, "cpu", 1, [small])
+    S._cpu_estimate(wide, 1, "cpu", 1, [wide], executor="ray")  # the cluster's work
     assert probed == [16]
+    # a probe's factor is on the AMD EPYC's table: 1.0 there is that table's estimate
+    monkeypatch.setattr(S, "this_cpu_table", lambda: S.AMD_EPYC)
+    monkeypatch.setattr(S, "_probe", lambda specs: 1.0)
+    table = S.makespan([wide], 1, True, None, S.AMD_EPYC)
+    note = S._cpu_estimate(wide, 1, "cpu", 1, [wide])
+    assert f"about {S._duration(table)} on one CPU thread" in note

@@ -5,6 +5,7 @@ place that turns a command's failure into a line and an exit status."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -124,9 +125,10 @@ def entry() -> int:
     printed its line and never exited). In-process callers use :func:`main`."""
     status = main()
     if status in (INTERRUPTED, TERMINATED):
-        sys.stdout.flush()
-        sys.stderr.flush()
         timer = threading.Timer(STOP_GRACE, os._exit, args=(status,))
         timer.daemon = True
-        timer.start()
+        timer.start()  # before the flushes: a full or closed pipe cannot hold it
+        with contextlib.suppress(OSError):
+            sys.stdout.flush()
+            sys.stderr.flush()
     return status

@@ -254,9 +254,9 @@ def _beyond(chunks: Sequence[Sequence[RunSpec]], table: CpuTable) -> dict | None
     beyond = [c for c in chunks if c[0].config.d_model != TABLE_WIDTH]
     if sum(estimate_seconds(c, 1, None, table) for c in beyond) < PROBE_WORTH:
         return None
-    factors, first = cpu_speed(beyond), {_kind(c[0]): c[0] for c in beyond}
+    factors, one = cpu_speed(beyond), {_kind(c[0]): c[0] for c in beyond}
     return {  # a probe is a factor on the AMD EPYC's table: on this one's
-        kind: f * _run_step_seconds(first[kind]) / _run_step_seconds(first[kind], table)
+        kind: f * _run_step_seconds(one[kind]) / _run_step_seconds(one[kind], table)
         for kind, f in factors.items()
     }
 
@@ -356,6 +356,7 @@ def training_note(
     store,
     workers: int = 1,
     chunks: Sequence[Sequence[RunSpec]] | None = None,
+    executor: str = "local",
 ) -> str:
     """The line a sweep prints before it trains: how many runs, of which sizes, on
     which device, and where they go ("neither shipped nor stored": the paper edition's
@@ -371,24 +372,32 @@ def training_note(
     return (
         f"markovlib: training {len(todo)} run{'s' if len(todo) != 1 else ''} "
         f"({shown}{more}) in {ensembles} ensemble{'s' if ensembles != 1 else ''} on "
-        f"{device}{_cpu_estimate(todo, ensembles, device, workers, chunks)}: neither "
+        f"{device}{_cpu_estimate(todo, ensembles, device, workers, chunks, executor)}"
+        ": neither "
         "shipped "
         f"nor stored in {store}"
     )
 
 
 def _cpu_estimate(
-    todo: Sequence[RunSpec], ensembles: int, device: str, workers: int = 1, chunks=None
+    todo: Sequence[RunSpec],
+    ensembles: int,
+    device: str,
+    workers: int = 1,
+    chunks=None,
+    executor: str = "local",
 ) -> str:
     """ ", about N min on one CPU thread" (or on N processes: :func:`makespan` of the
-    ``chunks`` where given) where the runs train on a CPU."""
+    ``chunks`` where given) where the runs train on a CPU; a Ray sweep's driver probes
+    no width beyond its table (:func:`_beyond`: the cluster trains them)."""
     if resolve_device(device).type != "cpu":
         return ""
     where = "one CPU thread" if workers == 1 else f"{workers} CPU processes"
     if chunks is not None:
         cold = pooled(len(chunks), workers) and not pool_started(workers)
         table = None if fixed_speed() is not None else this_cpu_table()
-        speed = cpu_speed(chunks) if table is None else _beyond(chunks, table)
+        beyond = _beyond(chunks, table) if executor == "local" else None  # not Ray's
+        speed = cpu_speed(chunks) if table is None else beyond
         seconds = makespan(chunks, workers, not cold, speed, table or AMD_EPYC)
     else:
         seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
@@ -446,7 +455,9 @@ def sweep(
     if todo:  # a store that cannot take the results is refused before any training
         store.check_writable()
     if todo and progress:  # before the first step: how much work this is
-        note = training_note(todo, len(chunks), device, store.path, workers, chunks)
+        note = training_note(
+            todo, len(chunks), device, store.path, workers, chunks, executor
+        )
         print(note, file=sys.stderr)
     bar = _bar(len(todo), progress)
     finished = train_chunks(
