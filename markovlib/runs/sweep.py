@@ -455,10 +455,8 @@ def sweep(
     if todo:  # a store that cannot take the results is refused before any training
         store.check_writable()
     if todo and progress:  # before the first step: how much work this is
-        note = training_note(
-            todo, len(chunks), device, store.path, workers, chunks, executor
-        )
-        print(note, file=sys.stderr)
+        how = (todo, len(chunks), device, store.path, workers, chunks, executor)
+        print(training_note(*how), file=sys.stderr)
     bar = _bar(len(todo), progress)
     finished = train_chunks(
         chunks,
