@@ -561,6 +561,12 @@ def test_a_width_no_table_was_measured_at_is_probed_on_a_cpu_with_a_table(monkey
     S._cpu_estimate(small, 1, "cpu", 1, [small])
     S._cpu_estimate(wide, 1, "cpu", 1, [wide], executor="ray")  # the cluster's work
     assert probed == [16]
+    # a CPU of no table, or a fixed speed: every group by that, none probed for width
+    monkeypatch.setenv(S.SPEED_VAR, "1.5")
+    note = S._cpu_estimate(wide, 1, "cpu", 1, [wide])
+    fixed = S.makespan([wide], 1, True, {S._kind(wide[0]): 1.5}, S.AMD_EPYC)
+    assert f"about {S._duration(fixed)} on one CPU thread" in note and probed == [16]
+    monkeypatch.delenv(S.SPEED_VAR)
     # a probe's factor is on the AMD EPYC's table: 1.0 there is that table's estimate
     monkeypatch.setattr(S, "this_cpu_table", lambda: S.AMD_EPYC)
     monkeypatch.setattr(S, "_probe", lambda specs: 1.0)

@@ -373,9 +373,7 @@ def training_note(
         f"markovlib: training {len(todo)} run{'s' if len(todo) != 1 else ''} "
         f"({shown}{more}) in {ensembles} ensemble{'s' if ensembles != 1 else ''} on "
         f"{device}{_cpu_estimate(todo, ensembles, device, workers, chunks, executor)}"
-        ": neither "
-        "shipped "
-        f"nor stored in {store}"
+        f": neither shipped nor stored in {store}"
     )
 
 
@@ -396,8 +394,10 @@ def _cpu_estimate(
     if chunks is not None:
         cold = pooled(len(chunks), workers) and not pool_started(workers)
         table = None if fixed_speed() is not None else this_cpu_table()
-        beyond = _beyond(chunks, table) if executor == "local" else None  # not Ray's
-        speed = cpu_speed(chunks) if table is None else beyond
+        if table is None:
+            speed = cpu_speed(chunks)
+        else:  # a Ray sweep's driver probes no width: the cluster trains them
+            speed = _beyond(chunks, table) if executor == "local" else None
         seconds = makespan(chunks, workers, not cold, speed, table or AMD_EPYC)
     else:
         seconds = estimate_seconds(todo, ensembles) / min(workers, max(ensembles, 1))
