@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import inprocess
@@ -103,47 +102,6 @@ def test_render_roles_writes_plain_markdown(notebook):
     assert "{glue" not in text and "{numref" not in text and "```{" not in text
     assert notebook.cells[2].source == CELLS["text"]  # the input is left as it was
     nbformat.validate(rendered)
-
-
-def _markovlib(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "markovlib", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def test_rerun_writes_a_notebook_and_a_page_that_read_like_the_book(tmp_path):
-    out = tmp_path / "x"
-    start = time.perf_counter()
-    args = "framework --p 0.3 --q 0.9 --scale smoke --out".split()
-    done = _markovlib("rerun", *args, str(out))
-    seconds = time.perf_counter() - start
-    assert done.returncode == 0, done.stderr[-2000:]
-    print(f"markovlib rerun framework at smoke: {seconds:.1f} s")
-    notebook, page = out / "framework.ipynb", out / "html" / "book" / "framework.html"
-    assert (
-        f"notebook: {notebook}" in done.stdout and f"HTML page: {page}" in done.stdout
-    )
-    assert "framework: ran in" in done.stdout and "Executing" not in done.stderr
-    nb = nbformat.read(str(notebook), as_version=4)
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    assert not RAW_ROLE.search(text), RAW_ROLE.findall(text)
-    rate = f"{binary(0.3, 0.9).entropy_rate():.4g}"  # the chapter's {glue:text}`…:.4g`
-    for shown in ("$p =$ 0.3 and $q =$ 0.9", f"$H_{{\\mathrm{{rate}}}} =$ {rate}"):
-        assert shown in text
-    # the page: the book's theme, its own MathJax (no CDN), glued values in the text,
-    # the paper cited, figures numbered; links to other chapters read as their titles
-    html = page.read_text()
-    assert 'src="../_static/mathjax/tex-chtml.js"' in html and "cdn" not in html
-    assert "sphinx-book-theme.css" in html
-    for shown in (r'\(q =\)</span> <span class="pasted-text">0.9</span>', rate):
-        assert shown in html, shown
-    assert "Makkuva" in html and "Fig. 1" in html
-    assert "{doc}" not in html and "{glue" not in html
-    assert "re-run with seed=0, scale=smoke, p=0.3, q=0.9" in html  # whose chain
 
 
 @pytest.mark.parametrize(
@@ -245,8 +203,8 @@ def test_help_lists_rerun_and_its_chapters(capsys):
 def test_rerun_terminal_reads_like_a_progress_report(tmp_path):
     """Issue 63: no papermill cell log, no object reprs nor figure lines; what it
     trains, the training bar, the chapter's verdicts and its page, in a few lines
-    (the bar's updates apart: its carriage returns); --verbose brings papermill's log
-    back. A cell that fails: its error in a few lines and the partial notebook."""
+    (the bar's updates apart: its carriage returns); the notebook and page it writes
+    read like the book's (:func:`_reads_like_the_book`)."""
     env = {**os.environ, "MARKOVLIB_RESULTS": str(tmp_path / "store")}
     args = "saddles --p 0.3 --q 0.9 --scale smoke --out".split()
     done = subprocess.run(
@@ -276,6 +234,30 @@ def test_rerun_terminal_reads_like_a_progress_report(tmp_path):
         "markovlib: training 16 runs (30 steps, batch 4 × length 64)"
     )
     assert "\rtraining: 100%" in done.stderr and done.stderr.count("\n") == 2
+    _reads_like_the_book(tmp_path / "out", done.stdout)
+
+
+def _reads_like_the_book(out: Path, stdout: str) -> None:
+    """The re-run's notebook and page read like the book's (one re-run of saddles
+    serves both tests: issue 69, a re-run of framework took 21 s): glued values in
+    the text, no raw role; the page with the book's theme, its own MathJax (no CDN),
+    the paper cited, figures numbered, and whose chain it ran."""
+    notebook, page = out / "saddles.ipynb", out / "html" / "book" / "saddles.html"
+    assert f"notebook: {notebook}" in stdout and f"HTML page: {page}" in stdout
+    nb = nbformat.read(str(notebook), as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert not RAW_ROLE.search(text), RAW_ROLE.findall(text)
+    rate = f"{binary(0.3, 0.9).entropy_rate():.4f}"  # the chapter's round(..., 4)
+    for shown in ("($p + q =$ 1.2)", f"($H_{{\\rm rate}} =$ {rate},"):
+        assert shown in text, shown
+    html = page.read_text()
+    assert 'src="../_static/mathjax/tex-chtml.js"' in html and "cdn" not in html
+    assert "sphinx-book-theme.css" in html
+    shown = r'\(p + q =\)</span> <span class="output text_plain">1.2</span>'
+    assert shown in html and rate in html
+    assert "Makkuva" in html and "Fig. 4" in html
+    assert "{doc}" not in html and "{glue" not in html
+    assert "re-run with seed=0, scale=smoke, p=0.3, q=0.9" in html  # whose chain
 
 
 class _Terminal(io.StringIO):

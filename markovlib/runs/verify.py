@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from .._checks import one_thread
+from ..chains import MarkovChain
 from ..model import Transformer
 from ..train import (
     TrainResult,
@@ -64,15 +65,25 @@ class VerificationError(AssertionError):
 # most 1.1e-8 on another (AMD EPYC AVX2/AVX512 runs checked on an Intel AVX512 CPU).
 KERNEL_TOLERANCE = 1e-5
 # |test loss of the stored weights on fresh batches - last test loss of the history|:
-# the stored loss is a mean over eval_batches x batch_size paths, the fresh one over m
-# batches of batch_size paths, so their difference has standard deviation
-# sigma x sqrt(1/(m b) + 1/(eval_batches b)), sigma the per-path spread (estimated
-# from the fresh paths); allowed: LOSS_SIGMAS of those, at least LOSS_FLOOR. Batches
-# are drawn until that tolerance is at most FRESH_RESOLUTION nats (or every one of
-# eval_batches is drawn): one batch for most shipped runs, a quarter of the cost of
-# eval_batches (issue 51; sigma 0.002-0.03 nats over 30 shipped runs, so one batch
-# allows 0.004-0.05). The shipped runs with every batch: |z| at most 2.9 over 255
-# runs, standard deviation of z 0.96.
+# the stored loss is a mean over eval_batches x batch_size paths (standard error
+# sigma / sqrt(eval_batches b), sigma the per-path spread, estimated from the fresh
+# paths); the fresh estimate's own standard error is added in quadrature, and the
+# difference allowed is LOSS_SIGMAS of the two, at least LOSS_FLOOR. The fresh estimate
+# is the regression estimator with two control variates (Rubinstein & Marcus 1985):
+# per path, the mean next-state loss of the true kernel and of the stationary law, whose
+# expectations are exactly H_rate and H(pi) for a first-order chain from its stationary
+# law; the model's per-path loss is regressed on them (centred at those expectations)
+# and the intercept is the estimate. Its residual spread over the shipped runs is
+# 0.0001-0.004 nats against sigma's 0.002-0.04 (60 runs of 10 groups, 2026-11-29), so
+# one batch of batch_size paths makes the fresh side small beside the stored side's.
+# Batches are drawn until the tolerance is at most FRESH_RESOLUTION nats, or the fresh
+# side's error is at most half the stored side's (more paths cannot narrow it), or every
+# one of eval_batches is drawn (a chain without exact controls: higher order, drawn per
+# path, or another start: the plain mean). Over the 1 242 shipped runs' final and
+# checkpoint weights (2 484 checks, 2026-11-29): z = Δ / se has standard deviation 1.02
+# and |z| at most 4.2 (20 above 3: sigma estimated from 16 paths gives Student's t with
+# 15 degrees of freedom, 22 expected); verify --sample 0 --jobs 2 took 129 s against
+# 167 s with the plain mean of up to every batch (AMD EPYC).
 LOSS_SIGMAS = 6.0
 LOSS_FLOOR = 1e-4
 FRESH_RESOLUTION = 0.02
@@ -219,31 +230,68 @@ def _generator(result: TrainResult, offset: int) -> torch.Generator:
 
 
 class _Paths:
-    """Each run's fresh batches (its :data:`FRESH_STREAM`), drawn once and shared by
-    its final and checkpoint weights (the one-model path drew the same paths twice)."""
+    """Each run's fresh batches (its :data:`FRESH_STREAM`) and their control variates
+    (:func:`_controls`), drawn once and shared by its final and checkpoint weights."""
 
     def __init__(self, results: list[TrainResult]):
         self.results, self.drawn = results, [[] for _ in results]
         self.gens = [_generator(r, FRESH_STREAM) for r in results]
 
-    def batch(self, i: int, b: int) -> torch.Tensor:
-        """Run ``i``'s batch ``b`` (batch_size paths of seq_len + 1 states)."""
-        s, chain = self.results[i].train_config, self.results[i].chain
+    def batch(self, i: int, b: int) -> tuple[torch.Tensor, tuple | None]:
+        """Run ``i``'s batch ``b`` (batch_size paths of seq_len + 1 states) and its
+        controls."""
+        result = self.results[i]
+        s = result.train_config
         while len(self.drawn[i]) <= b:
-            x = chain.sample(
+            x = result.chain.sample(
                 s.batch_size, s.seq_len + 1, generator=self.gens[i], start=s.start
             )
-            self.drawn[i].append(x)
+            self.drawn[i].append((x, _controls(result, x)))
         return self.drawn[i][b]
+
+
+def _controls(result: TrainResult, x: torch.Tensor) -> tuple | None:
+    """Per path of ``x`` (B, L + 1), the mean next-state loss of the true kernel and of
+    the stationary law (B, 2), with their exact expectations (H_rate, H(pi)); None
+    where they are not known exactly (a chain of higher order or drawn per path, a
+    start other than the stationary law)."""
+    chain = result.chain
+    if type(chain) is not MarkovChain or result.train_config.start != "stationary":
+        return None
+    surprise = torch.as_tensor(-np.log(np.clip(chain.stationary(), 1e-300, None)))
+    c = torch.stack([chain.next_nll(x).mean(1), surprise[x[:, 1:]].mean(1)], 1)
+    return c.numpy(), np.array([chain.entropy_rate(), chain.unigram_entropy()])
+
+
+def _estimate(m: np.ndarray, controls: list) -> tuple[float, float]:
+    """The expected per-path loss from the per-path losses ``m`` and its standard
+    error: the regression estimator on the control variates (the intercept of m on
+    their deviations from their expectations), the plain mean without them."""
+    n = len(m)
+    if any(c is None for c in controls) or not np.isfinite(m).all():
+        return float(m.mean()), float(
+            m.std(ddof=1) / math.sqrt(n)
+        ) if n > 1 else math.inf
+    d = np.concatenate([c for c, _ in controls]) - controls[0][1]
+    d = d[:, np.ptp(d, axis=0) > 1e-12]  # a constant control (uniform pi) says nothing
+    X = np.column_stack([np.ones(n), d])
+    coef, _, rank, _ = np.linalg.lstsq(X, m, rcond=None)
+    if n - rank < 2:
+        return float(m.mean()), float(
+            m.std(ddof=1) / math.sqrt(n)
+        ) if n > 1 else math.inf
+    resid = m - X @ coef
+    var = resid @ resid / (n - rank) * np.linalg.pinv(X.T @ X)[0, 0]
+    return float(coef[0]), math.sqrt(max(var, 0.0))
 
 
 def _fresh_losses(config, states: list, paths: _Paths, which: list[int]) -> dict:
     """Test loss of each ``states[j]`` (the weights of run ``which[j]``) on its run's
-    fresh batches of its evaluation's batch size, drawn until :data:`FRESH_RESOLUTION`
-    (at most eval_batches), and the standard error of its difference from the stored
-    test loss, by run: every run of one stack in one forward pass a batch. In float32
-    for every run: an fp16 run's loss in fp16 autocast differs by at most 2.0e-6 nats
-    (40 shipped fp16 runs, the same batch) and costs 2.9 times as much on a CPU."""
+    fresh batches (:func:`_estimate`) and the standard error of its difference from the
+    stored test loss, by run, batches drawn as :data:`FRESH_RESOLUTION` says: every run
+    of one stack in one forward pass a batch. In float32 for every run: an fp16 run's
+    loss in fp16 autocast differs by at most 2.0e-6 nats (40 shipped fp16 runs, the
+    same batch) and costs 2.9 times as much on a CPU."""
     if not which:
         return {}
     s = paths.results[which[0]].train_config
@@ -251,15 +299,17 @@ def _fresh_losses(config, states: list, paths: _Paths, which: list[int]) -> dict
     active = list(range(len(which)))
     for b in range(s.eval_batches):
         model = stack(config, [states[j] for j in active])
-        x = torch.stack([paths.batch(which[j], b) for j in active])
+        x = torch.stack([paths.batch(which[j], b)[0] for j in active])
         still = []
         for j, row in zip(active, path_losses(model, x)):
-            per_path[which[j]].append(row)
-            per = torch.cat(per_path[which[j]])
-            spread = per.std().item() if len(per) > 1 else math.inf
-            se = spread * math.sqrt(1 / len(per) + 1 / (s.eval_batches * s.batch_size))
-            out[which[j]] = per.mean().item(), se
-            if not LOSS_SIGMAS * se <= FRESH_RESOLUTION:
+            i = which[j]
+            per_path[i].append(row)
+            m = torch.cat(per_path[i]).numpy()
+            loss, fresh = _estimate(m, [paths.batch(i, c)[1] for c in range(b + 1)])
+            spread = m.std(ddof=1) if len(m) > 1 else math.inf
+            stored = spread / math.sqrt(s.eval_batches * s.batch_size)
+            out[i] = loss, math.hypot(fresh, stored)
+            if not (LOSS_SIGMAS * out[i][1] <= FRESH_RESOLUTION or fresh <= stored / 2):
                 still.append(j)
         active = still
         if not active:
