@@ -12,6 +12,7 @@ kind of CPU, by losses, learnt kernels and predictions on a fixed batch otherwis
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -26,7 +27,7 @@ import pandas as pd
 import torch
 
 from .._checks import one_thread
-from ..chains import MarkovChain
+from ..chains import MarkovChain, stationary_law
 from ..model import Transformer
 from ..train import (
     TrainResult,
@@ -48,7 +49,7 @@ from .shipped import (
     source_weights,
 )
 from .spec import CHECKPOINT_STEP, RunSpec, make_chain, spec_key
-from .stacked import first_losses, kernels, path_losses, stack
+from .stacked import first_losses, outputs, path_losses, stack
 from .store import metrics_of, result_from_record
 
 __all__ = ["FIELDS", "VerificationError", "verify"]
@@ -64,26 +65,30 @@ class VerificationError(AssertionError):
 # on the same weights and paths; measured 0 on the CPU kind that produced a run and at
 # most 1.1e-8 on another (AMD EPYC AVX2/AVX512 runs checked on an Intel AVX512 CPU).
 KERNEL_TOLERANCE = 1e-5
-# |test loss of the stored weights on fresh batches - last test loss of the history|:
-# the stored loss is a mean over eval_batches x batch_size paths (standard error
-# sigma / sqrt(eval_batches b), sigma the per-path spread, estimated from the fresh
-# paths); the fresh estimate's own standard error is added in quadrature, and the
-# difference allowed is LOSS_SIGMAS of the two, at least LOSS_FLOOR. The fresh estimate
-# is the regression estimator with two control variates (Rubinstein & Marcus 1985):
-# per path, the mean next-state loss of the true kernel and of the stationary law, whose
-# expectations are exactly H_rate and H(pi) for a first-order chain from its stationary
-# law; the model's per-path loss is regressed on them (centred at those expectations)
-# and the intercept is the estimate. Its residual spread over the shipped runs is
-# 0.0001-0.004 nats against sigma's 0.002-0.04 (60 runs of 10 groups, 2026-11-29), so
-# one batch of batch_size paths makes the fresh side small beside the stored side's.
-# Batches are drawn until the tolerance is at most FRESH_RESOLUTION nats, or the fresh
-# side's error is at most half the stored side's (more paths cannot narrow it), or every
-# one of eval_batches is drawn (a chain without exact controls: higher order, drawn per
-# path, or another start: the plain mean). Over the 1 242 shipped runs' final and
-# checkpoint weights (2 484 checks, 2026-11-29): z = Δ / se has standard deviation 1.02
-# and |z| at most 4.2 (20 above 3: sigma estimated from 16 paths gives Student's t with
-# 15 degrees of freedom, 22 expected); verify --sample 0 --jobs 2 took 129 s against
-# 167 s with the plain mean of up to every batch (AMD EPYC).
+# |test loss of the stored weights - last test loss of the history| (and the
+# checkpoint's against the history at its step): the stored loss is a mean over
+# eval_batches x batch_size paths (standard error sigma / sqrt(eval_batches b), sigma
+# the per-path spread); the estimate's own standard error is added in quadrature, and
+# the difference allowed is LOSS_SIGMAS of the two, at least LOSS_FLOOR.
+# A run of a first-order chain from its stationary law is estimated on its learnt
+# kernel's 8 paths (the final weights' losses come with the kernel's forward pass) by
+# the regression estimator with two control variates (Rubinstein & Marcus 1985): per
+# path, the mean next-state loss of the true kernel and of the stationary law, whose
+# expectations are exactly H_rate and H(pi); the model's per-path loss is regressed on
+# their deviations and the intercept is the estimate. sigma^2 is b^T C b + the
+# residual variance, C the exact covariance of the two controls' means over seq_len
+# transitions (:func:`_control_cov`), b the regression's slopes. Residual spread over
+# the shipped runs 0.0001-0.004 nats against sigma's 0.002-0.04 (60 runs of 10 groups,
+# 2026-11-29). The paths hold seq_len - 1 transitions, the stored ones seq_len: the
+# estimate's mean over positions leaves out the last one (1 / seq_len of the mean).
+# Any other run (a chain of higher order or drawn per path, or another start): the
+# plain mean over fresh batches of batch_size paths (its FRESH_STREAM), drawn until
+# the tolerance is at most FRESH_RESOLUTION nats or every one of eval_batches is drawn.
+# Over the 1 242 shipped runs' final and checkpoint weights (2 484 checks, 2026-11-29):
+# z = Δ / se has standard deviation 0.98, 8 |z| above 3 (6.7 expected of a normal law),
+# the largest 4.6 and 4.2 at two checkpoints of se 3e-5 (|Δ| 1.5e-4 and 1.2e-4 against
+# tolerances of 2.0e-4 and 1.7e-4). verify --sample 0 --jobs 2: 81 s (148 s of
+# CPU) against 167 s (287 s) with the plain mean of up to every fresh batch (AMD EPYC).
 LOSS_SIGMAS = 6.0
 LOSS_FLOOR = 1e-4
 FRESH_RESOLUTION = 0.02
@@ -230,68 +235,105 @@ def _generator(result: TrainResult, offset: int) -> torch.Generator:
 
 
 class _Paths:
-    """Each run's fresh batches (its :data:`FRESH_STREAM`) and their control variates
-    (:func:`_controls`), drawn once and shared by its final and checkpoint weights."""
+    """Each run's fresh batches (its :data:`FRESH_STREAM`), drawn once and shared by
+    its final and checkpoint weights."""
 
     def __init__(self, results: list[TrainResult]):
         self.results, self.drawn = results, [[] for _ in results]
         self.gens = [_generator(r, FRESH_STREAM) for r in results]
 
-    def batch(self, i: int, b: int) -> tuple[torch.Tensor, tuple | None]:
-        """Run ``i``'s batch ``b`` (batch_size paths of seq_len + 1 states) and its
-        controls."""
-        result = self.results[i]
-        s = result.train_config
+    def batch(self, i: int, b: int) -> torch.Tensor:
+        """Run ``i``'s batch ``b`` (batch_size paths of seq_len + 1 states)."""
+        s, chain = self.results[i].train_config, self.results[i].chain
         while len(self.drawn[i]) <= b:
-            x = result.chain.sample(
+            x = chain.sample(
                 s.batch_size, s.seq_len + 1, generator=self.gens[i], start=s.start
             )
-            self.drawn[i].append((x, _controls(result, x)))
+            self.drawn[i].append(x)
         return self.drawn[i][b]
 
 
 def _controls(result: TrainResult, x: torch.Tensor) -> tuple | None:
-    """Per path of ``x`` (B, L + 1), the mean next-state loss of the true kernel and of
-    the stationary law (B, 2), with their exact expectations (H_rate, H(pi)); None
-    where they are not known exactly (a chain of higher order or drawn per path, a
-    start other than the stationary law)."""
+    """Per path of ``x`` (B, L), the mean next-state loss of the true kernel and of the
+    stationary law over its L - 1 transitions (B, 2), their exact expectations (H_rate,
+    H(pi)) and the exact covariance of their means over seq_len transitions (a stored
+    test path's); None where they are not known exactly (a chain of higher order or
+    drawn per path, a run trained from another start)."""
     chain = result.chain
     if type(chain) is not MarkovChain or result.train_config.start != "stationary":
         return None
     surprise = torch.as_tensor(-np.log(np.clip(chain.stationary(), 1e-300, None)))
     c = torch.stack([chain.next_nll(x).mean(1), surprise[x[:, 1:]].mean(1)], 1)
-    return c.numpy(), np.array([chain.entropy_rate(), chain.unigram_entropy()])
+    means = np.array([chain.entropy_rate(), chain.unigram_entropy()])
+    cov = _control_cov(chain.P.tobytes(), chain.k, result.train_config.seq_len)
+    return c.numpy(), means, cov
 
 
-def _estimate(m: np.ndarray, controls: list) -> tuple[float, float]:
-    """The expected per-path loss from the per-path losses ``m`` and its standard
-    error: the regression estimator on the control variates (the intercept of m on
-    their deviations from their expectations), the plain mean without them."""
-    n = len(m)
-    if any(c is None for c in controls) or not np.isfinite(m).all():
-        return float(m.mean()), float(
-            m.std(ddof=1) / math.sqrt(n)
-        ) if n > 1 else math.inf
-    d = np.concatenate([c for c, _ in controls]) - controls[0][1]
-    d = d[:, np.ptp(d, axis=0) > 1e-12]  # a constant control (uniform pi) says nothing
-    X = np.column_stack([np.ones(n), d])
+@functools.cache
+def _control_cov(kernel: bytes, k: int, n: int) -> np.ndarray:
+    """The covariance (2, 2) of the means over n transitions of the stationary chain
+    of kernel P of f(x_t, x_{t+1}) = (-log P[x_t, x_{t+1}], -log pi[x_{t+1}]): the pair
+    (x_t, x_{t+1}) is a Markov chain, and Var(sum of f) = n g_0 + sum over h of
+    (n - h)(g_h + g_h^T), g_h its lag-h autocovariance."""
+    P = np.frombuffer(kernel).reshape(k, k)
+    pi = stationary_law(P)
+    law = (pi[:, None] * P).ravel()  # of the pair (x_t, x_{t+1})
+    logs = -np.log(np.clip(P, 1e-300, None)), -np.log(np.clip(pi, 1e-300, None))
+    f = np.stack([logs[0].ravel(), np.tile(logs[1], k)], 1)
+    f = f - law @ f
+    step = np.zeros((k * k, k * k))  # (i, j) -> (j, l) with probability P[j, l]
+    for i, j in np.ndindex(k, k):
+        step[i * k + j, j * k : (j + 1) * k] = P[j]
+    weighted, ahead = (law[:, None] * f).T, f
+    total = n * (weighted @ f)
+    for h in range(1, n):
+        ahead = step @ ahead
+        lagged = weighted @ ahead
+        total += (n - h) * (lagged + lagged.T)
+    return total / n**2
+
+
+def _estimate(m: np.ndarray, controls) -> tuple[float, float, float]:
+    """The expected loss of a path from its per-path losses ``m``: its estimate, the
+    estimate's standard error, and the per-path spread sigma of a stored test path's
+    loss. With ``controls`` (:func:`_controls`) the regression estimator (the intercept
+    of m on the controls' deviations from their expectations) and sigma^2 = b^T Cov b +
+    the residual variance; without, the plain mean and spread."""
+    n, plain = len(m), (float(m.mean()), math.inf, math.inf)
+    if n > 1:
+        plain = plain[0], float(m.std(ddof=1) / math.sqrt(n)), float(m.std(ddof=1))
+    if controls is None or not np.isfinite(m).all():
+        return plain
+    c, means, cov = controls
+    kept = np.ptp(c, axis=0) > 1e-12  # a constant control (uniform pi) says nothing
+    X = np.column_stack([np.ones(n), (c - means)[:, kept]])
     coef, _, rank, _ = np.linalg.lstsq(X, m, rcond=None)
     if n - rank < 2:
-        return float(m.mean()), float(
-            m.std(ddof=1) / math.sqrt(n)
-        ) if n > 1 else math.inf
+        return plain
     resid = m - X @ coef
-    var = resid @ resid / (n - rank) * np.linalg.pinv(X.T @ X)[0, 0]
-    return float(coef[0]), math.sqrt(max(var, 0.0))
+    s2 = resid @ resid / (n - rank)
+    var = s2 * np.linalg.pinv(X.T @ X)[0, 0]
+    b = coef[1:]
+    sigma2 = b @ cov[np.ix_(kept, kept)] @ b + s2
+    return float(coef[0]), math.sqrt(max(var, 0.0)), math.sqrt(max(sigma2, 0.0))
+
+
+def _stored_se(result: TrainResult, estimate: tuple) -> tuple[float, float]:
+    """(loss, standard error of its difference from the stored test loss, a mean over
+    eval_batches x batch_size paths) from an :func:`_estimate`."""
+    loss, se, sigma = estimate
+    s = result.train_config
+    return loss, math.hypot(se, sigma / math.sqrt(s.eval_batches * s.batch_size))
 
 
 def _fresh_losses(config, states: list, paths: _Paths, which: list[int]) -> dict:
-    """Test loss of each ``states[j]`` (the weights of run ``which[j]``) on its run's
-    fresh batches (:func:`_estimate`) and the standard error of its difference from the
-    stored test loss, by run, batches drawn as :data:`FRESH_RESOLUTION` says: every run
-    of one stack in one forward pass a batch. In float32 for every run: an fp16 run's
-    loss in fp16 autocast differs by at most 2.0e-6 nats (40 shipped fp16 runs, the
-    same batch) and costs 2.9 times as much on a CPU."""
+    """Test loss of each ``states[j]`` (the weights of run ``which[j]``, a run without
+    control variates) on its run's fresh batches of its evaluation's batch size, drawn
+    until :data:`FRESH_RESOLUTION` (at most eval_batches), and the standard error of its
+    difference from the stored test loss, by run: every run of one stack in one forward
+    pass a batch. In float32 for every run: an fp16 run's loss in fp16 autocast differs
+    by at most 2.0e-6 nats (40 shipped fp16 runs, the same batch) and costs 2.9 times as
+    much on a CPU."""
     if not which:
         return {}
     s = paths.results[which[0]].train_config
@@ -299,22 +341,49 @@ def _fresh_losses(config, states: list, paths: _Paths, which: list[int]) -> dict
     active = list(range(len(which)))
     for b in range(s.eval_batches):
         model = stack(config, [states[j] for j in active])
-        x = torch.stack([paths.batch(which[j], b)[0] for j in active])
+        x = torch.stack([paths.batch(which[j], b) for j in active])
         still = []
         for j, row in zip(active, path_losses(model, x)):
             i = which[j]
             per_path[i].append(row)
             m = torch.cat(per_path[i]).numpy()
-            loss, fresh = _estimate(m, [paths.batch(i, c)[1] for c in range(b + 1)])
-            spread = m.std(ddof=1) if len(m) > 1 else math.inf
-            stored = spread / math.sqrt(s.eval_batches * s.batch_size)
-            out[i] = loss, math.hypot(fresh, stored)
-            if not (LOSS_SIGMAS * out[i][1] <= FRESH_RESOLUTION or fresh <= stored / 2):
+            out[i] = _stored_se(paths.results[i], _estimate(m, None))
+            if not LOSS_SIGMAS * out[i][1] <= FRESH_RESOLUTION:
                 still.append(j)
         active = still
         if not active:
             break
     return out
+
+
+def _test_losses(config, runs: list, x: torch.Tensor, ends: torch.Tensor):
+    """(checkpoint, final) weights' test losses and the standard errors of their
+    differences from the stored ones, by run index: a run with control variates
+    (:func:`_controls`) on its learnt kernel's paths ``x`` (the final weights' per-path
+    losses there, ``ends``, come with its kernel), the checkpoint's in one more forward
+    pass; a run without, on fresh batches (:func:`_fresh_losses`)."""
+    results = [run.result for run in runs]
+    controls = [_controls(r, x[i]) for i, r in enumerate(results)]
+    due = [i for i, r in enumerate(results) if _checkpoint_loss_due(r) is not None]
+    plain = [i for i, c in enumerate(controls) if c is None]
+    paths, late = _Paths(results), [i for i in due if controls[i] is not None]
+    ckpt = _fresh_losses(
+        config,
+        [runs[i].record["checkpoint"] for i in due if i in plain],
+        paths,
+        [i for i in due if i in plain],
+    )
+    if late:
+        model = stack(config, [runs[i].record["checkpoint"] for i in late])
+        for i, m in zip(late, path_losses(model, x[late])):
+            ckpt[i] = _stored_se(results[i], _estimate(m.numpy(), controls[i]))
+    final = _fresh_losses(
+        config, [runs[i].record["weights"] for i in plain], paths, plain
+    )
+    for i, c in enumerate(controls):
+        if c is not None:
+            final[i] = _stored_se(results[i], _estimate(ends[i].numpy(), c))
+    return ckpt, final
 
 
 @torch.no_grad()
@@ -533,7 +602,7 @@ def _check_kernel(where: str, kernel: np.ndarray, stored) -> float:
 
 
 def _check_loss(where: str, run: _Run, loss: float, se: float) -> float:
-    """The stored weights give a test loss (``loss`` on fresh batches, standard error
+    """The stored weights give a test loss (``loss`` on unseen paths, standard error
     ``se``) consistent with the stored history (not finite for a run that diverged);
     returns |Δ| as a share of the tolerance."""
     result = run.result
@@ -542,7 +611,7 @@ def _check_loss(where: str, run: _Run, loss: float, se: float) -> float:
         if diverged is None or math.isfinite(loss):
             raise VerificationError(
                 f"{where}: diverged_step {diverged!r} (by its history), but its "
-                f"stored weights give a test loss of {loss:.4f} on fresh batches"
+                f"stored weights give a test loss of {loss:.4f} on unseen paths"
             )
         return 0.0
     share = _within_noise(
@@ -563,13 +632,13 @@ def _check_loss(where: str, run: _Run, loss: float, se: float) -> float:
 
 
 def _within_noise(what: str, loss: float, stored: float, se: float) -> float:
-    """|loss on fresh batches − stored test loss| as a share of its tolerance
+    """|loss on unseen paths − stored test loss| as a share of its tolerance
     (:data:`LOSS_SIGMAS` standard errors ``se`` of the difference, at least
     :data:`LOSS_FLOOR`); ``what`` starts the VerificationError where it is more."""
     tolerance = max(LOSS_SIGMAS * se, LOSS_FLOOR)
     if not abs(loss - stored) <= tolerance:
         raise VerificationError(
-            f"{what} give {loss:.4f} on fresh batches (|Δ| {abs(loss - stored):.4f} > "
+            f"{what} give {loss:.4f} on unseen paths (|Δ| {abs(loss - stored):.4f} > "
             f"{tolerance:.4f} nats, {LOSS_SIGMAS:g} standard errors)"
         )
     return abs(loss - stored) / tolerance
@@ -670,19 +739,12 @@ def _consistent(data: ShippedData, keys: list[str]) -> tuple[float, float, float
             for r in results
         ]
     )  # TrainResult.learnt_kernel's paths
-    learnt = kernels(final, x, results[0].chain.k)
+    learnt, ends = outputs(final, x, results[0].chain.k)
     gaps = [
         _check_kernel(run.where, kernel, run.record["metrics"]["learnt_kernel"])
         for run, kernel in zip(runs, learnt)
     ]
-    paths = _Paths(results)
-    due = [i for i, r in enumerate(results) if _checkpoint_loss_due(r) is not None]
-    ckpt = _fresh_losses(
-        config, [runs[i].record["checkpoint"] for i in due], paths, due
-    )
-    ends = _fresh_losses(
-        config, [r.record["weights"] for r in runs], paths, [*range(len(runs))]
-    )
+    ckpt, ends = _test_losses(config, runs, x, ends)
     shares = []
     for i, run in enumerate(runs):
         if i in ckpt:
