@@ -22,7 +22,7 @@ from ..model import Transformer, TransformerConfig
 from ..train import HALF, cross_entropy, seed_streams
 from .spec import RunSpec, make_chain, start_weights
 
-__all__ = ["stack", "path_losses", "outputs", "first_losses"]
+__all__ = ["stack", "path_losses", "kernels", "first_losses"]
 
 
 def stack(config: TransformerConfig, states: Sequence[dict]) -> Transformer:
@@ -45,23 +45,14 @@ def path_losses(model: Transformer, x: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def outputs(
-    model: Transformer, x: torch.Tensor, k: int
-) -> tuple[np.ndarray, torch.Tensor]:
-    """Each member's learnt kernel on its paths ``x`` (N, B, L): (N, k, k), the average
-    predicted P(x_{n+1} = j | x_n = i) (:meth:`TrainResult.learnt_kernel`); and its mean
-    next-state loss along each path, (N, B) float64 over the L - 1 transitions: one
-    forward pass."""
-    logits = model(x).float()
-    probs = logits.softmax(-1).double()
+def kernels(model: Transformer, x: torch.Tensor, k: int) -> np.ndarray:
+    """Each member's learnt kernel on its paths ``x`` (N, B, L): (N, k, k), the
+    average predicted P(x_{n+1} = j | x_n = i) (:meth:`TrainResult.learnt_kernel`)."""
+    probs = model(x).softmax(-1).double()
     onehot = F.one_hot(x, k).double()
     sums = torch.einsum("mbni,mbnj->mij", onehot, probs)
     counts = onehot.sum((1, 2))[:, :, None]
-    nll = F.cross_entropy(
-        logits[..., :-1, :].reshape(-1, k), x[..., 1:].reshape(-1), reduction="none"
-    )
-    losses = nll.view(x.shape[0], x.shape[1], -1).double().mean(-1)
-    return (sums / counts.clamp(min=1)).numpy(), losses
+    return (sums / counts.clamp(min=1)).numpy()
 
 
 @torch.no_grad()

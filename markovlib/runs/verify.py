@@ -49,7 +49,7 @@ from .shipped import (
     source_weights,
 )
 from .spec import CHECKPOINT_STEP, RunSpec, make_chain, spec_key
-from .stacked import first_losses, outputs, path_losses, stack
+from .stacked import first_losses, kernels, path_losses, stack
 from .store import metrics_of, result_from_record
 
 __all__ = ["FIELDS", "VerificationError", "verify"]
@@ -70,28 +70,29 @@ KERNEL_TOLERANCE = 1e-5
 # eval_batches x batch_size paths (standard error sigma / sqrt(eval_batches b), sigma
 # the per-path spread); the estimate's own standard error is added in quadrature, and
 # the difference allowed is LOSS_SIGMAS of the two, at least LOSS_FLOOR.
-# A run of a first-order chain from its stationary law is estimated on its learnt
-# kernel's 8 paths (the final weights' losses come with the kernel's forward pass) by
-# the regression estimator with two control variates (Rubinstein & Marcus 1985): per
-# path, the mean next-state loss of the true kernel and of the stationary law, whose
-# expectations are exactly H_rate and H(pi); the model's per-path loss is regressed on
-# their deviations and the intercept is the estimate. sigma^2 is b^T C b + the
-# residual variance, C the exact covariance of the two controls' means over seq_len
-# transitions (:func:`_control_cov`), b the regression's slopes. Residual spread over
-# the shipped runs 0.0001-0.004 nats against sigma's 0.002-0.04 (60 runs of 10 groups,
-# 2026-11-29). The paths hold seq_len - 1 transitions, the stored ones seq_len: the
-# estimate's mean over positions leaves out the last one (1 / seq_len of the mean).
-# Any other run (a chain of higher order or drawn per path, or another start): the
-# plain mean over fresh batches of batch_size paths (its FRESH_STREAM), drawn until
-# the tolerance is at most FRESH_RESOLUTION nats or every one of eval_batches is drawn.
+# A run of a first-order chain from its stationary law is estimated on CONTROLLED_PATHS
+# fresh paths of seq_len + 1 states (its FRESH_STREAM) by the regression estimator with
+# two control variates (Rubinstein & Marcus 1985): per path, the mean next-state loss
+# of the true kernel and of the stationary law, whose expectations are exactly H_rate
+# and H(pi); the model's per-path loss is regressed on their deviations and the
+# intercept is the estimate. sigma^2 is b^T C b + the residual variance, C the exact
+# covariance of the two controls' means over seq_len transitions (:func:`_control_cov`),
+# b the regression's slopes. Residual spread over the shipped runs 0.0001-0.004 nats
+# against sigma's 0.002-0.04 (60 runs of 10 groups, 2026-11-29), so the estimate's own
+# error (5 degrees of freedom) is small beside the stored loss's; where it is not (more
+# than half of it), or the controls cannot give an estimate (paths that all look alike
+# to them), and for every other run (a chain of higher order or drawn per path, another
+# start): the plain mean over fresh batches of batch_size paths, drawn until the
+# tolerance is at most FRESH_RESOLUTION nats or every one of eval_batches is drawn.
 # Over the 1 242 shipped runs' final and checkpoint weights (2 484 checks, 2026-11-29):
-# z = Δ / se has standard deviation 0.98, 8 |z| above 3 (6.7 expected of a normal law),
-# the largest 4.6 and 4.2 at two checkpoints of se 3e-5 (|Δ| 1.5e-4 and 1.2e-4 against
-# tolerances of 2.0e-4 and 1.7e-4). verify --sample 0 --jobs 2: 81 s (148 s of
-# CPU) against 167 s (287 s) with the plain mean of up to every fresh batch (AMD EPYC).
+# z = Δ / se has standard deviation 1.00 and |z| at most 4.15 (17 above 3 where a normal
+# law gives 6.7: sigma and the slopes come from 8 paths). verify --sample 0 --jobs 2:
+# 92 s (168 s of CPU) against 167 s (287 s) with the plain mean of up to every fresh
+# batch (AMD EPYC).
 LOSS_SIGMAS = 6.0
 LOSS_FLOOR = 1e-4
 FRESH_RESOLUTION = 0.02
+CONTROLLED_PATHS = 8
 # The checks that evaluate stored weights run on the runs of one group at once, as one
 # ensemble (markovlib.runs.stacked) of at most STACK_STATES states a batch: 32 runs of
 # 16 paths of 1 025 states, about 0.3 GB of activations.
@@ -254,11 +255,11 @@ class _Paths:
 
 
 def _controls(result: TrainResult, x: torch.Tensor) -> tuple | None:
-    """Per path of ``x`` (B, L), the mean next-state loss of the true kernel and of the
-    stationary law over its L - 1 transitions (B, 2), their exact expectations (H_rate,
-    H(pi)) and the exact covariance of their means over seq_len transitions (a stored
-    test path's); None where they are not known exactly (a chain of higher order or
-    drawn per path, a run trained from another start)."""
+    """Per path of ``x`` (B, seq_len + 1), the mean next-state loss of the true kernel
+    and of the stationary law over its transitions (B, 2), their exact expectations
+    (H_rate, H(pi)) and the exact covariance of their means; None where they are not
+    known exactly (a chain of higher order or drawn per path, a run trained from
+    another start)."""
     chain = result.chain
     if type(chain) is not MarkovChain or result.train_config.start != "stationary":
         return None
@@ -293,47 +294,67 @@ def _control_cov(kernel: bytes, k: int, n: int) -> np.ndarray:
     return total / n**2
 
 
-def _estimate(m: np.ndarray, controls) -> tuple[float, float, float]:
-    """The expected loss of a path from its per-path losses ``m``: its estimate, the
-    estimate's standard error, and the per-path spread sigma of a stored test path's
-    loss. With ``controls`` (:func:`_controls`) the regression estimator (the intercept
-    of m on the controls' deviations from their expectations) and sigma^2 = b^T Cov b +
-    the residual variance; without, the plain mean and spread."""
-    n, plain = len(m), (float(m.mean()), math.inf, math.inf)
-    if n > 1:
-        plain = plain[0], float(m.std(ddof=1) / math.sqrt(n)), float(m.std(ddof=1))
-    if controls is None or not np.isfinite(m).all():
-        return plain
+def _plain(m: np.ndarray) -> tuple[float, float, float]:
+    """(mean, its standard error, the per-path spread) of the per-path losses ``m``."""
+    n, spread = len(m), float(m.std(ddof=1)) if len(m) > 1 else math.inf
+    return float(m.mean()), spread / math.sqrt(n), spread
+
+
+def _estimate(m: np.ndarray, controls) -> tuple[float, float, float] | None:
+    """(estimate, its standard error, sigma) of the expected loss of a path from the
+    per-path losses ``m`` and their ``controls`` (:func:`_controls`): the regression
+    estimator (the intercept of m on the controls' deviations from their expectations,
+    one SVD for coefficients and variance), sigma^2 = b^T C b + the residual variance;
+    None where the intercept cannot be estimated (every path alike in the controls)."""
     c, means, cov = controls
-    kept = np.ptp(c, axis=0) > 1e-12  # a constant control (uniform pi) says nothing
-    X = np.column_stack([np.ones(n), (c - means)[:, kept]])
-    coef, _, rank, _ = np.linalg.lstsq(X, m, rcond=None)
-    if n - rank < 2:
-        return plain
+    kept = np.diag(cov) > 1e-12 * np.trace(
+        cov
+    )  # by their exact variance, not the sample's
+    X = np.column_stack([np.ones(len(m)), (c - means)[:, kept]])
+    U, S, Vt = np.linalg.svd(X, full_matrices=False)
+    rank = int((S > S[0] * 1e-8).sum())
+    V = Vt[:rank].T
+    if len(m) - rank < 2 or abs(V[0] @ V[0] - 1) > 1e-8 or not np.isfinite(m).all():
+        return None  # the intercept is not in X's row space: not estimable
+    pinv = (V / S[:rank]) @ U[:, :rank].T
+    coef = pinv @ m
     resid = m - X @ coef
-    s2 = resid @ resid / (n - rank)
-    var = s2 * np.linalg.pinv(X.T @ X)[0, 0]
+    s2 = resid @ resid / (len(m) - rank)
     b = coef[1:]
     sigma2 = b @ cov[np.ix_(kept, kept)] @ b + s2
-    return float(coef[0]), math.sqrt(max(var, 0.0)), math.sqrt(max(sigma2, 0.0))
+    return float(coef[0]), math.sqrt(s2 * (pinv[0] @ pinv[0])), math.sqrt(sigma2)
 
 
 def _stored_se(result: TrainResult, estimate: tuple) -> tuple[float, float]:
     """(loss, standard error of its difference from the stored test loss, a mean over
-    eval_batches x batch_size paths) from an :func:`_estimate`."""
+    eval_batches x batch_size paths) from an estimate (loss, its error, sigma)."""
     loss, se, sigma = estimate
     s = result.train_config
     return loss, math.hypot(se, sigma / math.sqrt(s.eval_batches * s.batch_size))
 
 
+def _controlled(result: TrainResult, m: np.ndarray, controls) -> tuple | None:
+    """:func:`_stored_se` of :func:`_estimate`; None where it cannot serve: no
+    estimate, or its own error more than half the stored loss's (its 5 degrees of
+    freedom would then weigh: the plain path's batches decide)."""
+    found = _estimate(m, controls)
+    s = result.train_config
+    if (
+        found is None
+        or not found[1] <= found[2] / math.sqrt(s.eval_batches * s.batch_size) / 2
+    ):
+        return None
+    return _stored_se(result, found)
+
+
 def _fresh_losses(config, states: list, paths: _Paths, which: list[int]) -> dict:
-    """Test loss of each ``states[j]`` (the weights of run ``which[j]``, a run without
-    control variates) on its run's fresh batches of its evaluation's batch size, drawn
-    until :data:`FRESH_RESOLUTION` (at most eval_batches), and the standard error of its
-    difference from the stored test loss, by run: every run of one stack in one forward
-    pass a batch. In float32 for every run: an fp16 run's loss in fp16 autocast differs
-    by at most 2.0e-6 nats (40 shipped fp16 runs, the same batch) and costs 2.9 times as
-    much on a CPU."""
+    """Test loss of each ``states[j]`` (the weights of run ``which[j]``, where control
+    variates cannot serve) on its run's fresh batches of its evaluation's batch size,
+    drawn until :data:`FRESH_RESOLUTION` (at most eval_batches), and the standard error
+    of its difference from the stored test loss, by run: every run of one stack in one
+    forward pass a batch. In float32 for every run: an fp16 run's loss in fp16
+    autocast differs by at most 2.0e-6 nats (40 shipped fp16 runs, the same batch) and
+    costs 2.9 times as much on a CPU."""
     if not which:
         return {}
     s = paths.results[which[0]].train_config
@@ -347,7 +368,7 @@ def _fresh_losses(config, states: list, paths: _Paths, which: list[int]) -> dict
             i = which[j]
             per_path[i].append(row)
             m = torch.cat(per_path[i]).numpy()
-            out[i] = _stored_se(paths.results[i], _estimate(m, None))
+            out[i] = _stored_se(paths.results[i], _plain(m))
             if not LOSS_SIGMAS * out[i][1] <= FRESH_RESOLUTION:
                 still.append(j)
         active = still
@@ -356,34 +377,29 @@ def _fresh_losses(config, states: list, paths: _Paths, which: list[int]) -> dict
     return out
 
 
-def _test_losses(config, runs: list, x: torch.Tensor, ends: torch.Tensor):
+def _test_losses(config, runs: list) -> tuple[dict, dict]:
     """(checkpoint, final) weights' test losses and the standard errors of their
-    differences from the stored ones, by run index: a run with control variates
-    (:func:`_controls`) on its learnt kernel's paths ``x`` (the final weights' per-path
-    losses there, ``ends``, come with its kernel), the checkpoint's in one more forward
-    pass; a run without, on fresh batches (:func:`_fresh_losses`)."""
+    differences from the stored ones, by run index: by control variates on
+    :data:`CONTROLLED_PATHS` fresh paths (:func:`_controlled`, one forward pass of the
+    stack each), or on fresh batches (:func:`_fresh_losses`) where they cannot serve."""
     results = [run.result for run in runs]
+    paths, n = _Paths(results), CONTROLLED_PATHS
+    x = torch.stack([paths.batch(i, 0)[:n] for i in range(len(runs))])
     controls = [_controls(r, x[i]) for i, r in enumerate(results)]
     due = [i for i, r in enumerate(results) if _checkpoint_loss_due(r) is not None]
-    plain = [i for i, c in enumerate(controls) if c is None]
-    paths, late = _Paths(results), [i for i in due if controls[i] is not None]
-    ckpt = _fresh_losses(
-        config,
-        [runs[i].record["checkpoint"] for i in due if i in plain],
-        paths,
-        [i for i in due if i in plain],
-    )
-    if late:
-        model = stack(config, [runs[i].record["checkpoint"] for i in late])
-        for i, m in zip(late, path_losses(model, x[late])):
-            ckpt[i] = _stored_se(results[i], _estimate(m.numpy(), controls[i]))
-    final = _fresh_losses(
-        config, [runs[i].record["weights"] for i in plain], paths, plain
-    )
-    for i, c in enumerate(controls):
-        if c is not None:
-            final[i] = _stored_se(results[i], _estimate(ends[i].numpy(), c))
-    return ckpt, final
+    out = []
+    for name, which in (("checkpoint", due), ("weights", [*range(len(runs))])):
+        found, cv = {}, [i for i in which if controls[i] is not None]
+        if cv:
+            model = stack(config, [runs[i].record[name] for i in cv])
+            for i, m in zip(cv, path_losses(model, x[cv])):
+                estimate = _controlled(results[i], m.numpy(), controls[i])
+                if estimate is not None:
+                    found[i] = estimate
+        rest = [i for i in which if i not in found]
+        states = [runs[i].record[name] for i in rest]
+        out.append({**found, **_fresh_losses(config, states, paths, rest)})
+    return out[0], out[1]
 
 
 @torch.no_grad()
@@ -602,7 +618,7 @@ def _check_kernel(where: str, kernel: np.ndarray, stored) -> float:
 
 
 def _check_loss(where: str, run: _Run, loss: float, se: float) -> float:
-    """The stored weights give a test loss (``loss`` on unseen paths, standard error
+    """The stored weights give a test loss (``loss`` on fresh paths, standard error
     ``se``) consistent with the stored history (not finite for a run that diverged);
     returns |Δ| as a share of the tolerance."""
     result = run.result
@@ -611,7 +627,7 @@ def _check_loss(where: str, run: _Run, loss: float, se: float) -> float:
         if diverged is None or math.isfinite(loss):
             raise VerificationError(
                 f"{where}: diverged_step {diverged!r} (by its history), but its "
-                f"stored weights give a test loss of {loss:.4f} on unseen paths"
+                f"stored weights give a test loss of {loss:.4f} on fresh paths"
             )
         return 0.0
     share = _within_noise(
@@ -632,13 +648,13 @@ def _check_loss(where: str, run: _Run, loss: float, se: float) -> float:
 
 
 def _within_noise(what: str, loss: float, stored: float, se: float) -> float:
-    """|loss on unseen paths − stored test loss| as a share of its tolerance
+    """|loss on fresh paths − stored test loss| as a share of its tolerance
     (:data:`LOSS_SIGMAS` standard errors ``se`` of the difference, at least
     :data:`LOSS_FLOOR`); ``what`` starts the VerificationError where it is more."""
     tolerance = max(LOSS_SIGMAS * se, LOSS_FLOOR)
     if not abs(loss - stored) <= tolerance:
         raise VerificationError(
-            f"{what} give {loss:.4f} on unseen paths (|Δ| {abs(loss - stored):.4f} > "
+            f"{what} give {loss:.4f} on fresh paths (|Δ| {abs(loss - stored):.4f} > "
             f"{tolerance:.4f} nats, {LOSS_SIGMAS:g} standard errors)"
         )
     return abs(loss - stored) / tolerance
@@ -739,12 +755,12 @@ def _consistent(data: ShippedData, keys: list[str]) -> tuple[float, float, float
             for r in results
         ]
     )  # TrainResult.learnt_kernel's paths
-    learnt, ends = outputs(final, x, results[0].chain.k)
+    learnt = kernels(final, x, results[0].chain.k)
     gaps = [
         _check_kernel(run.where, kernel, run.record["metrics"]["learnt_kernel"])
         for run, kernel in zip(runs, learnt)
     ]
-    ckpt, ends = _test_losses(config, runs, x, ends)
+    ckpt, ends = _test_losses(config, runs)
     shares = []
     for i, run in enumerate(runs):
         if i in ckpt:
