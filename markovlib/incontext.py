@@ -32,7 +32,7 @@ __all__ = ["InContextChain", "bayes_nll", "unigram_nll", "Levels", "levels"]
 __all__ += ["induction_score", "previous_token_score", "kernel_rates", "RATE_KERNELS"]
 __all__ += ["SIZES", "SOURCE", "LAYERS", "scale", "Heads", "heads", "model_nll"]
 __all__ += ["head_ablated", "uniform_attention", "EVAL_PATHS", "EVAL_SEED"]
-__all__ += ["INDUCTION_LIFT", "PREVIOUS_TOKEN", "has_induction_head"]
+__all__ += ["INDUCTION_LIFT", "PREVIOUS_TOKEN", "has_induction_head", "scores"]
 
 # This book's sizes for sequences whose kernel is drawn per sequence (issue 68): the
 # paper trains none (its abstract states the finding from the work it cites), so none
@@ -303,6 +303,26 @@ def heads(model, x: torch.Tensor) -> Heads:
         tuple(previous_token_score(a) for a in att),
         induction_score(flat, x),
     )
+
+
+def scores(config, k: int, alpha: float, length: int, weights: dict) -> dict:
+    """The :func:`heads` and the mean loss (:func:`model_nll`) of the model ``config``
+    with ``weights`` on the evaluation paths (:data:`EVAL_PATHS` paths of ``length``
+    states of ``InContextChain(k, alpha)``, seed :data:`EVAL_SEED`): what the chapter
+    and the scorecard read of a trained run, derived once per edition."""
+    from .model import Transformer
+
+    model = Transformer(config)
+    model.load_state_dict(weights)
+    model.eval()
+    x = InContextChain(k, alpha).sample(EVAL_PATHS, length, seed=EVAL_SEED)
+    h = heads(model, x)
+    return {
+        "induction": list(h.induction),
+        "previous": list(h.previous),
+        "uniform": h.uniform,
+        "loss": float(model_nll(model, x).mean()),
+    }
 
 
 def head_ablated(model, layer: int):

@@ -185,14 +185,18 @@ def _verify_lines(data: Path) -> list[str]:
 
 
 def test_shipped_values_are_current_and_what_this_library_computes():
-    """The paper edition's derived values were computed by today's maths code (else
-    the build computes them again: run ``python tools/derive.py``), and one of them,
-    computed again here, is equal."""
+    """The paper edition's derived values were computed by today's code (the maths
+    layer's, and a function's own module outside it; else the build computes them
+    again: run ``python tools/derive.py``), and a flow grid and an in-context run's
+    scores, computed again here, are equal."""
     data = ShippedData(PAPER)
     assert data.derived, "no derived values shipped: run python tools/derive.py"
     records = {name: D.read_record(data.check(name)) for name in data.derived}
-    stale = [n for n, r in records.items() if r["maths"] != D.maths_version()]
+    stale = [n for n in data.derived if not D.is_current(data.check(n))]
     assert not stale, f"{len(stale)} stale derived values: run python tools/derive.py"
+    scores = [r for r in records.values() if r["function"].endswith(":scores")]
+    assert len(scores) == 48, "the in-context runs' scores are shipped (issue 69)"
+    assert D.same_value(D.recompute(scores[0]), scores[0]["value"])
     grids = [r for r in records.values() if r["function"].endswith(":flow_grid")]
     assert grids, "the initialisation chapter's flow grids are shipped"
     again = D.recompute(grids[0])

@@ -54,12 +54,12 @@ def _forced(notebook: Path) -> bool:
 # 56 s on it alone). A chapter not listed: its size in kB.
 EXPECTED_SECONDS = {
     "ccmc.ipynb": 37,
-    "incontext.ipynb": 29,
     "trapped.ipynb": 28,
     "bad_local_minima.ipynb": 27,
     "multi_state.ipynb": 21,
     "saddles.ipynb": 20,
     "global_minimum.ipynb": 19,
+    "incontext.ipynb": 18,
     "depth.ipynb": 17,
     "initialisation.ipynb": 13,
     "framework.ipynb": 12,

@@ -24,9 +24,9 @@ from ...incontext import (
     Heads,
     bayes_nll,
     has_induction_head,
-    heads,
-    model_nll,
+    scores,
 )
+from ...runs.derived import derived
 from ..records import RunRecord
 from .counts import Measure, _n, _span
 
@@ -74,16 +74,20 @@ _SCORED: dict[int, tuple[RunRecord, Scored]] = {}  # id(record): the record, its
 @one_thread()
 def scored(records: Sequence[RunRecord], load: Callable) -> list[Scored]:
     """:class:`Scored` of each run (``load``: a record's model), all of one chain and
-    length, on the same fresh paths (:func:`eval_paths`); each record scored once in a
-    process (a chapter's table and its three rules read the same records)."""
+    length, on the same fresh paths (:func:`eval_paths`): its heads and loss derived
+    once per edition (:func:`~markovlib.incontext.scores`; shipped for the paper
+    edition's runs), each record read once in a process (a chapter's table and its
+    three rules read the same records)."""
     todo = [r for r in records if _SCORED.get(id(r), (None,))[0] is not r]
     if todo:
-        chain, x = todo[0].chain, eval_paths(todo[0])
-        floor = bayes_floor(todo[0], x)
+        chain, length = todo[0].chain, todo[0].spec.train.seq_len
+        floor = bayes_floor(todo[0], eval_paths(todo[0]))
         for r in todo:
-            model = load(r).eval()
-            loss = float(model_nll(model, x).mean())
-            _SCORED[id(r)] = r, Scored(heads(model, x), loss, floor, math.log(chain.k))
+            model = load(r)
+            weights = {n: v.detach().float() for n, v in model.state_dict().items()}
+            got = derived(scores, model.config, chain.k, chain.alpha, length, weights)
+            h = Heads(tuple(got["induction"]), tuple(got["previous"]), got["uniform"])
+            _SCORED[id(r)] = r, Scored(h, got["loss"], floor, math.log(chain.k))
     return [_SCORED[id(r)][1] for r in records]
 
 
