@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from .model import Transformer
 from .presets import Scale, resolve
 
 __all__ = ["InContextChain", "bayes_nll", "unigram_nll", "Levels", "levels"]
@@ -310,9 +311,7 @@ def scores(config, k: int, alpha: float, length: int, weights: dict) -> dict:
     with ``weights`` on the evaluation paths (:data:`EVAL_PATHS` paths of ``length``
     states of ``InContextChain(k, alpha)``, seed :data:`EVAL_SEED`): what the chapter
     and the scorecard read of a trained run, derived once per edition."""
-    from .model import Transformer
-
-    model = Transformer(config)
+    model = Transformer(config, generator=torch.Generator())  # its draws overwritten
     model.load_state_dict(weights)
     model.eval()
     x = InContextChain(k, alpha).sample(EVAL_PATHS, length, seed=EVAL_SEED)

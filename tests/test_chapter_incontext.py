@@ -18,6 +18,14 @@ from markovlib.model import Transformer, TransformerConfig
 from markovlib.train import TrainConfig
 
 
+@pytest.fixture(autouse=True)
+def _own_store(tmp_path, monkeypatch):
+    """Each test's scores computed in a store of its own (none read from an earlier
+    run's, none shipped)."""
+    monkeypatch.setenv("MARKOVLIB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("MARKOVLIB_DERIVED_SHIPPED", "0")
+
+
 def _run(seed: int, layers: int = 2):
     """A record of an untrained model of ``layers`` layers on sequences of 16, and the
     model (a load of it)."""
@@ -42,6 +50,7 @@ def test_scored_reads_each_run_on_the_same_paths():
     floor = float(bayes_nll(x, 2, 1.0).mean())
     for (r, m), one in zip(runs, s):
         assert one.loss == pytest.approx(float(incontext.model_nll(m, x).mean()))
+        assert one.heads == incontext.heads(m, x)
         assert one.floor == pytest.approx(floor) and one.ceiling == pytest.approx(
             np.log(2)
         )

@@ -210,6 +210,32 @@ def test_shipped_values_are_current_and_what_this_library_computes():
     assert np.array_equal(again.found, grids[0]["value"].found)
 
 
+def test_the_scorecard_finds_the_in_context_scores_shipped(monkeypatch):
+    """measures.scored asks for a shipped run's scores by the key they are shipped
+    under (else the scorecard and the chapter compute them again, silently): its
+    call's key, for the first run of each in-context group, is in the manifest."""
+    from markovlib.companion import measures
+    from markovlib.companion.records import load_groups
+    from markovlib.presets import resolve
+    from markovlib.runs import experiments
+
+    asked = []
+    monkeypatch.setattr(
+        measures.incontext,
+        "derived",
+        lambda f, *a, **k: (
+            asked.append(D.derived_key(f, a, k)) or D.derived(f, *a, **k)
+        ),
+    )
+    data = ShippedData(PAPER)
+    edition = experiments.paper_edition()
+    named = {n: specs for n, specs in edition if n.startswith("incontext-")}
+    groups = load_groups(named, resolve("paper"))
+    for records in groups.records.values():
+        measures.scored(records[:1], groups.load)
+    assert asked and all(f"derived/{key}.json.gz" in data.derived for key in asked)
+
+
 def _rehash(data: Path) -> None:
     """The manifest's derived entries re-hashed, as a forger would."""
     from markovlib.runs import shipped as S

@@ -709,8 +709,9 @@ def test_papermill_parameters_are_one_sentence_and_unknown_ones_refused(tmp_path
     line alone). Issue 51: three cases through papermill's command, one kernel each;
     the others' values through the same check in-process, as papermill reads them."""
     run = [c for c in PAPERMILL_CASES if c[0] in PAPERMILL_RUN]
-    procs = [
-        subprocess.Popen(
+
+    def papermill(i: int, chapter: str, name: str, value: str) -> subprocess.Popen:
+        return subprocess.Popen(
             [str(Path(sys.executable).with_name("papermill"))]
             + [str(_parameter_check(chapter, tmp_path / f"{i}-{chapter}.ipynb"))]
             + [str(tmp_path / f"{i}-out.ipynb"), "-p", name, value]
@@ -721,11 +722,18 @@ def test_papermill_parameters_are_one_sentence_and_unknown_ones_refused(tmp_path
             text=True,
             cwd=tmp_path,
         )
-        for i, (chapter, name, value, _) in enumerate(run)
-    ]
-    for proc, (*_, sentence) in zip(procs, run):
+
+    procs = [papermill(i, *case[:3]) for i, case in enumerate(run)]
+    for i, (proc, (*case, sentence)) in enumerate(zip(procs, run)):
         _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 1, err
+        if 'Exception encountered at "In [' not in err:
+            # papermill failed before any cell's error (a fresh clone's make test,
+            # 2026-11-29: 1 of 3 cases, beside the other worker's kernels; its stderr
+            # was not shown): printed, and the case run once more
+            print(f"papermill failed before any cell; again:\n{err[-3000:]}")
+            proc = papermill(i + len(run), *case[:3])
+            _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 1 and 'Exception encountered at "In [' in err, err
         kernel = err.split('Exception encountered at "In [')[1].splitlines()[1:]
         line = f"ChapterParameterError: {sentence}"
         assert [ln for ln in kernel if ln.strip()] == [line], err

@@ -2,7 +2,8 @@
 
 Executes, at scale ``paper`` with their default parameters, every chapter that calls
 ``derived(...)`` (:mod:`markovlib.runs.derived`), and the scorecard's rows (the values
-its rules derive at trained runs: Fig 3(d)'s averages over test paths), two at a time,
+its rules derive at trained runs: Fig 3(d)'s averages over test paths, the in-context
+runs' scores), two at a time,
 into a fresh result store without reading the shipped values; then ships the values
 they computed and the shipped ones whose keys are still current (the Hessians at the
 trapped runs, from ``tools/curvatures.py``): ``data/paper/derived/`` and the manifest's

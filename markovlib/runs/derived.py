@@ -1,5 +1,6 @@
 """Values a chapter computes from its chain alone — exact gradient descents, flow grids,
-CCMC sampling curves: computed once per edition and read back.
+CCMC sampling curves — or from a trained run's weights (the Hessian at a trapped run,
+the in-context scores): computed once per edition and read back.
 
 ``derived(f, *args, **kwargs)`` is ``f(*args, **kwargs)``, looked up first among the
 shipped values of the paper edition (``data/paper/derived/``, each file listed in the
@@ -7,10 +8,10 @@ manifest with its SHA-256 and checked before it is read), then in the local resu
 store's ``derived/`` folder, and computed (and kept there) only where neither holds it.
 A value's key hashes the function's name, its arguments and the maths layer's code (its
 syntax tree without docstrings), and for a function outside the maths layer (the Hessian
-at a trained run, :mod:`markovlib.curvature`) its own module's code too: a change to the
-code gives new keys, so a stale value is never read. ``tools/derive.py`` computes the
-paper edition's values from its chapters and ships them; a test recomputes one and fails
-when the shipped ones are stale.
+at a trained run, :mod:`markovlib.curvature`; :func:`markovlib.incontext.scores`) its
+own module's code too: a change to the code gives new keys, so a stale value is never
+read. ``tools/derive.py`` computes the paper edition's values from its chapters and
+ships them; a test recomputes one and fails when the shipped ones are stale.
 
 Values are stored as JSON (gzip): numbers, strings, lists, dicts, tuples, NumPy arrays
 and tensors (raw little-endian bytes), Markov chains and the maths layer's dataclasses.

@@ -74,10 +74,10 @@ _SCORED: dict[int, tuple[RunRecord, Scored]] = {}  # id(record): the record, its
 @one_thread()
 def scored(records: Sequence[RunRecord], load: Callable) -> list[Scored]:
     """:class:`Scored` of each run (``load``: a record's model), all of one chain and
-    length, on the same fresh paths (:func:`eval_paths`): its heads and loss derived
-    once per edition (:func:`~markovlib.incontext.scores`; shipped for the paper
-    edition's runs), each record read once in a process (a chapter's table and its
-    three rules read the same records)."""
+    length, on the same fresh paths (:func:`eval_paths`): its heads and loss a derived
+    value (:func:`~markovlib.incontext.scores`: shipped for the paper edition's runs,
+    else computed once per result store), each record read once in a process (a
+    chapter's table and its three rules read the same records)."""
     todo = [r for r in records if _SCORED.get(id(r), (None,))[0] is not r]
     if todo:
         chain, length = todo[0].chain, todo[0].spec.train.seq_len
