@@ -255,6 +255,7 @@ def _reads_like_the_book(out: Path, stdout: str) -> None:
     assert "sphinx-book-theme.css" in html
     shown = r'\(p + q =\)</span> <span class="output text_plain">1.2</span>'
     assert shown in html and rate in html
+    assert 'class="pasted-text"' in html  # {glue:text} with its format
     assert "Makkuva" in html and '<span class="std std-numref">Fig. 1</span>' in html
     assert "{doc}" not in html and "{glue" not in html
     assert "re-run with seed=0, scale=smoke, p=0.3, q=0.9" in html  # whose chain

@@ -87,8 +87,8 @@ KERNEL_TOLERANCE = 1e-5
 # Over the 1 242 shipped runs' final and checkpoint weights (2 484 checks, 2026-11-29):
 # z = Δ / se has standard deviation 1.00 and |z| at most 4.15 (17 above 3 where a normal
 # law gives 6.7: sigma and the slopes come from 8 paths). verify --sample 0 --jobs 2:
-# 92 s (168 s of CPU) against 167 s (287 s) with the plain mean of up to every fresh
-# batch (AMD EPYC).
+# checks 92 s (168 s of CPU), the command 100 s, against 167 s (287 s of CPU) with the
+# plain mean of up to every fresh batch (AMD EPYC).
 LOSS_SIGMAS = 6.0
 LOSS_FLOOR = 1e-4
 FRESH_RESOLUTION = 0.02
