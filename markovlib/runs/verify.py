@@ -307,9 +307,8 @@ def _estimate(m: np.ndarray, controls) -> tuple[float, float, float] | None:
     one SVD for coefficients and variance), sigma^2 = b^T C b + the residual variance;
     None where the intercept cannot be estimated (every path alike in the controls)."""
     c, means, cov = controls
-    kept = np.diag(cov) > 1e-12 * np.trace(
-        cov
-    )  # by their exact variance, not the sample's
+    # controls kept by their exact variance, not the sample's
+    kept = np.diag(cov) > 1e-12 * np.trace(cov)
     X = np.column_stack([np.ones(len(m)), (c - means)[:, kept]])
     U, S, Vt = np.linalg.svd(X, full_matrices=False)
     rank = int((S > S[0] * 1e-8).sum())
@@ -325,12 +324,18 @@ def _estimate(m: np.ndarray, controls) -> tuple[float, float, float] | None:
     return float(coef[0]), math.sqrt(s2 * (pinv[0] @ pinv[0])), math.sqrt(sigma2)
 
 
-def _stored_se(result: TrainResult, estimate: tuple) -> tuple[float, float]:
-    """(loss, standard error of its difference from the stored test loss, a mean over
-    eval_batches x batch_size paths) from an estimate (loss, its error, sigma)."""
-    loss, se, sigma = estimate
+def _stored_error(result: TrainResult, sigma: float) -> float:
+    """The standard error of the stored test loss, a mean over eval_batches x
+    batch_size paths of per-path spread ``sigma``."""
     s = result.train_config
-    return loss, math.hypot(se, sigma / math.sqrt(s.eval_batches * s.batch_size))
+    return sigma / math.sqrt(s.eval_batches * s.batch_size)
+
+
+def _stored_se(result: TrainResult, estimate: tuple) -> tuple[float, float]:
+    """(loss, standard error of its difference from the stored test loss) from an
+    estimate (loss, its error, sigma)."""
+    loss, se, sigma = estimate
+    return loss, math.hypot(se, _stored_error(result, sigma))
 
 
 def _controlled(result: TrainResult, m: np.ndarray, controls) -> tuple | None:
@@ -338,11 +343,7 @@ def _controlled(result: TrainResult, m: np.ndarray, controls) -> tuple | None:
     estimate, or its own error more than half the stored loss's (its 5 degrees of
     freedom would then weigh: the plain path's batches decide)."""
     found = _estimate(m, controls)
-    s = result.train_config
-    if (
-        found is None
-        or not found[1] <= found[2] / math.sqrt(s.eval_batches * s.batch_size) / 2
-    ):
+    if found is None or not found[1] <= _stored_error(result, found[2]) / 2:
         return None
     return _stored_se(result, found)
 
