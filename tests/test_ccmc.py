@@ -515,3 +515,42 @@ def test_fit_W_is_the_stationary_point_of_the_penalised_likelihood():
         )
         (g,) = torch.autograd.grad(f, W_hat)
         assert g.abs().max() < 1e-9
+
+
+def test_the_generation_summary_is_the_runs_own_reductions(tmp_path, monkeypatch):
+    """The CCMC chapter's derived value (measures.generation) against
+    :func:`ccmc.generation_run` itself: its bands are the mean and the 10 and 90 %
+    quantiles over the trajectories at the same lengths, its end the run's
+    final_window, its shares the run's tokens' context_shares; kept in the result
+    store and read back equal."""
+    from markovlib.companion.measures import generation as g
+
+    monkeypatch.setenv("MARKOVLIB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("MARKOVLIB_DERIVED_SHIPPED", "0")
+    W, L, window = ccmc.random_W(4, sigma=1.0, seed=0) + 3 * torch.eye(4), 300, 20
+    prompt = ccmc.balanced_prompt(4, 8, seed=2)
+    got = g.generation(W, prompt, L, n_traj=16, window=window, seed=7)
+    at = np.unique(np.geomspace(window, L, g.LENGTHS).round().astype(int))
+    run = ccmc.generation_run(W, prompt, L, n_traj=16, window=window, at=at, seed=7)
+    for src in ("stats", "markov"):
+        assert np.array_equal(got[src]["n"], run[src]["n"]) and got[src]["n"][0] == 20
+        for stat in ("distinct", "entropy", "top_share"):
+            values, band = run[src][stat], got[src][stat]
+            assert np.allclose(band["mean"], values.mean(0), rtol=0, atol=1e-12)
+            ordered = np.sort(values, axis=0)  # the quantile between two order stats
+            for q, edge in zip(g.BAND, ("low", "high")):
+                h = (len(values) - 1) * q
+                lo, hi = ordered[math.floor(h)], ordered[math.ceil(h)]
+                want = lo + (h - math.floor(h)) * (hi - lo)
+                assert np.allclose(band[edge], want, rtol=0, atol=1e-12)
+    end = ccmc.final_window(run, window)
+    assert got["end"]["share"] == end["share"] and got["end"]["single"] == end["single"]
+    assert np.array_equal(got["end"]["winners"], end["winners"])
+    assert got["stable"] == run["stable"] and np.allclose(got["pi"], run["pi"])
+    checkpoints = got["checkpoints"]
+    assert checkpoints[0] == 1 and checkpoints[-1] == L
+    shares = ccmc.context_shares(run["tokens"], prompt, 4, checkpoints)
+    assert np.allclose(got["context_shares"], shares, rtol=0, atol=1e-12)
+    assert len(list((tmp_path / "results").rglob("*.json.gz"))) == 1  # kept
+    again = g.generation(W, prompt, L, n_traj=16, window=window, seed=7)
+    assert np.array_equal(again["context_shares"], got["context_shares"])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from markovlib.companion import chapters
+from markovlib.companion.measures.generation import generation_summary
 
 
 def test_the_ccmc_verdicts_follow_their_rules():
@@ -72,12 +73,11 @@ def test_ccmc_facts_checks_and_claims_from_a_small_run():
     assert facts["cc_est_const"] == pytest.approx(10.0) and facts["cc_est_reps"] == 2
     assert facts["cc_est_n_tail"] == 100 and "n = 100..1600: -0.500" in text
     prompt = ccmc.balanced_prompt(4, 8, seed=2)
-    kw = dict(n_traj=8, window=10, at=np.array([10, 30]))
     runs = {
-        name: ccmc.generation_run(V, prompt, 30, seed=3, **kw)
+        name: generation_summary(V, prompt, 30, n_traj=8, window=10, seed=3)
         for name, V in (("W+", W + 3 * torch.eye(4)), ("W-", W - 3 * torch.eye(4)))
     }
-    ends = {name: ccmc.final_window(run, 10) for name, run in runs.items()}
+    ends = {name: run["end"] for name, run in runs.items()}
     facts = chapters.ccmc.ccmc_generation_facts(runs, ends, 2)
     assert facts["cc_share_plus"] == ends["W+"]["share"] and facts["cc_n_winners"] == 2
     assert facts["cc_stable_minus"] == len(runs["W-"]["stable"])

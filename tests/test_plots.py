@@ -25,6 +25,7 @@ from markovlib.companion.figures import (
     style,
     trapped as trapped_figures,
 )
+from markovlib.companion.measures.generation import generation_summary
 
 
 @pytest.fixture(autouse=True)
@@ -580,16 +581,19 @@ def test_ccmc_figures_draw_the_theorem_and_the_generation():
     assert reference[-1] == pytest.approx(0.3) and reference[0] == pytest.approx(1.2)
     w_norm = float(ccmc.row_centred(W).norm())
     assert _horizontal_lines(ax).keys() == {round(w_norm, 12)}
-    kw = dict(n_traj=6, window=10, at=np.array([10, 20, 40]))
     prompt = ccmc.balanced_prompt(4, 8, seed=2)
     runs = {
-        name: ccmc.generation_run(V, prompt, 40, seed=3, **kw)
+        name: generation_summary(V, prompt, 40, n_traj=6, window=10, seed=3)
         for name, V in (("W+", W + 2 * torch.eye(4)), ("W-", W - 2 * torch.eye(4)))
     }
     fig = ccmc_figures.ccmc_collapse(runs, 10, 2.0)
     assert len(fig.axes) == 4 and _legend_clear_of_axes(fig)
     assert fig.axes[0].get_title().startswith("$W_+ = W + 2 I$")
-    ends = ccmc.final_window(runs["W+"], 10)
+    band = runs["W+"]["stats"]["top_share"]  # the mean between the band's edges
+    mean = next(ln for ln in fig.axes[1].lines if ln.get_label().endswith(": mean"))
+    assert np.allclose(mean.get_ydata(), band["mean"])
+    assert np.all(band["low"] <= band["mean"]) and np.all(band["mean"] <= band["high"])
+    ends = runs["W+"]["end"]
     shares = np.full((3, 4), 0.25)
     fig = ccmc_figures.ccmc_mean_field(
         np.array([9, 18, 48]), shares, shares, ends["winners"], 10

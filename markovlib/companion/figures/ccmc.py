@@ -98,17 +98,28 @@ def _log_x(ax) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def _mean_and_band(ax, n, values, color, what: str) -> None:
-    """The mean over trajectories (rows of ``values``) and its 10-90 % band."""
-    ax.plot(n, values.mean(0), color=color, lw=1.8, label=f"{what}: mean")
-    low, high = np.quantile(values, (0.1, 0.9), axis=0)
-    ax.fill_between(n, low, high, color=color, alpha=0.2, lw=0, label=f"{what}: 10-90%")
+def _mean_and_band(ax, n, band: dict, color, what: str) -> None:
+    """The mean over trajectories and its 10-90 % band (``band``: ``mean``, ``low``,
+    ``high``, as :func:`~markovlib.companion.measures.generation.generation_summary`
+    has them)."""
+    ax.plot(n, band["mean"], color=color, lw=1.8, label=f"{what}: mean")
+    ax.fill_between(
+        n,
+        band["low"],
+        band["high"],
+        color=color,
+        alpha=0.2,
+        lw=0,
+        label=f"{what}: 10-90%",
+    )
 
 
 def ccmc_collapse(runs: Mapping[str, dict], window: int, beta: float):
     """Winner-takes-all: distinct tokens and the top token's share in the last
     ``window`` tokens of the CCMC against the Markov chain with the same base kernel,
-    one row per run of :func:`markovlib.ccmc.generation_run` (``W+``, ``W-``)."""
+    one row per run summarised by
+    :func:`~markovlib.companion.measures.generation.generation_summary` (``W+``,
+    ``W-``)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
     stats = (("distinct", "distinct tokens"), ("top_share", "top token's share"))
     sources = (
