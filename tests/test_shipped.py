@@ -118,6 +118,20 @@ def test_shipped_runs_read_back_exactly(edition):
     )
 
 
+def test_a_column_read_alone_is_each_runs_own(edition):
+    """ShippedData.column (the provenance without the weights: edition status, the
+    Reproducibility page, verify's draw) gives each run its row's value, from a fresh
+    reader and from one that has read whole files already."""
+    root, _ = edition
+    fresh, warm = ShippedData(root / "data"), ShippedData(root / "data")
+    keys = sorted(fresh.index())
+    whole = {key: warm.row(key)["provenance"] for key in keys}
+    for data in (fresh, warm):
+        column = data.column("provenance")
+        assert sorted(column) == keys and column == whole
+    assert len({json.loads(p)["seconds"] for p in whole.values()}) > 1
+
+
 def test_sweep_results_reads_shipped_data_before_training(
     edition, tmp_path, monkeypatch
 ):

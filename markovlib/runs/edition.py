@@ -216,10 +216,11 @@ def progress(data=None):
     directory = data or default_data_dir()
     shipped = ShippedData(directory) if directory is not None else None
     index = shipped.index() if shipped is not None else {}
+    provenance = shipped.column("provenance") if shipped is not None else {}
     rows = []
     for name, specs in paper_edition():
         seconds = sum(
-            json.loads(shipped.row(s.key)["provenance"]).get("seconds", 0.0)
+            json.loads(provenance[s.key]).get("seconds", 0.0)
             for s in specs
             if s.key in index
         )

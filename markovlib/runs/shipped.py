@@ -324,6 +324,17 @@ class ShippedData:
             self._rows[name] = self._read(name).set_index("key", drop=False)
         return self._rows[name]
 
+    def column(self, column: str) -> dict:
+        """key → ``column``'s stored value, over every file of the manifest, that column
+        read alone (a run's provenance without its weights)."""
+        out = {}
+        for f in self.files:
+            frame = self._rows.get(f.name)
+            if frame is None:
+                frame = self._read(f.name, ["key", column])
+            out.update(zip(frame["key"], frame[column]))
+        return out
+
     def row(self, key: str) -> dict:
         return self.rows(self.index()[key]).loc[key].to_dict()
 

@@ -1295,9 +1295,9 @@ def _candidates(
     data: ShippedData, max_seconds: float | None, exact_only: bool
 ) -> list[str]:
     """The shipped runs a sample is drawn from."""
-    out = []
+    out, provenance = [], data.column("provenance")
     for key in sorted(data.index()):
-        prov = json.loads(data.row(key)["provenance"])
+        prov = json.loads(provenance[key])
         if max_seconds is not None and not prov.get("seconds", math.inf) <= max_seconds:
             continue
         if exact_only and not _environment(prov)[0]:
