@@ -345,6 +345,39 @@ def test_a_completed_rerun_removes_the_stale_interrupted_notebook(
     assert not stale.exists() and (tmp_path / "framework.ipynb").exists()
 
 
+@pytest.mark.parametrize("verbose", [True, False])
+def test_verbose_shows_papermills_log_of_each_cell_and_its_output(
+    verbose, tmp_path, monkeypatch, capfd
+):
+    """`markovlib rerun --verbose` (the README names it): papermill's own log on stderr,
+    each cell as it runs with its printed output, in a real kernel; without it, none of
+    that (the progress line only). A chapter of two cells stands for the book's."""
+    from markovlib.cli import rerun
+
+    book = tmp_path / "book"
+    book.mkdir()
+    parameters = nbformat.v4.new_code_cell("p = 0.5")
+    parameters.metadata["tags"] = ["parameters"]
+    said = nbformat.v4.new_code_cell('print(f"cell output with p = {p}")')
+    nb = nbformat.v4.new_notebook(cells=[parameters, said])
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, book / "tiny.ipynb")
+    monkeypatch.setattr(rerun, "page_after", lambda *a: 0)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert rerun.execute(tmp_path, book / "tiny.ipynb", out, {"p": 0.3}, verbose) == 0
+    err = capfd.readouterr().err
+    logged = re.findall(r"Executing Cell (\d+)-+", err)  # a progress bar before some
+    assert (logged == ["1", "2", "3"]) is verbose, err  # + papermill's injected cell
+    assert ("cell output with p = 0.3" in err) is verbose, err
+    done = nbformat.read(out / "tiny.ipynb", as_version=4)
+    assert done.cells[-1].outputs[0]["text"] == "cell output with p = 0.3\n"
+
+
 def test_rerun_refuses_a_read_only_store_before_any_work(tmp_path):
     store = tmp_path / "store"
     ResultStore(store)  # an existing store, then made read-only
