@@ -196,6 +196,12 @@ def test_shipped_values_are_current_and_what_this_library_computes():
     assert not stale, f"{len(stale)} stale derived values: run python tools/derive.py"
     scores = [r for r in records.values() if r["function"].endswith(":scores")]
     assert len(scores) == 48, "the in-context runs' scores are shipped (issue 69)"
+    functions = [r["function"].rsplit(":", 1)[1] for r in records.values()]
+    shipped = {f: functions.count(f) for f in set(functions)}
+    # the CCMC chapter's generation (W+, W-), bad_local_minima's grid, multi_state's
+    # thresholds for k = 2..8: each chapter's costliest cell at paper (issue 69)
+    assert shipped["generation_summary"] == 2 and shipped["curvature_grid"] == 1
+    assert shipped["unigram_threshold"] == 7, shipped
     assert D.same_value(D.recompute(scores[0]), scores[0]["value"])
     grids = [r for r in records.values() if r["function"].endswith(":flow_grid")]
     assert grids, "the initialisation chapter's flow grids are shipped"

@@ -589,10 +589,13 @@ def test_ccmc_figures_draw_the_theorem_and_the_generation():
     fig = ccmc_figures.ccmc_collapse(runs, 10, 2.0)
     assert len(fig.axes) == 4 and _legend_clear_of_axes(fig)
     assert fig.axes[0].get_title().startswith("$W_+ = W + 2 I$")
-    band = runs["W+"]["stats"]["top_share"]  # the mean between the band's edges
+    band = runs["W+"]["stats"]["top_share"]  # W+'s CCMC: its mean line and its band
     mean = next(ln for ln in fig.axes[1].lines if ln.get_label().endswith(": mean"))
     assert np.allclose(mean.get_ydata(), band["mean"])
-    assert np.all(band["low"] <= band["mean"]) and np.all(band["mean"] <= band["high"])
+    edges = fig.axes[1].collections[0].get_paths()[0].vertices  # low, then high back
+    n = len(band["low"])
+    assert np.allclose(edges[1 : n + 1, 1], band["low"])
+    assert np.allclose(edges[n + 2 : 2 * n + 2, 1], band["high"][::-1])
     ends = runs["W+"]["end"]
     shares = np.full((3, 4), 0.25)
     fig = ccmc_figures.ccmc_mean_field(

@@ -372,7 +372,7 @@ def test_verbose_shows_papermills_log_of_each_cell_and_its_output(
     assert rerun.execute(tmp_path, book / "tiny.ipynb", out, {"p": 0.3}, verbose) == 0
     err = capfd.readouterr().err
     logged = re.findall(r"Executing Cell (\d+)-+", err)  # a progress bar before some
-    assert (logged == ["1", "2", "3"]) is verbose, err  # + papermill's injected cell
+    assert logged == (["1", "2", "3"] if verbose else []), err  # + the injected cell
     assert ("cell output with p = 0.3" in err) is verbose, err
     done = nbformat.read(out / "tiny.ipynb", as_version=4)
     assert done.cells[-1].outputs[0]["text"] == "cell output with p = 0.3\n"

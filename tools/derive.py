@@ -26,10 +26,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# what a chapter's code calls when it derives a value: derived() itself, or a wrapper of
+# it (markovlib.companion.measures.generation.generation)
+DERIVES = ("derived(", "generation(")
+
+
 def chapters() -> list[Path]:
-    """The chapters whose code calls derived()."""
+    """The chapters whose code derives a value (:data:`DERIVES`)."""
     return sorted(
-        p for p in (ROOT / "book").glob("*.ipynb") if "derived(" in p.read_text()
+        p
+        for p in (ROOT / "book").glob("*.ipynb")
+        if any(call in p.read_text() for call in DERIVES)
     )
 
 

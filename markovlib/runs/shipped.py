@@ -331,7 +331,7 @@ class ShippedData:
         for f in self.files:
             frame = self._rows.get(f.name)
             if frame is None:
-                frame = self._read(f.name, ["key", column])
+                frame = self._read(f.name, list(dict.fromkeys(["key", column])))
             out.update(zip(frame["key"], frame[column]))
         return out
 

@@ -2,8 +2,8 @@
 chapter's report, figures and rule read of :func:`markovlib.ccmc.generation_run`,
 without its tokens. A derived value, computed once per edition and shipped in
 ``data/paper/derived/`` for the chapter's default parameters (its key hashes this
-module's code): at the paper's scale the generation is 23 of the chapter's 34 s on one
-thread (AMD EPYC, 2026-11-29), its tokens 2 x 1 024 x 20 000."""
+module's code): at the paper's scale the generation was 23 of the chapter's 36 s of
+cells on one thread (AMD EPYC, 2026-11-29), its tokens 2 x 1 024 x 20 000."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from ...runs.derived import derived
 __all__ = ["BAND", "generation_summary", "generation"]
 
 BAND = (0.1, 0.9)  # the figure's band over the trajectories
-LENGTHS = 100  # lengths n, evenly on a log scale, at which the last window is read
-CHECKPOINTS = 40  # context lengths at which the context's shares are read
+N_LENGTHS = (
+    100  # lengths n (at most), evenly on a log scale, where the last window is read
+)
+N_CHECKPOINTS = 40  # context lengths (at most) at which the context's shares are read
 
 
 def _bands(stats: dict) -> dict:
@@ -32,19 +34,19 @@ def _bands(stats: dict) -> dict:
 def generation_summary(W, prompt, length: int, *, n_traj: int, window: int, seed: int):
     """Section 3: :func:`~markovlib.ccmc.generation_run` of ``W`` from ``prompt``
     (``n_traj`` trajectories of ``length`` tokens, seed ``seed``), its trailing
-    ``window`` read at :data:`LENGTHS` lengths from ``window`` to ``length``.
+    ``window`` read at up to :data:`N_LENGTHS` lengths from ``window`` to ``length``.
 
     Returns ``W``, ``pi``, ``stable`` as the run has them; ``stats`` and ``markov``
     (the CCMC's and the Markov chain's) as :func:`_bands`; ``end``, its
-    :func:`~markovlib.ccmc.final_window`; ``checkpoints`` (:data:`CHECKPOINTS` lengths
-    from 1 to ``length``) and ``context_shares`` there
+    :func:`~markovlib.ccmc.final_window`; ``checkpoints`` (up to :data:`N_CHECKPOINTS`
+    lengths from 1 to ``length``) and ``context_shares`` there
     (:func:`~markovlib.ccmc.context_shares`)."""
-    at = np.unique(np.geomspace(window, length, LENGTHS).round().astype(int))
+    at = np.unique(np.geomspace(window, length, N_LENGTHS).round().astype(int))
     run = ccmc.generation_run(
         W, prompt, length, n_traj=n_traj, window=window, at=at, seed=seed
     )
     k = run["W"].shape[0]
-    checkpoints = np.unique(np.geomspace(1, length, CHECKPOINTS).round().astype(int))
+    checkpoints = np.unique(np.geomspace(1, length, N_CHECKPOINTS).round().astype(int))
     return {
         "W": run["W"],
         "pi": run["pi"],
