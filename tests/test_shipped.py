@@ -119,8 +119,8 @@ def test_shipped_runs_read_back_exactly(edition):
 
 
 def test_a_column_read_alone_is_each_runs_own(edition):
-    """ShippedData.column (the provenance without the weights: edition status, the
-    Reproducibility page, verify's draw) gives each run its row's value, from a fresh
+    """ShippedData.column (the provenance without the weights: the Reproducibility
+    page's edition.progress, verify's draw) gives each run its row's value, from a fresh
     reader and from one that has read whole files already."""
     root, _ = edition
     fresh, warm = ShippedData(root / "data"), ShippedData(root / "data")

@@ -1,7 +1,8 @@
 """Compute the paper edition's derived values and ship them.
 
-Executes, at scale ``paper`` with their default parameters, every chapter that calls
-``derived(...)`` (:mod:`markovlib.runs.derived`), and the scorecard's rows (the values
+Executes, at scale ``paper`` with their default parameters, every chapter that derives a
+value (calls ``derived(...)`` of :mod:`markovlib.runs.derived` or a wrapper of it:
+:data:`DERIVES`), and the scorecard's rows (the values
 its rules derive at trained runs: Fig 3(d)'s averages over test paths, the in-context
 runs' scores), two at a time,
 into a fresh result store without reading the shipped values; then ships the values

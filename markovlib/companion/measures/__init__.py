@@ -10,7 +10,9 @@ One module per figure, each rule beside the others of its figure: :mod:`.fig3`,
 :mod:`.fig4`, :mod:`.fig5` (and the k-state threshold), :mod:`.depth` (Fig 1, Sec.
 4.4), :mod:`.appendix_d`; what they all read and print in :mod:`.counts`. What a page
 states beside these claims (a chapter's own numbers, checks and sentences) is in
-:mod:`markovlib.companion.chapters`."""
+:mod:`markovlib.companion.chapters`. Two modules are not imported here: :mod:`.along`
+(Fig 3(d)'s averages at trained runs) and :mod:`.generation` (the CCMC chapter's
+generation, summarised), each a derived value keyed on its own code."""
 
 from . import (  # the modules under their own names: fig4 is also a rule's
     appendix_d as _appendix_d,

@@ -15,9 +15,8 @@ from ...runs.derived import derived
 __all__ = ["BAND", "generation_summary", "generation"]
 
 BAND = (0.1, 0.9)  # the figure's band over the trajectories
-N_LENGTHS = (
-    100  # lengths n (at most), evenly on a log scale, where the last window is read
-)
+# lengths n (at most), evenly on a log scale, where the last window is read
+N_LENGTHS = 100
 N_CHECKPOINTS = 40  # context lengths (at most) at which the context's shares are read
 
 
