@@ -524,13 +524,13 @@ def test_the_generation_summary_is_the_runs_own_reductions(tmp_path, monkeypatch
     final_window, its shares the run's tokens' context_shares; kept in the result
     store and read back equal."""
     from markovlib.companion.measures import generation as g
-    from markovlib.runs.derived import same_value
+    from markovlib.runs.derived import derived, same_value
 
     monkeypatch.setenv("MARKOVLIB_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("MARKOVLIB_DERIVED_SHIPPED", "0")
     W, L, window = ccmc.random_W(4, sigma=1.0, seed=0) + 3 * torch.eye(4), 300, 20
     prompt = ccmc.balanced_prompt(4, 8, seed=2)
-    got = g.generation(W, prompt, L, n_traj=16, window=window, seed=7)
+    got = derived(g.generation_summary, W, prompt, L, n_traj=16, window=window, seed=7)
     at = np.unique(np.geomspace(window, L, g.N_LENGTHS).round().astype(int))
     run = ccmc.generation_run(W, prompt, L, n_traj=16, window=window, at=at, seed=7)
     for src in ("stats", "markov"):
@@ -558,5 +558,7 @@ def test_the_generation_summary_is_the_runs_own_reductions(tmp_path, monkeypatch
         raise AssertionError("generated again: the kept value was not read")
 
     monkeypatch.setattr(ccmc, "generation_run", not_again)
-    again = g.generation(W, prompt, L, n_traj=16, window=window, seed=7)
+    again = derived(
+        g.generation_summary, W, prompt, L, n_traj=16, window=window, seed=7
+    )
     assert same_value(again, got) and again["end"]["winners"].dtype == np.int64

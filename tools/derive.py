@@ -1,8 +1,7 @@
 """Compute the paper edition's derived values and ship them.
 
-Executes, at scale ``paper`` with their default parameters, every chapter that derives a
-value (calls ``derived(...)`` of :mod:`markovlib.runs.derived` or a wrapper of it:
-:data:`DERIVES`), and the scorecard's rows (the values
+Executes, at scale ``paper`` with their default parameters, every chapter that calls
+``derived(...)`` (:mod:`markovlib.runs.derived`), and the scorecard's rows (the values
 its rules derive at trained runs: Fig 3(d)'s averages over test paths, the in-context
 runs' scores), two at a time,
 into a fresh result store without reading the shipped values; then ships the values
@@ -27,17 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# what a chapter's code calls when it derives a value: derived() itself, or a wrapper of
-# it (markovlib.companion.measures.generation.generation)
-DERIVES = ("derived(", "generation(")
-
-
 def chapters() -> list[Path]:
-    """The chapters whose code derives a value (:data:`DERIVES`)."""
+    """The chapters whose code calls derived()."""
     return sorted(
-        p
-        for p in (ROOT / "book").glob("*.ipynb")
-        if any(call in p.read_text() for call in DERIVES)
+        p for p in (ROOT / "book").glob("*.ipynb") if "derived(" in p.read_text()
     )
 
 

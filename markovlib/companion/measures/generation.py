@@ -1,18 +1,18 @@
 """Section 3's generation from one prompt (the CCMC chapter), summarised: what the
 chapter's report, figures and rule read of :func:`markovlib.ccmc.generation_run`,
-without its tokens. A derived value, computed once per edition and shipped in
-``data/paper/derived/`` for the chapter's default parameters (its key hashes this
-module's code): at the paper's scale the generation was 23 of the chapter's 36 s of
-cells on one thread (AMD EPYC, 2026-11-29), its tokens 2 x 1 024 x 20 000."""
+without its tokens. The chapter calls it through ``derived()``: computed once per
+edition and shipped in ``data/paper/derived/`` for the chapter's default parameters
+(its key hashes this module's code): at the paper's scale the generation was 23 of the
+chapter's 36 s of cells on one thread (AMD EPYC, 2026-11-29), its tokens 2 x 1 024 x
+20 000."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ... import ccmc
-from ...runs.derived import derived
 
-__all__ = ["BAND", "generation_summary", "generation"]
+__all__ = ["BAND", "generation_summary"]
 
 BAND = (0.1, 0.9)  # the figure's band over the trajectories
 # lengths n (at most), evenly on a log scale, where the last window is read
@@ -56,11 +56,3 @@ def generation_summary(W, prompt, length: int, *, n_traj: int, window: int, seed
         "checkpoints": checkpoints,
         "context_shares": ccmc.context_shares(run["tokens"], prompt, k, checkpoints),
     }
-
-
-def generation(W, prompt, length: int, *, n_traj: int, window: int, seed: int):
-    """:func:`generation_summary` as a derived value: the shipped one for the paper
-    edition's parameters, else the result store's, else computed and kept there."""
-    return derived(
-        generation_summary, W, prompt, length, n_traj=n_traj, window=window, seed=seed
-    )
