@@ -359,4 +359,4 @@ def test_derive_executes_every_chapter_whose_values_are_shipped():
     assert "framework" not in names and "reproducibility" not in names
     cells = json.loads((ROOT / "book" / "ccmc.ipynb").read_text())["cells"]
     code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    assert code.count("derived(\n        generation_summary,") == 2  # W+ and W-
+    assert code.count("derived(generation_summary,") == 2  # W+ and W-
