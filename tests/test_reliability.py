@@ -756,6 +756,34 @@ def test_papermill_parameters_are_one_sentence_and_unknown_ones_refused(tmp_path
             assert str(caught.value) == sentence
 
 
+def test_ipykernels_shutdown_race_is_kept_off_a_chapters_error(caplog):
+    """CI of 2026-11-29: under `papermill -p k 4.5`, after the chapter's one-line error,
+    the kernel's shutdown race (its control thread sending on a closed IOPub pipe) was
+    logged by tornado with a 25-line stack. A chapter's first cell installs a filter
+    that drops that record (a zmq ENOTSOCK, as a closed socket raises) and no other."""
+    import logging
+
+    import zmq
+
+    from markovlib.companion.notebook import check_chapter_parameters
+
+    check_chapter_parameters("framework", seed=0, scale="smoke")
+    check_chapter_parameters("framework", seed=0, scale="smoke")  # installed once
+    log = logging.getLogger("tornado.general")
+    assert len(log.filters) == 1
+    socket = zmq.Context.instance().socket(zmq.PUSH)
+    socket.close()
+    caught = []
+    for send in (lambda: socket.send(b""), lambda: 1 / 0):
+        try:
+            send()
+        except Exception:
+            log.error("Uncaught exception in ZMQStream callback", exc_info=True)
+            caught.append(sys.exc_info()[1])
+    assert getattr(caught[0], "errno", None) == errno.ENOTSOCK
+    assert [r.exc_info[1] for r in caplog.records] == [caught[1]]
+
+
 # ------------------------------------------------ what a user types: one line, exit 2
 def _env(**changes) -> dict:
     """This environment without markovlib's variables, one torch thread, plus
