@@ -892,7 +892,8 @@ def test_the_fp16_and_float32_groups_swapped_seed_by_seed_fail_without_training(
 
 def test_a_stack_computes_what_each_of_its_runs_computes_alone():
     """Issue 69: the runs of one group evaluated as one ensemble give each run's
-    learnt kernel and per-path fresh losses of the one-model path on the same paths,
+    learnt kernel, the per-path losses of that pass (over the kernel's paths' L - 1
+    transitions) and per-path fresh losses of the one-model path on the same paths,
     to a hundredth of the tolerances they are judged by (not bit for bit)."""
     import torch.nn.functional as F
 
@@ -914,8 +915,13 @@ def test_a_stack_computes_what_each_of_its_runs_computes_alone():
     x = torch.stack(
         [r.chain.sample(8, s.seq_len, seed=r.test_seed + 2) for r in results]
     )
-    for r, kernel in zip(results, kernels(model, x, 2)):
+    learnt, losses = kernels(model, x, 2)
+    for r, kernel, path, row in zip(results, learnt, x, losses):
         assert np.abs(kernel - r.learnt_kernel()).max() <= KERNEL_TOLERANCE / 100
+        with torch.no_grad():  # the same pass's losses: the L - 1 transitions
+            logits = r.model(path[:, :-1]).transpose(1, 2)
+        alone = F.cross_entropy(logits, path[:, 1:], reduction="none").double()
+        assert (row - alone.mean(1)).abs().max() <= LOSS_FLOOR / 100
     y = torch.stack(
         [
             r.chain.sample(

@@ -45,14 +45,24 @@ def path_losses(model: Transformer, x: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def kernels(model: Transformer, x: torch.Tensor, k: int) -> np.ndarray:
+def kernels(
+    model: Transformer, x: torch.Tensor, k: int
+) -> tuple[np.ndarray, torch.Tensor]:
     """Each member's learnt kernel on its paths ``x`` (N, B, L): (N, k, k), the
-    average predicted P(x_{n+1} = j | x_n = i) (:meth:`TrainResult.learnt_kernel`)."""
-    probs = model(x).softmax(-1).double()
+    average predicted P(x_{n+1} = j | x_n = i) (:meth:`TrainResult.learnt_kernel`);
+    and, from the same forward pass, its mean next-state loss along each path over its
+    L - 1 transitions: (N, B) float64, the logits in float32 (:func:`path_losses`)."""
+    logits = model(x)
+    probs = logits.softmax(-1).double()
     onehot = F.one_hot(x, k).double()
     sums = torch.einsum("mbni,mbnj->mij", onehot, probs)
     counts = onehot.sum((1, 2))[:, :, None]
-    return (sums / counts.clamp(min=1)).numpy()
+    ahead = logits[..., :-1, :].float()
+    nll = F.cross_entropy(
+        ahead.reshape(-1, ahead.shape[-1]), x[..., 1:].reshape(-1), reduction="none"
+    )
+    losses = nll.view(x.shape[0], x.shape[1], -1).double().mean(-1)
+    return (sums / counts.clamp(min=1)).numpy(), losses
 
 
 @torch.no_grad()
