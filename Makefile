@@ -94,8 +94,9 @@ browser: $(STAMP)
 	  $(BIN)/python -m pytest tests/browser -q -rs -n 2 --confcutdir tests/browser
 
 # The shipped paper-edition runs: manifest, every SHA-256 and spec key, every run checked without training
-# (two processes; test losses within 6 standard errors: by control variates on 8 fresh paths for a
-# first-order chain from its stationary law, else fresh batches to 0.02 nats), then one run drawn at random among those of at most 60 s
+# (two processes; test losses within 6 standard errors: by control variates on 8 paths for a first-order
+# chain from its stationary law, for the final weights the learnt kernel's own continued by one state, else
+# fresh batches to 0.02 nats), then one run drawn at random among those of at most 60 s
 # produced on a CPU like this one, re-trained to its end bit for bit (issue 51: one short run proves the
 # property; three runs took 4-8 min). The sample seed changes from run to run.
 verify: $(STAMP)

@@ -756,32 +756,48 @@ def test_papermill_parameters_are_one_sentence_and_unknown_ones_refused(tmp_path
             assert str(caught.value) == sentence
 
 
-def test_ipykernels_shutdown_race_is_kept_off_a_chapters_error(caplog):
+def test_ipykernels_shutdown_race_is_kept_off_a_chapters_error(caplog, monkeypatch):
     """CI of 2026-11-29: under `papermill -p k 4.5`, after the chapter's one-line error,
-    the kernel's shutdown race (its control thread sending on a closed IOPub pipe) was
-    logged by tornado with a 25-line stack. A chapter's first cell installs a filter
-    that drops that record (a zmq ENOTSOCK, as a closed socket raises) and no other."""
+    the kernel's shutdown race (its control thread sending on an IOPub event pipe closed
+    under it) was logged by tornado with a 25-line stack. In a kernel, a chapter's
+    parameter check installs a filter that drops that record (reproduced here: an
+    IOPubThread's pipe closed while its thread runs) and no other: an ENOTSOCK raised
+    elsewhere, another error."""
     import logging
 
     import zmq
+    from ipykernel.iostream import IOPubThread
 
     from markovlib.companion.notebook import check_chapter_parameters
 
-    check_chapter_parameters("framework", seed=0, scale="smoke")
-    check_chapter_parameters("framework", seed=0, scale="smoke")  # installed once
     log = logging.getLogger("tornado.general")
-    assert len(log.filters) == 1
-    socket = zmq.Context.instance().socket(zmq.PUSH)
-    socket.close()
+    monkeypatch.setattr(log, "filters", [])
+    check_chapter_parameters("framework", seed=0, scale="smoke")  # ipykernel imported
+    check_chapter_parameters("framework", seed=0, scale="smoke")
+    assert len(log.filters) == 1  # installed once
+    context = zmq.Context()
+    iopub, closed = IOPubThread(context.socket(zmq.PUB)), context.socket(zmq.PUSH)
+    iopub.thread.is_alive = lambda: True  # its thread seen running, as in the race
+    iopub._event_pipe.close()  # as IOPubThread.stop closes it
+    closed.close()
     caught = []
-    for send in (lambda: socket.send(b""), lambda: 1 / 0):
-        try:
-            send()
-        except Exception:
-            log.error("Uncaught exception in ZMQStream callback", exc_info=True)
-            caught.append(sys.exc_info()[1])
-    assert getattr(caught[0], "errno", None) == errno.ENOTSOCK
-    assert [r.exc_info[1] for r in caplog.records] == [caught[1]]
+    try:
+        for send in (
+            lambda: iopub.schedule(lambda: None),
+            lambda: closed.send(b""),
+            lambda: 1 / 0,
+        ):
+            try:
+                send()
+            except Exception:
+                log.error("Uncaught exception in ZMQStream callback", exc_info=True)
+                caught.append(sys.exc_info()[1])
+    finally:
+        iopub.close()
+        iopub.io_loop.close(all_fds=True)
+        context.destroy(linger=0)
+    assert [getattr(e, "errno", None) for e in caught[:2]] == [errno.ENOTSOCK] * 2
+    assert [r.exc_info[1] for r in caplog.records] == caught[1:]
 
 
 # ------------------------------------------------ what a user types: one line, exit 2

@@ -892,8 +892,8 @@ def test_the_fp16_and_float32_groups_swapped_seed_by_seed_fail_without_training(
 
 def test_a_stack_computes_what_each_of_its_runs_computes_alone():
     """Issue 69: the runs of one group evaluated as one ensemble give each run's
-    learnt kernel, the per-path losses of that pass (over the kernel's paths' L - 1
-    transitions) and per-path fresh losses of the one-model path on the same paths,
+    learnt kernel, the per-path losses of that pass (the kernel's paths continued by
+    one state) and per-path fresh losses of the one-model path on the same paths,
     to a hundredth of the tolerances they are judged by (not bit for bit)."""
     import torch.nn.functional as F
 
@@ -903,6 +903,7 @@ def test_a_stack_computes_what_each_of_its_runs_computes_alone():
         FRESH_STREAM,
         KERNEL_TOLERANCE,
         LOSS_FLOOR,
+        _continued,
         _generator,
     )
 
@@ -915,10 +916,13 @@ def test_a_stack_computes_what_each_of_its_runs_computes_alone():
     x = torch.stack(
         [r.chain.sample(8, s.seq_len, seed=r.test_seed + 2) for r in results]
     )
-    learnt, losses = kernels(model, x, 2)
-    for r, kernel, path, row in zip(results, learnt, x, losses):
+    after = torch.stack([_continued(r, path) for r, path in zip(results, x)])
+    learnt, losses = kernels(model, x, 2, after)
+    for r, kernel, path, row in zip(
+        results, learnt, torch.cat([x, after[..., None]], -1), losses
+    ):
         assert np.abs(kernel - r.learnt_kernel()).max() <= KERNEL_TOLERANCE / 100
-        with torch.no_grad():  # the same pass's losses: the L - 1 transitions
+        with torch.no_grad():  # the same pass's losses: its L transitions, continued
             logits = r.model(path[:, :-1]).transpose(1, 2)
         alone = F.cross_entropy(logits, path[:, 1:], reduction="none").double()
         assert (row - alone.mean(1)).abs().max() <= LOSS_FLOOR / 100
@@ -935,6 +939,30 @@ def test_a_stack_computes_what_each_of_its_runs_computes_alone():
             logits = r.model(path[:, :-1]).transpose(1, 2)
         alone = F.cross_entropy(logits, path[:, 1:], reduction="none").double()
         assert (row - alone.mean(1)).abs().max() <= LOSS_FLOOR / 100
+
+
+def test_the_learnt_kernels_paths_are_continued_by_the_chains_kernel():
+    """The final weights' loss is read on the learnt kernel's paths continued by one
+    state: x_{L+1} drawn from P[x_L], per row within 5 binomial standard errors over
+    20 000 paths, the same draw for the same seed; a chain of higher order (judged on
+    fresh batches) keeps its last state."""
+    from markovlib import binary, lag_switching
+    from markovlib.runs.verify import _continued
+
+    chain = binary(0.2, 0.7)
+    x = chain.sample(20_000, 5, seed=0)
+    run = SimpleNamespace(chain=chain, test_seed=11)
+    after = _continued(run, x)
+    assert torch.equal(after, _continued(run, x))
+    assert not torch.equal(
+        after, _continued(SimpleNamespace(chain=chain, test_seed=12), x)
+    )
+    for i in range(2):
+        rows = after[x[:, -1] == i]
+        share, p = float((rows == 1).double().mean()), chain.P[i, 1]
+        assert abs(share - p) <= 5 * math.sqrt(p * (1 - p) / len(rows)), (i, share, p)
+    lag = SimpleNamespace(chain=lag_switching(2, 0.2, 0.7), test_seed=11)
+    assert torch.equal(_continued(lag, x), x[:, -1])
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])

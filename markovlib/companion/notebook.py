@@ -20,6 +20,7 @@ import os
 import platform
 import subprocess
 import sys
+import traceback
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -170,23 +171,32 @@ def papermill_parameters() -> list[str]:
 
 
 class _KernelShutdownRace(logging.Filter):
-    """Drop ipykernel 7.4's log of its own shutdown race: after ``shutdown_request``
+    """Drop ipykernel 7.4.0's log of its own shutdown race: after ``shutdown_request``
     the control thread publishes "idle" through an IOPub event pipe that the exiting
     main thread has just closed (``IOPubThread.schedule``; ipykernel PR 1518 mended
-    the ``_really_send`` side only). A ``ZMQError`` ENOTSOCK, logged by tornado with
-    its stack under a chapter's one-line error (CI of 2026-11-29); others pass."""
+    the ``_really_send`` side only): a ``ZMQError`` ENOTSOCK raised in ipykernel's
+    ``iostream.py``, logged by pyzmq's ``ZMQStream`` through tornado's log with its
+    stack under a chapter's one-line error (CI of 2026-11-29). Any other record
+    passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        race = type(exc).__module__.startswith("zmq") and (
-            getattr(exc, "errno", None) == errno.ENOTSOCK
-        )
-        return not race
+        if getattr(exc, "errno", None) != errno.ENOTSOCK:
+            return True
+        frames = traceback.extract_tb(exc.__traceback__)
+        return not any(Path(f.filename).parts[-2:] == _IOSTREAM for f in frames)
+
+
+_IOSTREAM = ("ipykernel", "iostream.py")
 
 
 def quiet_kernel_shutdown_race() -> None:
-    """Install :class:`_KernelShutdownRace` on tornado's log, once."""
+    """In an IPython kernel, install :class:`_KernelShutdownRace` on tornado's log,
+    once (a chapter's re-run box and parameter check call it; ``markovlib book`` and
+    ``rerun`` send their kernels' log to /dev/null anyway)."""
     log = logging.getLogger("tornado.general")
+    if "ipykernel" not in sys.modules:
+        return
     if not any(isinstance(f, _KernelShutdownRace) for f in log.filters):
         log.addFilter(_KernelShutdownRace())
 

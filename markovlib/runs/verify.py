@@ -70,25 +70,28 @@ KERNEL_TOLERANCE = 1e-5
 # eval_batches x batch_size paths (standard error sigma / sqrt(eval_batches b), sigma
 # the per-path spread); the estimate's own standard error is added in quadrature, and
 # the difference allowed is LOSS_SIGMAS of the two, at least LOSS_FLOOR.
-# A run of a first-order chain from its stationary law is estimated on CONTROLLED_PATHS
-# fresh paths of seq_len + 1 states (its FRESH_STREAM) by the regression estimator with
-# two control variates (Rubinstein & Marcus 1985): per path, the mean next-state loss
-# of the true kernel and of the stationary law, whose expectations are exactly H_rate
-# and H(pi); the model's per-path loss is regressed on their deviations and the
-# intercept is the estimate. sigma^2 is b^T C b + the residual variance, C the exact
-# covariance of the two controls' means over seq_len transitions (:func:`_control_cov`),
-# b the regression's slopes. Residual spread over the shipped runs 0.0001-0.004 nats
-# against sigma's 0.002-0.04 (60 runs of 10 groups, 2026-11-29), so the estimate's own
-# error (5 degrees of freedom) is small beside the stored loss's; where it is not (more
-# than half of it), or the controls cannot give an estimate (paths that all look alike
-# to them), and for every other run (a chain of higher order or drawn per path, another
-# start): the plain mean over fresh batches of batch_size paths, drawn until the
-# tolerance is at most FRESH_RESOLUTION nats or every one of eval_batches is drawn.
-# Over the 1 242 shipped runs' final and checkpoint weights (2 484 checks, 2026-11-29):
-# z = Δ / se has standard deviation 1.00 and |z| at most 4.15 (17 above 3 where a normal
-# law gives 6.7: sigma and the slopes come from 8 paths). verify --sample 0 --jobs 2:
-# checks 92 s (168 s of CPU), the command 100 s, against 167 s (287 s of CPU) with the
-# plain mean of up to every fresh batch (AMD EPYC).
+# A run of a first-order chain from its stationary law is estimated on 8 paths of
+# seq_len + 1 states by the regression estimator with two control variates (Rubinstein
+# & Marcus 1985): per path, the mean next-state loss of the true kernel and of the
+# stationary law, whose expectations are exactly H_rate and H(pi); the model's per-path
+# loss is regressed on their deviations and the intercept is the estimate. sigma^2 is
+# b^T C b + the residual variance, C the exact covariance of the two controls' means
+# over seq_len transitions (:func:`_control_cov`), b the regression's slopes. The
+# paths: the checkpoint's, CONTROLLED_PATHS fresh ones (its FRESH_STREAM); the final
+# weights', the learnt kernel's 8 each continued by one state drawn from the kernel
+# (NEXT_STREAM), scored by the kernel's own forward pass. Residual spread over the
+# shipped runs 0.0001-0.004 nats against sigma's 0.002-0.04 (60 runs of 10 groups,
+# 2026-11-29), so the estimate's own error (5 degrees of freedom) is small beside the
+# stored loss's; where it is not (more than half of it), or the controls cannot give
+# an estimate (paths that all look alike to them), and for every other run (a chain of
+# higher order or drawn per path, another start): the plain mean over fresh batches of
+# batch_size paths, drawn until the tolerance is at most FRESH_RESOLUTION nats or every
+# one of eval_batches is drawn. Over the 1 242 shipped runs' final and checkpoint
+# weights (2 484 checks, benchmarks/verify_z.py, 2026-11-29): z = Δ / se has standard
+# deviation 1.00 and |z| at most 4.15 (16 above 3 where a normal law gives 6.7: sigma
+# and the slopes come from 8 paths). verify --sample 0 --jobs 2 (AMD EPYC): checks
+# 81-82 s (145-150 s of CPU) with the final weights scored by the kernel's pass, 97 s
+# (176 s) with a pass of their own, 167 s (287 s) with the plain mean of fresh batches.
 LOSS_SIGMAS = 6.0
 LOSS_FLOOR = 1e-4
 FRESH_RESOLUTION = 0.02
@@ -162,8 +165,9 @@ FULL_TOLERANCE = {"losses": 1e-5, "kernel": 5e-5, "predictions": 3e-3}
 HALF_TOLERANCE = {"losses": 5e-4, "kernel": 5e-3, "predictions": 5e-2}
 OUTPUTS = {"kernel": "learnt kernel", "predictions": "predictions on a fixed batch"}
 # offsets from a run's test-data seed of the streams verify draws from (TrainResult
-# uses +1 for test_sequence and +2 for learnt_kernel)
-FRESH_STREAM, FIXED_STREAM = 3, 4
+# uses +1 for test_sequence and +2 for learnt_kernel; NEXT_STREAM: the state after each
+# of learnt_kernel's paths)
+FRESH_STREAM, FIXED_STREAM, NEXT_STREAM = 3, 4, 5
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16-scaled": torch.float16}
 
 # Every stored field of a shipped run that a chapter, the CLI or the scorecard reads
@@ -255,18 +259,18 @@ class _Paths:
 
 
 def _controls(result: TrainResult, x: torch.Tensor) -> tuple | None:
-    """Per path of ``x`` (B, n + 1) from the stationary law, the mean next-state loss
-    of the true kernel and of the stationary law over its n transitions (B, 2), their
-    exact expectations (H_rate, H(pi)) and the exact covariance of their means; None
-    where they are not known exactly (a chain of higher order or drawn per path, a
-    run trained from another start)."""
+    """Per path of ``x`` (B, seq_len + 1), the mean next-state loss of the true kernel
+    and of the stationary law over its transitions (B, 2), their exact expectations
+    (H_rate, H(pi)) and the exact covariance of their means; None where they are not
+    known exactly (a chain of higher order or drawn per path, a run trained from
+    another start)."""
     chain = result.chain
     if type(chain) is not MarkovChain or result.train_config.start != "stationary":
         return None
     surprise = torch.as_tensor(-np.log(np.clip(chain.stationary(), 1e-300, None)))
     c = torch.stack([chain.next_nll(x).mean(1), surprise[x[:, 1:]].mean(1)], 1)
     means = np.array([chain.entropy_rate(), chain.unigram_entropy()])
-    cov = _control_cov(chain.P.tobytes(), chain.k, x.shape[1] - 1)
+    cov = _control_cov(chain.P.tobytes(), chain.k, result.train_config.seq_len)
     return c.numpy(), means, cov
 
 
@@ -382,25 +386,24 @@ def _test_losses(config, runs: list, final: tuple) -> tuple[dict, dict]:
     """(checkpoint, final) weights' test losses and the standard errors of their
     differences from the stored ones, by run index: by control variates
     (:func:`_controlled`) on :data:`CONTROLLED_PATHS` fresh paths for the checkpoint
-    (one forward pass of the stack) and on the learnt kernel's paths and per-path
-    losses ``final`` = (x, m) for the final weights (one forward pass for both: the
-    mean over the kernel's L - 1 transitions, not L, shifts a verdict by at most 4.7 %
-    of the tolerance over the shipped runs, benchmarks/verify_bias.py, 2026-11-29); on
-    fresh batches (:func:`_fresh_losses`) where control variates cannot serve."""
+    (one forward pass of the stack), and for the final weights on the learnt kernel's
+    paths continued by one state (:func:`_continued`), ``final`` = (those paths, their
+    per-path losses from the kernel's forward pass); on fresh batches
+    (:func:`_fresh_losses`) where control variates cannot serve."""
     results = [run.result for run in runs]
-    paths, n = _Paths(results), CONTROLLED_PATHS
-    x = torch.stack([paths.batch(i, 0)[:n] for i in range(len(runs))])
+    paths = _Paths(results)
     due = [i for i, r in enumerate(results) if _checkpoint_loss_due(r) is not None]
+    first = {i: paths.batch(i, 0)[:CONTROLLED_PATHS] for i in due}
     out = []
-    for name, which, (x, m) in (
-        ("checkpoint", due, (x, None)),
+    for name, which, (ys, m) in (
+        ("checkpoint", due, (first, None)),
         ("weights", [*range(len(runs))], final),
     ):
-        controls = {i: _controls(results[i], x[i]) for i in which}
+        controls = {i: _controls(results[i], ys[i]) for i in which}
         found, cv = {}, [i for i in which if controls[i] is not None]
         if cv and m is None:
             model = stack(config, [runs[i].record[name] for i in cv])
-            m = dict(zip(cv, path_losses(model, x[cv])))
+            m = dict(zip(cv, path_losses(model, torch.stack([ys[i] for i in cv]))))
         for i in cv:
             estimate = _controlled(results[i], m[i].numpy(), controls[i])
             if estimate is not None:
@@ -409,6 +412,17 @@ def _test_losses(config, runs: list, final: tuple) -> tuple[dict, dict]:
         states = [runs[i].record[name] for i in rest]
         out.append({**found, **_fresh_losses(config, states, paths, rest)})
     return out[0], out[1]
+
+
+def _continued(result: TrainResult, x: torch.Tensor) -> torch.Tensor:
+    """The state after the last of each of the learnt kernel's paths ``x`` (B, L) of a
+    first-order chain, drawn from P[x_L] on the run's :data:`NEXT_STREAM`: with it a
+    path of L + 1 states of the stationary chain, as the stored test loss's. Any other
+    chain (judged on fresh batches, this unused): the last state again."""
+    if type(result.chain) is not MarkovChain:
+        return x[:, -1].clone()
+    rows = torch.as_tensor(result.chain.P)[x[:, -1]]
+    return torch.multinomial(rows, 1, generator=_generator(result, NEXT_STREAM))[:, 0]
 
 
 @torch.no_grad()
@@ -764,12 +778,15 @@ def _consistent(data: ShippedData, keys: list[str]) -> tuple[float, float, float
             for r in results
         ]
     )  # TrainResult.learnt_kernel's paths
-    learnt, losses = kernels(final, x, results[0].chain.k)
+    after = torch.stack([_continued(r, x[i]) for i, r in enumerate(results)])
+    learnt, losses = kernels(final, x, results[0].chain.k, after)
     gaps = [
         _check_kernel(run.where, kernel, run.record["metrics"]["learnt_kernel"])
         for run, kernel in zip(runs, learnt)
     ]
-    ckpt, ends = _test_losses(config, runs, (x, losses))
+    ckpt, ends = _test_losses(
+        config, runs, (torch.cat([x, after[..., None]], -1), losses)
+    )
     shares = []
     for i, run in enumerate(runs):
         if i in ckpt:
