@@ -87,7 +87,7 @@ KERNEL_TOLERANCE = 1e-5
 # higher order or drawn per path, another start): the plain mean over fresh batches of
 # batch_size paths, drawn until the tolerance is at most FRESH_RESOLUTION nats or every
 # one of eval_batches is drawn. Over the 1 242 shipped runs' final and checkpoint
-# weights (2 484 checks, benchmarks/verify_z.py, 2026-11-29): z = Δ / se has standard
+# weights (2 484 checks, benchmarks/results/verify-z-amd.json): z = Δ / se has standard
 # deviation 1.00 and |z| at most 4.15 (16 above 3 where a normal law gives 6.7: sigma
 # and the slopes come from 8 paths). verify --sample 0 --jobs 2 (AMD EPYC): checks
 # 81-82 s (145-150 s of CPU) with the final weights scored by the kernel's pass, 97 s
