@@ -772,16 +772,20 @@ def test_ipykernels_shutdown_race_is_kept_off_a_chapters_error(caplog, monkeypat
 
     log = logging.getLogger("tornado.general")
     monkeypatch.setattr(log, "filters", [])
+    with monkeypatch.context() as outside:  # no kernel: nothing installed
+        outside.delitem(sys.modules, "ipykernel")
+        check_chapter_parameters("framework", seed=0, scale="smoke")
+    assert log.filters == []
     check_chapter_parameters("framework", seed=0, scale="smoke")  # ipykernel imported
     check_chapter_parameters("framework", seed=0, scale="smoke")
     assert len(log.filters) == 1  # installed once
-    context = zmq.Context()
-    iopub, closed = IOPubThread(context.socket(zmq.PUB)), context.socket(zmq.PUSH)
-    iopub.thread.is_alive = lambda: True  # its thread seen running, as in the race
-    iopub._event_pipe.close()  # as IOPubThread.stop closes it
-    closed.close()
-    caught = []
+    context, caught = zmq.Context(), []
+    iopub = IOPubThread(context.socket(zmq.PUB))
     try:
+        closed = context.socket(zmq.PUSH)
+        closed.close()
+        iopub.thread.is_alive = lambda: True  # its thread seen running, as in the race
+        iopub._event_pipe.close()  # as IOPubThread.stop closes it
         for send in (
             lambda: iopub.schedule(lambda: None),
             lambda: closed.send(b""),

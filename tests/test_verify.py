@@ -903,8 +903,8 @@ def test_a_stack_computes_what_each_of_its_runs_computes_alone():
         FRESH_STREAM,
         KERNEL_TOLERANCE,
         LOSS_FLOOR,
-        _continued,
         _generator,
+        _kernel_paths,
     )
 
     data = shipped_data(PAPER)
@@ -913,14 +913,9 @@ def test_a_stack_computes_what_each_of_its_runs_computes_alone():
     results = [data.load(spec) for spec in specs]
     model = stack(specs[0].config, [r.model.state_dict() for r in results])
     s = specs[0].train
-    x = torch.stack(
-        [r.chain.sample(8, s.seq_len, seed=r.test_seed + 2) for r in results]
-    )
-    after = torch.stack([_continued(r, path) for r, path in zip(results, x)])
-    learnt, losses = kernels(model, x, 2, after)
-    for r, kernel, path, row in zip(
-        results, learnt, torch.cat([x, after[..., None]], -1), losses
-    ):
+    x = torch.stack([_kernel_paths(r) for r in results])
+    learnt, losses = kernels(model, x, 2)
+    for r, kernel, path, row in zip(results, learnt, x, losses):
         assert np.abs(kernel - r.learnt_kernel()).max() <= KERNEL_TOLERANCE / 100
         with torch.no_grad():  # the same pass's losses: its L transitions, continued
             logits = r.model(path[:, :-1]).transpose(1, 2)
@@ -942,27 +937,36 @@ def test_a_stack_computes_what_each_of_its_runs_computes_alone():
 
 
 def test_the_learnt_kernels_paths_are_continued_by_the_chains_kernel():
-    """The final weights' loss is read on the learnt kernel's paths continued by one
-    state: x_{L+1} drawn from P[x_L], per row within 5 binomial standard errors over
-    20 000 paths, the same draw for the same seed; a chain of higher order (judged on
-    fresh batches) keeps its last state."""
+    """The final weights' loss is read on the learnt kernel's paths (TrainResult's: 8
+    from the stationary law on its test seed + 2) continued by one state x_{L+1} drawn
+    from P[x_L] on a stream of its own: per row within 5 binomial standard errors over
+    2 500 runs' paths, the same draw for the same seed, another for another; its
+    streams are distinct; a chain of higher order (judged on fresh batches) repeats its
+    last state."""
     from markovlib import binary, lag_switching
-    from markovlib.runs.verify import _continued
+    from markovlib.runs import verify as V
 
-    chain = binary(0.2, 0.7)
-    x = chain.sample(20_000, 5, seed=0)
-    run = SimpleNamespace(chain=chain, test_seed=11)
-    after = _continued(run, x)
-    assert torch.equal(after, _continued(run, x))
-    assert not torch.equal(
-        after, _continued(SimpleNamespace(chain=chain, test_seed=12), x)
+    assert (
+        len({0, 1, V.KERNEL_STREAM, V.FRESH_STREAM, V.FIXED_STREAM, V.NEXT_STREAM}) == 6
     )
+    chain, L = binary(0.2, 0.7), 5
+
+    def run(seed, chain=chain):
+        return SimpleNamespace(
+            chain=chain, test_seed=seed, train_config=SimpleNamespace(seq_len=L)
+        )
+
+    y = torch.cat([V._kernel_paths(run(seed)) for seed in range(2_500)])
+    first = chain.sample(V.KERNEL_PATHS, L, seed=V.KERNEL_STREAM, start="stationary")
+    assert y.shape == (2_500 * V.KERNEL_PATHS, L + 1) and torch.equal(y[:8, :L], first)
+    assert torch.equal(V._kernel_paths(run(0)), y[:8])
+    assert not torch.equal(y[:8, L], y[8:16, L])
     for i in range(2):
-        rows = after[x[:, -1] == i]
+        rows = y[y[:, L - 1] == i, L]
         share, p = float((rows == 1).double().mean()), chain.P[i, 1]
         assert abs(share - p) <= 5 * math.sqrt(p * (1 - p) / len(rows)), (i, share, p)
-    lag = SimpleNamespace(chain=lag_switching(2, 0.2, 0.7), test_seed=11)
-    assert torch.equal(_continued(lag, x), x[:, -1])
+    lag = V._kernel_paths(run(11, lag_switching(2, 0.2, 0.7)))
+    assert torch.equal(lag[:, L], lag[:, L - 1])
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])

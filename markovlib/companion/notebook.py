@@ -170,6 +170,9 @@ def papermill_parameters() -> list[str]:
     ]
 
 
+_IOSTREAM = ("ipykernel", "iostream.py")
+
+
 class _KernelShutdownRace(logging.Filter):
     """Drop ipykernel 7.4.0's log of its own shutdown race: after ``shutdown_request``
     the control thread publishes "idle" through an IOPub event pipe that the exiting
@@ -183,20 +186,17 @@ class _KernelShutdownRace(logging.Filter):
         exc = record.exc_info[1] if record.exc_info else None
         if getattr(exc, "errno", None) != errno.ENOTSOCK:
             return True
-        frames = traceback.extract_tb(exc.__traceback__)
-        return not any(Path(f.filename).parts[-2:] == _IOSTREAM for f in frames)
-
-
-_IOSTREAM = ("ipykernel", "iostream.py")
+        files = (f.f_code.co_filename for f, _ in traceback.walk_tb(exc.__traceback__))
+        return not any(Path(name).parts[-2:] == _IOSTREAM for name in files)
 
 
 def quiet_kernel_shutdown_race() -> None:
     """In an IPython kernel, install :class:`_KernelShutdownRace` on tornado's log,
     once (a chapter's re-run box and parameter check call it; ``markovlib book`` and
     ``rerun`` send their kernels' log to /dev/null anyway)."""
-    log = logging.getLogger("tornado.general")
     if "ipykernel" not in sys.modules:
         return
+    log = logging.getLogger("tornado.general")
     if not any(isinstance(f, _KernelShutdownRace) for f in log.filters):
         log.addFilter(_KernelShutdownRace())
 

@@ -46,25 +46,25 @@ def path_losses(model: Transformer, x: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def kernels(
-    model: Transformer, x: torch.Tensor, k: int, after: torch.Tensor
+    model: Transformer, y: torch.Tensor, k: int
 ) -> tuple[np.ndarray, torch.Tensor]:
-    """Each member's learnt kernel on its paths ``x`` (N, B, L): (N, k, k), the
-    average predicted P(x_{n+1} = j | x_n = i) (:meth:`TrainResult.learnt_kernel`);
-    and, from the same forward pass, its mean next-state loss along each path continued
-    by ``after`` (N, B), the state after its last: over its L transitions, (N, B)
-    float64, the logits in float32 (:func:`path_losses` of the L + 1 states)."""
+    """Each member's learnt kernel on its paths ``y[..., :-1]`` (N, B, L): (N, k, k),
+    the average predicted P(x_{n+1} = j | x_n = i) (:meth:`TrainResult.learnt_kernel`);
+    and, from the same forward pass, its mean next-state loss along each path of ``y``
+    (N, B, L + 1), over its L transitions: (N, B) float64, the logits in float32 (as
+    :func:`path_losses`)."""
+    x = y[..., :-1]
     logits = model(x)
     probs = logits.softmax(-1).double()
     onehot = F.one_hot(x, k).double()
     sums = torch.einsum("mbni,mbnj->mij", onehot, probs)
     counts = onehot.sum((1, 2))[:, :, None]
-    targets = torch.cat([x[..., 1:], after[..., None]], -1)
     nll = F.cross_entropy(
         logits.float().reshape(-1, logits.shape[-1]),
-        targets.reshape(-1),
+        y[..., 1:].reshape(-1),
         reduction="none",
     )
-    losses = nll.view(x.shape[0], x.shape[1], -1).double().mean(-1)
+    losses = nll.view(y.shape[0], y.shape[1], -1).double().mean(-1)
     return (sums / counts.clamp(min=1)).numpy(), losses
 
 

@@ -78,19 +78,20 @@ KERNEL_TOLERANCE = 1e-5
 # b^T C b + the residual variance, C the exact covariance of the two controls' means
 # over seq_len transitions (:func:`_control_cov`), b the regression's slopes. The
 # paths: the checkpoint's, CONTROLLED_PATHS fresh ones (its FRESH_STREAM); the final
-# weights', the learnt kernel's 8 each continued by one state drawn from the kernel
-# (NEXT_STREAM), scored by the kernel's own forward pass. Residual spread over the
-# shipped runs 0.0001-0.004 nats against sigma's 0.002-0.04 (60 runs of 10 groups,
-# 2026-11-29), so the estimate's own error (5 degrees of freedom) is small beside the
-# stored loss's; where it is not (more than half of it), or the controls cannot give
-# an estimate (paths that all look alike to them), and for every other run (a chain of
-# higher order or drawn per path, another start): the plain mean over fresh batches of
-# batch_size paths, drawn until the tolerance is at most FRESH_RESOLUTION nats or every
-# one of eval_batches is drawn. Over the 1 242 shipped runs' final and checkpoint
-# weights (2 484 checks, benchmarks/results/verify-z-amd.json): z = Δ / se has standard
-# deviation 1.00 and |z| at most 4.15 (16 above 3 where a normal law gives 6.7: sigma
-# and the slopes come from 8 paths). verify --sample 0 --jobs 2 (AMD EPYC): checks
-# 81-82 s (145-150 s of CPU) with the final weights scored by the kernel's pass, 97 s
+# weights', the learnt kernel's KERNEL_PATHS (as many) each continued by one state drawn
+# from the chain's kernel P (NEXT_STREAM), scored by the pass that gives the learnt
+# kernel. Residual spread over the shipped runs 0.0001-0.004 nats against sigma's
+# 0.002-0.04 (60 runs of 10 groups, 2026-11-29), so the estimate's own error (5 degrees
+# of freedom) is small beside the stored loss's; where it is not (more than half of
+# it), or the controls cannot give an estimate (paths that all look alike to them), and
+# for every other run (a chain of higher order or drawn per path, another start): the
+# plain mean over fresh batches of batch_size paths, drawn until the tolerance is at
+# most FRESH_RESOLUTION nats or every one of eval_batches is drawn. Over the 1 242
+# shipped runs' final and checkpoint weights (2 484 checks,
+# benchmarks/results/verify-z-amd.json): z = Δ / se has standard deviation 1.00 and
+# |z| at most 4.15 (16 above 3 where a normal law gives 6.7: sigma and the slopes
+# come from 8 paths). verify --sample 0 --jobs 2 (AMD EPYC): checks
+# 78-82 s (142-150 s of CPU) with the final weights scored by the kernel's pass, 97 s
 # (176 s) with a pass of their own, 167 s (287 s) with the plain mean of fresh batches.
 LOSS_SIGMAS = 6.0
 LOSS_FLOOR = 1e-4
@@ -165,9 +166,10 @@ FULL_TOLERANCE = {"losses": 1e-5, "kernel": 5e-5, "predictions": 3e-3}
 HALF_TOLERANCE = {"losses": 5e-4, "kernel": 5e-3, "predictions": 5e-2}
 OUTPUTS = {"kernel": "learnt kernel", "predictions": "predictions on a fixed batch"}
 # offsets from a run's test-data seed of the streams verify draws from (TrainResult
-# uses +1 for test_sequence and +2 for learnt_kernel; NEXT_STREAM: the state after each
-# of learnt_kernel's paths)
+# uses +0 for its test batches, +1 for test_sequence and +2 for learnt_kernel's
+# KERNEL_PATHS paths; NEXT_STREAM: the state after each of those paths)
 FRESH_STREAM, FIXED_STREAM, NEXT_STREAM = 3, 4, 5
+KERNEL_PATHS, KERNEL_STREAM = 8, 2
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp16-scaled": torch.float16}
 
 # Every stored field of a shipped run that a chapter, the CLI or the scorecard reads
@@ -259,18 +261,18 @@ class _Paths:
 
 
 def _controls(result: TrainResult, x: torch.Tensor) -> tuple | None:
-    """Per path of ``x`` (B, seq_len + 1), the mean next-state loss of the true kernel
-    and of the stationary law over its transitions (B, 2), their exact expectations
-    (H_rate, H(pi)) and the exact covariance of their means; None where they are not
-    known exactly (a chain of higher order or drawn per path, a run trained from
-    another start)."""
+    """Per path of ``x`` (B, n + 1) from the stationary law, the mean next-state loss
+    of the true kernel and of the stationary law over its n transitions (B, 2), their
+    exact expectations (H_rate, H(pi)) and the exact covariance of their means; None
+    where they are not known exactly (a chain of higher order or drawn per path, a
+    run trained from another start)."""
     chain = result.chain
     if type(chain) is not MarkovChain or result.train_config.start != "stationary":
         return None
     surprise = torch.as_tensor(-np.log(np.clip(chain.stationary(), 1e-300, None)))
     c = torch.stack([chain.next_nll(x).mean(1), surprise[x[:, 1:]].mean(1)], 1)
     means = np.array([chain.entropy_rate(), chain.unigram_entropy()])
-    cov = _control_cov(chain.P.tobytes(), chain.k, result.train_config.seq_len)
+    cov = _control_cov(chain.P.tobytes(), chain.k, x.shape[1] - 1)
     return c.numpy(), means, cov
 
 
@@ -387,8 +389,8 @@ def _test_losses(config, runs: list, final: tuple) -> tuple[dict, dict]:
     differences from the stored ones, by run index: by control variates
     (:func:`_controlled`) on :data:`CONTROLLED_PATHS` fresh paths for the checkpoint
     (one forward pass of the stack), and for the final weights on the learnt kernel's
-    paths continued by one state (:func:`_continued`), ``final`` = (those paths, their
-    per-path losses from the kernel's forward pass); on fresh batches
+    paths continued by one state (:func:`_kernel_paths`), ``final`` = (those paths,
+    their per-path losses from the kernel's forward pass); on fresh batches
     (:func:`_fresh_losses`) where control variates cannot serve."""
     results = [run.result for run in runs]
     paths = _Paths(results)
@@ -414,15 +416,24 @@ def _test_losses(config, runs: list, final: tuple) -> tuple[dict, dict]:
     return out[0], out[1]
 
 
-def _continued(result: TrainResult, x: torch.Tensor) -> torch.Tensor:
-    """The state after the last of each of the learnt kernel's paths ``x`` (B, L) of a
-    first-order chain, drawn from P[x_L] on the run's :data:`NEXT_STREAM`: with it a
-    path of L + 1 states of the stationary chain, as the stored test loss's. Any other
-    chain (judged on fresh batches, this unused): the last state again."""
-    if type(result.chain) is not MarkovChain:
-        return x[:, -1].clone()
-    rows = torch.as_tensor(result.chain.P)[x[:, -1]]
-    return torch.multinomial(rows, 1, generator=_generator(result, NEXT_STREAM))[:, 0]
+def _kernel_paths(result: TrainResult) -> torch.Tensor:
+    """The learnt kernel's paths (:meth:`TrainResult.learnt_kernel`: KERNEL_PATHS of
+    seq_len states from the stationary law) each continued by one state: for a
+    first-order chain drawn from the chain's kernel P[x_L] (inverse CDF of a float64
+    uniform on the run's :data:`NEXT_STREAM`), so that the seq_len + 1 states are a
+    path of the stationary chain, as the stored test loss's; for any other chain, the
+    last state again. (KERNEL_PATHS, seq_len + 1); unused for a run judged on fresh
+    batches."""
+    s, chain = result.train_config, result.chain
+    gen = _generator(result, KERNEL_STREAM)
+    x = chain.sample(KERNEL_PATHS, s.seq_len, generator=gen, start="stationary")
+    if type(chain) is not MarkovChain:
+        return torch.cat([x, x[:, -1:]], 1)
+    cdf = torch.as_tensor(np.cumsum(chain.P, 1)[:, :-1])
+    u = torch.rand(
+        len(x), generator=_generator(result, NEXT_STREAM), dtype=torch.float64
+    )
+    return torch.cat([x, (u[:, None] >= cdf[x[:, -1]]).sum(-1, keepdim=True)], 1)
 
 
 @torch.no_grad()
@@ -769,24 +780,16 @@ def _consistent(data: ShippedData, keys: list[str]) -> tuple[float, float, float
     compute and their first training steps, as one ensemble; returns (largest kernel
     |Δ|, largest loss |Δ| / tolerance, largest first-step |Δ|)."""
     runs = [_alone(data, key) for key in keys]
-    config, s = runs[0].spec.config, runs[0].spec.train
+    config = runs[0].spec.config
     results = [run.result for run in runs]
     final = stack(config, [run.record["weights"] for run in runs])
-    x = torch.stack(
-        [
-            r.chain.sample(8, s.seq_len, seed=r.test_seed + 2, start="stationary")
-            for r in results
-        ]
-    )  # TrainResult.learnt_kernel's paths
-    after = torch.stack([_continued(r, x[i]) for i, r in enumerate(results)])
-    learnt, losses = kernels(final, x, results[0].chain.k, after)
+    y = torch.stack([_kernel_paths(r) for r in results])
+    learnt, losses = kernels(final, y, results[0].chain.k)
     gaps = [
         _check_kernel(run.where, kernel, run.record["metrics"]["learnt_kernel"])
         for run, kernel in zip(runs, learnt)
     ]
-    ckpt, ends = _test_losses(
-        config, runs, (torch.cat([x, after[..., None]], -1), losses)
-    )
+    ckpt, ends = _test_losses(config, runs, (y, losses))
     shares = []
     for i, run in enumerate(runs):
         if i in ckpt:
