@@ -11,7 +11,6 @@ of them.
 from __future__ import annotations
 
 import ast
-import errno
 import html
 import logging
 import math
@@ -183,17 +182,19 @@ class _KernelShutdownRace(logging.Filter):
     passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        import zmq  # loaded with ipykernel; its ENOTSOCK, not the OS's (Windows)
+
         exc = record.exc_info[1] if record.exc_info else None
-        if getattr(exc, "errno", None) != errno.ENOTSOCK:
+        if not isinstance(exc, zmq.ZMQError) or exc.errno != zmq.ENOTSOCK:
             return True
         files = (f.f_code.co_filename for f, _ in traceback.walk_tb(exc.__traceback__))
         return not any(Path(name).parts[-2:] == _IOSTREAM for name in files)
 
 
 def quiet_kernel_shutdown_race() -> None:
-    """In an IPython kernel, install :class:`_KernelShutdownRace` on tornado's log,
-    once (a chapter's re-run box and parameter check call it; ``markovlib book`` and
-    ``rerun`` send their kernels' log to /dev/null anyway)."""
+    """Where ipykernel is imported (a kernel), install :class:`_KernelShutdownRace` on
+    tornado's log, once (a chapter's re-run box and parameter check call it;
+    ``markovlib book`` and ``rerun`` send their kernels' log to /dev/null anyway)."""
     if "ipykernel" not in sys.modules:
         return
     log = logging.getLogger("tornado.general")

@@ -37,11 +37,18 @@ def stack(config: TransformerConfig, states: Sequence[dict]) -> Transformer:
 def path_losses(model: Transformer, x: torch.Tensor) -> torch.Tensor:
     """Each member's mean next-state loss along each of its paths ``x`` (N, B, L + 1):
     (N, B) float64, the logits in float32."""
-    logits = model(x[..., :-1]).float()
+    return _mean_nll(model(x[..., :-1]), x[..., 1:])
+
+
+def _mean_nll(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean next-state loss along each path: (N, B) float64 from ``logits`` (N, B, L,
+    k), taken in float32, and ``targets`` (N, B, L)."""
     nll = F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), x[..., 1:].reshape(-1), reduction="none"
+        logits.float().reshape(-1, logits.shape[-1]),
+        targets.reshape(-1),
+        reduction="none",
     )
-    return nll.view(x.shape[0], x.shape[1], -1).double().mean(-1)
+    return nll.view(targets.shape).double().mean(-1)
 
 
 @torch.no_grad()
@@ -59,13 +66,7 @@ def kernels(
     onehot = F.one_hot(x, k).double()
     sums = torch.einsum("mbni,mbnj->mij", onehot, probs)
     counts = onehot.sum((1, 2))[:, :, None]
-    nll = F.cross_entropy(
-        logits.float().reshape(-1, logits.shape[-1]),
-        y[..., 1:].reshape(-1),
-        reduction="none",
-    )
-    losses = nll.view(y.shape[0], y.shape[1], -1).double().mean(-1)
-    return (sums / counts.clamp(min=1)).numpy(), losses
+    return (sums / counts.clamp(min=1)).numpy(), _mean_nll(logits, y[..., 1:])
 
 
 @torch.no_grad()

@@ -91,8 +91,9 @@ KERNEL_TOLERANCE = 1e-5
 # benchmarks/results/verify-z-amd.json): z = Δ / se has standard deviation 1.00 and
 # |z| at most 4.15 (16 above 3 where a normal law gives 6.7: sigma and the slopes
 # come from 8 paths). verify --sample 0 --jobs 2 (AMD EPYC): checks
-# 78-82 s (142-150 s of CPU) with the final weights scored by the kernel's pass, 97 s
-# (176 s) with a pass of their own, 167 s (287 s) with the plain mean of fresh batches.
+# 78-82 s (142-150 s of CPU, idle, 2026-11-29) with the final weights scored by the
+# kernel's pass, 97 s (176 s; 92 s, 168 s the day before) with a pass of their own,
+# 167 s (287 s) with the plain mean of fresh batches.
 LOSS_SIGMAS = 6.0
 LOSS_FLOOR = 1e-4
 FRESH_RESOLUTION = 0.02
