@@ -182,10 +182,15 @@ class _KernelShutdownRace(logging.Filter):
     passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        import zmq  # loaded with ipykernel; its ENOTSOCK, not the OS's (Windows)
-
+        zmq = sys.modules.get(
+            "zmq"
+        )  # ipykernel's; its ENOTSOCK, not the OS's (Windows)
         exc = record.exc_info[1] if record.exc_info else None
-        if not isinstance(exc, zmq.ZMQError) or exc.errno != zmq.ENOTSOCK:
+        if (
+            zmq is None
+            or not isinstance(exc, zmq.ZMQError)
+            or exc.errno != zmq.ENOTSOCK
+        ):
             return True
         files = (f.f_code.co_filename for f, _ in traceback.walk_tb(exc.__traceback__))
         return not any(Path(name).parts[-2:] == _IOSTREAM for name in files)
