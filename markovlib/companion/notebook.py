@@ -182,9 +182,8 @@ class _KernelShutdownRace(logging.Filter):
     passes."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        zmq = sys.modules.get(
-            "zmq"
-        )  # ipykernel's; its ENOTSOCK, not the OS's (Windows)
+        # ipykernel's zmq, not imported here; its ENOTSOCK, not the OS's (Windows)
+        zmq = sys.modules.get("zmq")
         exc = record.exc_info[1] if record.exc_info else None
         if (
             zmq is None
