@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from markovlib.companion.chapter_runner import run_chapters
+from markovlib.companion.chapter_runner import quiet_kernel_manager, run_chapters
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,6 +95,7 @@ def execute_one(cache_path: Path, notebook: Path, timeout: int) -> tuple[float, 
         allow_errors=False,
         timeout=timeout,
         meta_override=True,
+        kernel_manager_class=quiet_kernel_manager(warm=True),  # forked warm kernels
     )
     if result.err is not None:
         return result.time, result.exc_string or repr(result.err)

@@ -28,16 +28,24 @@ __all__ = [
 ]
 
 
-def quiet_kernel_manager():
+def quiet_kernel_manager(warm: bool = False):
     """A Jupyter kernel manager whose kernel process writes nothing on the terminal:
     its own log (TCP warnings, the ZMQ traceback of a kernel stopped by Ctrl-C) goes
     to /dev/null; cells' output still reaches the notebook through the kernel's
     messages; a ``$MPLBACKEND`` set for scripts (Agg) is dropped, or the figures
-    would never reach the page. Pass as
-    ``papermill.execute_notebook(..., kernel_manager_class=...)``."""
+    would never reach the page. ``warm``: each kernel forked from this process's
+    warm template (:mod:`.warm_ipykernel`), for a process that runs several chapters.
+    Pass as ``papermill.execute_notebook(..., kernel_manager_class=...)``."""
     from jupyter_client.manager import AsyncKernelManager
 
+    from .warm_ipykernel import connection_file, fork_kernel
+
     class QuietKernelManager(AsyncKernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            if warm and not self.connection_file:
+                self.connection_file = connection_file()
+            return await super()._async_pre_start_kernel(**kw)
+
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw.setdefault("stderr", subprocess.DEVNULL)
             kw["env"] = {
@@ -45,7 +53,13 @@ def quiet_kernel_manager():
                 for k, v in (kw.get("env") or os.environ).items()
                 if k != "MPLBACKEND"
             }
-            await super()._async_launch_kernel(kernel_cmd, **kw)
+            forked = fork_kernel(kernel_cmd, kw) if warm else None
+            if forked is None:
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            p = self.provisioner
+            p.process, p.pid, p.pgid = forked, forked.pid, forked.pid
+            p.cwd = kw.get("cwd")
+            self._reconcile_connection_info(p.connection_info)
 
     return QuietKernelManager
 
@@ -144,6 +158,8 @@ def _leftovers(process) -> list[Path]:
         return []
     paths = [Path(line[line.index("-f") + 1])] if "-f" in line[:-1] else []
     paths = [f for f in paths if f.suffix == ".json" and "ipykernel" in " ".join(line)]
+    if "markovlib.companion.warm_ipykernel" in line:  # its kernels' connection files
+        paths.append(Path(line[-1]))
     for socket in filter(None, sockets):
         folder = Path(socket).parent
         paths += [folder] if folder.name.startswith("pymp-") else []

@@ -62,8 +62,11 @@ def jupyter_book(
     return subprocess.run([*command, *options], **run)
 
 
-def execute_notebook(source: Path, target: Path, params: dict, **options) -> None:
-    """Chapter ``source`` executed into ``target`` with ``params``, its kernel quiet."""
+def execute_notebook(
+    source: Path, target: Path, params: dict, warm: bool = False, **options
+) -> None:
+    """Chapter ``source`` executed into ``target`` with ``params``, its kernel quiet
+    (``warm``: forked from this process's warm template, for a pool's worker)."""
     import papermill as pm  # optional: the book's dependencies
 
     pm.execute_notebook(
@@ -71,7 +74,7 @@ def execute_notebook(source: Path, target: Path, params: dict, **options) -> Non
         str(target),
         cwd=str(source.parent),
         parameters=params,
-        kernel_manager_class=quiet_kernel_manager(),
+        kernel_manager_class=quiet_kernel_manager(warm),
         **options,
     )
 
@@ -94,7 +97,7 @@ def execute_one(source: Path, target: Path, given: dict, threads: str | None):
         os.environ["OMP_NUM_THREADS"] = threads
     start = time.perf_counter()
     try:
-        execute_notebook(source, target, given, progress_bar=False)
+        execute_notebook(source, target, given, warm=True, progress_bar=False)
     except pm.PapermillExecutionError as e:
         return None, failure(e)
     return time.perf_counter() - start, None
