@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import json
 import os
 import select
@@ -36,9 +37,11 @@ import uuid
 
 __all__ = ["PRELOAD", "fork_kernel", "connection_file", "close_templates"]
 
-# What a chapter imports before its first computation (its import cells), in the
-# order a kernel imports them; matplotlib's backend is the kernel's inline one
-# (``$MPLBACKEND``, as ipykernel sets it), whose module is imported in the kernel
+# What the chapters import (their import cells, then what their computations import
+# on first use: torch.func's dynamo and jvp decompositions, 1.7-2.3 s in five of them,
+# `python -X importtime`, 2026-11-29), in the order a kernel imports them;
+# matplotlib's backend is the kernel's inline one (``$MPLBACKEND``, as ipykernel sets
+# it), whose module is imported in the kernel
 PRELOAD = (
     "ipykernel.kernelapp",
     "numpy",
@@ -51,6 +54,13 @@ PRELOAD = (
     "markovlib.companion.notebook",
     "markovlib.companion.figures.style",
     "markovlib.companion.scorecard",
+    "markovlib.companion.chapters",
+    "myst_nb.ext.glue",
+    "pandas.io.formats.style",
+    "pyarrow.dataset",
+    "tabulate",
+    "torch._dynamo",
+    "torch._decomp.decompositions_for_jvp",
 )
 INLINE = "module://matplotlib_inline.backend_inline"
 # a kernel's own variables, which differ between kernels of one template
@@ -218,6 +228,10 @@ def _preload() -> None:
             importlib.import_module(name)
     finally:
         del builtins.get_ipython
+    # what the imports left is kept out of every kernel's garbage collections: they
+    # would walk it, and write on each of its pages (copies of the template's)
+    gc.collect()
+    gc.freeze()
 
 
 def _reap(children: set) -> None:
