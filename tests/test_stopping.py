@@ -104,8 +104,17 @@ def _training(pid: int) -> bool:
 
 
 def _kernel(pid: int) -> bool:
-    """Whether the command's process tree holds a Jupyter kernel."""
-    return any("ipykernel" in c for c in _tree(pid))
+    """Whether the command's process tree holds a Jupyter kernel: launched, or forked
+    from a worker's warm template (its command line the template's)."""
+    try:
+        tree = psutil.Process(pid).children(recursive=True)
+        lines = [(" ".join(p.cmdline()), " ".join(p.parent().cmdline())) for p in tree]
+    except (psutil.Error, AttributeError):
+        return False
+    return any(
+        "ipykernel_launcher" in line or "warm_ipykernel" in parent
+        for line, parent in lines
+    )
 
 
 def _files(*folders: Path) -> dict[str, float]:

@@ -146,8 +146,9 @@ def _running(process) -> bool:
 
 def _leftovers(process) -> list[Path]:
     """The temporary files ``process`` removes at its end (killed, it cannot)."""
-    # a Jupyter kernel's connection file (-f FILE in its command line), the pymp-*
-    # folder of a multiprocessing manager's socket
+    # a Jupyter kernel's connection file (-f FILE in its command line) or a warm
+    # template's folder of them (markovlib-kernels-*), the pymp-* folder of a
+    # multiprocessing manager's socket
     import psutil
 
     temp = Path(tempfile.gettempdir())
@@ -160,6 +161,9 @@ def _leftovers(process) -> list[Path]:
     paths = [f for f in paths if f.suffix == ".json" and "ipykernel" in " ".join(line)]
     if "markovlib.companion.warm_ipykernel" in line:  # its kernels' connection files
         paths.append(Path(line[-1]))
+    paths = [
+        f.parent if f.parent.name.startswith("markovlib-kernels-") else f for f in paths
+    ]
     for socket in filter(None, sockets):
         folder = Path(socket).parent
         paths += [folder] if folder.name.startswith("pymp-") else []

@@ -4,19 +4,23 @@ pandas, matplotlib and markovlib already imported (issue 69).
 A pool worker that executes several chapters (``make book``, ``markovlib book``)
 starts, at its first kernel, one *template* process with the kernel's own command
 prefix, environment and folder, ``python -m markovlib.companion.warm_ipykernel FD``.
-The template imports :data:`PRELOAD` once, runs nothing else, and forks each later
-kernel of that worker from itself: the child takes the kernel's session, environment,
+The template imports :data:`PRELOAD` once, runs nothing else, and forks each kernel
+of that worker from itself: the child takes the kernel's session, environment,
 folder and stdio, and runs ``ipykernel_launcher``'s own entry point with the kernel's
 arguments. Each chapter's kernel is still a fresh process of its own (nothing a
 chapter defines reaches another); what it skips is the interpreter's start and the
 imports, about 6 s of CPU a chapter on an AMD EPYC.
 
+A template that cannot stand for a fresh kernel ends before its first fork, and the
+kernels are launched as Jupyter launches them: one whose imports wrote anything,
+warned, logged, changed the environment or started a thread. So does a worker
+without ``os.fork`` or a working ``pidfd_open``, a command other than ``python -m
+ipykernel_launcher``, or a template that fails or does not answer.
+
 The template is its worker's child in a session of its own (a terminal's Ctrl-C
 reaches neither it nor its kernels; :func:`~.chapter_runner.end_started_processes`
 finds both in the worker's tree); it ends, killing the kernels it forked, once its
-worker's end of the socket closes. Where a kernel cannot be forked (no ``os.fork`` or
-``os.pidfd_open``, another command than ``python -m ipykernel_launcher``, a template
-that failed), the kernel is launched as Jupyter launches it.
+worker's end of the socket closes.
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ PRELOAD = (
 INLINE = "module://matplotlib_inline.backend_inline"
 # a kernel's own variables, which differ between kernels of one template
 PER_KERNEL = ("JPY_SESSION_NAME", "JPY_PARENT_PID")
+# seconds a template may take to answer: its first fork follows its imports
+FIRST_ANSWER, ANSWER = 300.0, 30.0
 
 
 def _kernel_command(cmd: list[str]) -> tuple[list[str], list[str]] | None:
@@ -80,7 +86,9 @@ def _kernel_command(cmd: list[str]) -> tuple[list[str], list[str]] | None:
 
 class _Forked:
     """A forked kernel, as Jupyter's provisioner handles its process (``Popen``'s
-    poll, wait, send_signal, kill, terminate): its end seen through a pidfd."""
+    poll, wait, send_signal, kill, terminate), through a pidfd: its end is seen and
+    a signal never reaches another process. Its template reaps it: ``returncode`` is
+    0 once it ended, whatever its status."""
 
     stdin = stdout = stderr = None
 
@@ -93,13 +101,14 @@ class _Forked:
 
     def wait(self, timeout: float | None = None) -> int | None:
         if self.returncode is None and select.select([self._fd], [], [], timeout)[0]:
-            self.returncode = 0  # its template reaps it; the status is not shared
+            self.returncode = 0
             os.close(self._fd)
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, signum)
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._fd, signum)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
@@ -108,24 +117,12 @@ class _Forked:
         self.send_signal(signal.SIGKILL)
 
 
-_FOLDER: list[str] = []
-
-
-def connection_file() -> str:
-    """A new kernel connection file's path, in this process's folder of them (named
-    on its templates' command lines: a stopped command's cleanup removes it)."""
-    if not _FOLDER:
-        _FOLDER.append(tempfile.mkdtemp(prefix="markovlib-kernels-"))
-    return os.path.join(_FOLDER[0], f"kernel-{uuid.uuid4()}.json")
-
-
 class _Template:
     """A warm process started with one kernel prefix, environment and folder."""
 
-    def __init__(self, prefix: list[str], env: dict, cwd: str | None):
+    def __init__(self, prefix: list[str], env: dict, cwd: str | None, folder: str):
         mine, theirs = socket.socketpair()
         module = "markovlib.companion.warm_ipykernel"
-        folder = os.path.dirname(connection_file())
         self.process = subprocess.Popen(
             [*prefix, "-m", module, str(theirs.fileno()), folder],
             env=env,
@@ -136,124 +133,233 @@ class _Template:
             start_new_session=True,
         )
         theirs.close()
-        self.socket, self.lines = mine, mine.makefile("r")
+        self.socket, self.lines, self.answered = mine, mine.makefile("r"), False
 
     def fork(self, args: list[str], env: dict, cwd: str | None, quiet: bool) -> int:
-        """A kernel forked with ``args``; its pid (OSError when the template failed)."""
+        """A kernel forked with ``args``; its pid (OSError when the template failed
+        or took too long)."""
         request = {"args": args, "env": env, "cwd": cwd, "quiet": quiet}
+        self.socket.settimeout(ANSWER if self.answered else FIRST_ANSWER)
         self.socket.sendall((json.dumps(request) + "\n").encode())
         answer = self.lines.readline()
         if not answer:
             raise OSError("the kernel template ended")
+        self.answered = True
         return int(json.loads(answer)["pid"])
 
     def close(self) -> None:
-        """Close its socket: the template ends (:func:`_serve`); wait for that."""
+        """Close its socket: the template ends (:func:`_serve`); wait for that (kill
+        it if it does not)."""
         self.lines.close()  # the socket's file: the descriptor closes with both
         self.socket.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
-_TEMPLATES: dict = {}
+# this process's templates and folder of connection files (a forked child starts
+# with none), and whether kernels are forked here at all
+_STATE: dict = {}
+
+
+def _state() -> dict:
+    if _STATE.get("pid") != os.getpid():
+        _STATE.clear()
+        _STATE.update(pid=os.getpid(), templates={}, folder=None, usable=_pidfd())
+    return _STATE
+
+
+def _pidfd() -> bool:
+    """Whether this system forks and opens pidfds (Linux 5.3 and a seccomp profile
+    that allows it)."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return hasattr(os, "fork")
+
+
+def connection_file() -> str:
+    """A new kernel connection file's path, in this process's folder of them (named
+    on its templates' command lines: a stopped command's cleanup removes it)."""
+    state = _state()
+    if state["folder"] is None:
+        state["folder"] = tempfile.mkdtemp(prefix="markovlib-kernels-")
+    return os.path.join(state["folder"], f"kernel-{uuid.uuid4()}.json")
 
 
 def fork_kernel(cmd: list[str], kw: dict) -> _Forked | None:
     """The kernel of ``cmd`` (Jupyter's launch arguments ``kw``) forked from this
     process's template for its prefix, environment and folder; None where it cannot
-    be (the caller launches it as Jupyter does)."""
-    split = _kernel_command(cmd)
-    if split is None or not (hasattr(os, "fork") and hasattr(os, "pidfd_open")):
+    be (the caller launches it as Jupyter does; after a failure, every later kernel
+    of this process too)."""
+    split, state = _kernel_command(cmd), _state()
+    if split is None or not state["usable"]:
         return None
-    env = dict(kw.get("env") or os.environ)
-    cwd = None if kw.get("cwd") is None else str(kw["cwd"])
+    env = {**(kw.get("env") or os.environ), "JPY_PARENT_PID": str(os.getpid())}
+    cwd = None if kw.get("cwd") is None else os.path.abspath(kw["cwd"])
     shared = {k: v for k, v in env.items() if k not in PER_KERNEL}
     key = (tuple(split[0]), cwd, tuple(sorted(shared.items())))
+    template, pid = state["templates"].get(key), None
     try:
-        template = _TEMPLATES.get(key) or _TEMPLATES.setdefault(
-            key, _Template(split[0], shared, cwd)
-        )
-        quiet = kw.get("stderr") is subprocess.DEVNULL
-        return _Forked(template.fork(split[1], env, cwd, quiet))
+        if template is None:
+            folder = os.path.dirname(connection_file())
+            template = _Template(split[0], shared, cwd, folder)
+            state["templates"][key] = template
+        pid = template.fork(split[1], env, cwd, kw.get("stderr") is subprocess.DEVNULL)
+        return _Forked(pid)
     except (OSError, ValueError):
-        _TEMPLATES.pop(key, None)
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        state["usable"] = False
+        _close(state)  # the folder stays: it holds this kernel's connection file
         return None
 
 
-@atexit.register
+def _close(state: dict) -> None:
+    """Close every template of ``state`` (each ends, and kills the kernels it forked
+    that still run)."""
+    while state["templates"]:
+        state["templates"].popitem()[1].close()
+
+
 def close_templates() -> None:
-    """Close every template of this process: each ends, and kills the kernels it
-    forked that still run (a pool's worker closes them by ending)."""
-    while _TEMPLATES:
-        _TEMPLATES.popitem()[1].close()
+    """Close every template of this process and remove its folder of connection
+    files; at this process's end, a pool worker's included."""
+    state = _state()
+    _close(state)
+    if state["folder"] is not None:
+        shutil.rmtree(state["folder"], ignore_errors=True)
+        state["folder"] = None
+
+
+atexit.register(close_templates)
+with contextlib.suppress(ImportError):  # a multiprocessing worker skips atexit
+    from multiprocessing import util
+
+    util.Finalize(None, close_templates, exitpriority=10)
 
 
 # ------------------------------------------------------------------- the template
-def _serve(fd: int, folder: str) -> None:
-    """The template: import :data:`PRELOAD`, then fork a kernel per request."""
-    for name in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(name, signal.SIG_IGN)  # its worker's tree ends it
+def _serve(fd: int) -> None:
+    """The template: import :data:`PRELOAD` (ending at once where a kernel would not
+    have started so, :func:`_preload`), then fork a kernel per request."""
     if sys.path and sys.path[0] in ("", os.getcwd()):
         del sys.path[0]  # as ipykernel_launcher: the kernel adds its folder back
-    os.environ.setdefault("MPLBACKEND", INLINE)
+    os.set_inheritable(fd, False)
     conn = socket.socket(fileno=fd)
     lines, children = conn.makefile("r"), set()
-    _preload()
+    imported = _preload()
+    if imported is None:
+        return
     signal.signal(signal.SIGCHLD, lambda *_: _reap(children))
     for line in lines:
         pid = os.fork()
         if pid == 0:
+            lines.close()
             conn.close()
-            _kernel(json.loads(line))
+            request = json.loads(line)
+            _kernel({**request, "env": {**request["env"], **imported}})
         children.add(pid)
         conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
-    for pid in list(children):  # the worker ended: so do the kernels it left
+    _reap(children)
+    for pid in children:  # the worker ended: so do the kernels it left
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
-def _preload() -> None:
+def _preload() -> dict | None:
     """Import :data:`PRELOAD` as a kernel's cells would: matplotlib with the inline
     backend's name, pandas seeing a kernel's shell (``get_ipython()`` with a
-    ``kernel``: its ``display.max_columns`` 20, where a terminal gets 0; the one
-    import-time look at the shell among these modules)."""
+    ``kernel``: ``display.max_columns`` 20, a terminal's 0; the one import-time look
+    at the shell among these modules), what a module binds as its output at import
+    (torch's log handlers) writing to the kernel's output of the moment. The
+    variables the imports set (torch's ``TORCHINDUCTOR_CACHE_DIR``), for each
+    kernel's environment; None where the imports wrote, warned, logged, removed a
+    variable or started a Python thread. (The native threads they start, the
+    OpenBLAS pools of numpy and scipy and pyarrow's jemalloc thread, are rebuilt
+    after a fork by their libraries' own fork handlers.)"""
     import builtins
     import importlib
+    import logging
+    import threading
     import types
+    import warnings
 
+    os.environ.setdefault("MPLBACKEND", INLINE)
+    before, said = dict(os.environ), []
+    streams, shown = (sys.stdout, sys.stderr), warnings.showwarning
+    proxies = _Current("stdout", said), _Current("stderr", said)
+    sys.stdout, sys.stderr = proxies
     builtins.get_ipython = lambda: types.SimpleNamespace(kernel=None)
+    logged = logging.Handler(logging.WARNING)
+    logged.emit = said.append
+    logging.root.addHandler(logged)
+    warnings.showwarning = lambda *shown_warning, **_: said.append(shown_warning)
     try:
         for name in PRELOAD:
             importlib.import_module(name)
     finally:
+        warnings.showwarning = shown
         del builtins.get_ipython
+        logging.root.removeHandler(logged)
+        sys.stdout, sys.stderr = streams
+    for proxy in proxies:
+        proxy._said = None
+    if said or set(before) - set(os.environ) or threading.active_count() > 1:
+        return None
     # what the imports left is kept out of every kernel's garbage collections: they
     # would walk it, and write on each of its pages (copies of the template's)
     gc.collect()
     gc.freeze()
+    return {k: v for k, v in os.environ.items() if before.get(k) != v}
+
+
+class _Current:
+    """``sys.stdout`` or ``sys.stderr`` as it is at each write (in a kernel, its
+    stream to the notebook); what is written while the template imports is noted."""
+
+    def __init__(self, name: str, said: list):
+        self._name, self._said = name, said
+
+    def _stream(self):
+        stream = getattr(sys, self._name)
+        return getattr(sys, f"__{self._name}__") if stream is self else stream
+
+    def write(self, text: str) -> int:
+        if self._said is None:
+            return self._stream().write(text)
+        if text:
+            self._said.append(text)
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream(), name)
 
 
 def _reap(children: set) -> None:
     """Collect every ended kernel."""
-    for pid in list(children):
+    while True:
         try:
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                children.discard(pid)
+            pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            children.discard(pid)
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
 
 
 def _kernel(request: dict) -> None:
     """In the forked child: become the kernel of ``request`` as a fresh interpreter
-    would (its own session, Python's signal handlers, fresh seeds of the unseeded
-    generators, the request's stdio, folder and environment); never returns."""
+    would (its own session, Python's signal handlers, fresh seeds, the request's
+    stdio, folder and environment, its parent watched); never returns."""
     code = 1
     try:
         os.setsid()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for name in (signal.SIGTERM, signal.SIGCHLD):
-            signal.signal(name, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _reseed()
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
@@ -265,36 +371,58 @@ def _kernel(request: dict) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         import ipykernel_launcher
-        from ipykernel import kernelapp
+        from ipykernel.kernelapp import IPKernelApp
 
+        sys.argv = [ipykernel_launcher.__file__, *request["args"]]
         # its template is its parent: the kernel ends when the template does
-        parent = f"--IPKernelApp.parent_handle={os.getppid()}"
-        sys.argv = [ipykernel_launcher.__file__, *request["args"], parent]
-        kernelapp.launch_new_instance()
+        IPKernelApp.launch_instance(parent_handle=os.getppid())
         code = 0
     except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 0
+        code = _exit_code(e)
     finally:
-        with contextlib.suppress(BaseException):
-            atexit._run_exitfuncs()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+        _finalize(code)
+
+
+def _exit_code(e: SystemExit) -> int:
+    """The status Python exits with on ``e`` (its message written to stderr)."""
+    if e.code is None or isinstance(e.code, int):
+        return e.code or 0
+    with contextlib.suppress(Exception):
+        print(e.code, file=sys.stderr)
+    return 1
+
+
+def _finalize(code: int) -> None:
+    """End as the interpreter does: join the threads, run the exit functions, flush
+    the streams."""
+    import threading
+
+    with contextlib.suppress(BaseException):
+        threading._shutdown()
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def _reseed() -> None:
-    """Python's and numpy's global generators seeded afresh, as in a new process
-    (every chapter seeds its own draws; an unseeded draw differs between kernels)."""
+    """Python's, numpy's and torch's global generators seeded afresh, as a new
+    process seeds them (every chapter seeds its own draws)."""
     import random
 
     import numpy as np
+    import torch
 
     random.seed()
     np.random.seed()
+    torch.seed()
 
 
 if __name__ == "__main__":
     try:
-        _serve(int(sys.argv[1]), sys.argv[2])
+        _serve(int(sys.argv[1]))
     except BaseException:  # a failed template: its worker launches kernels itself
         os._exit(1)
+    os._exit(0)
