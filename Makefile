@@ -1,7 +1,9 @@
 # Two entry points do all set-up on a fresh machine:
 #   make book   — venv + pinned requirements + markovlib, execute every chapter at the paper's settings
 #                 from the shipped runs (data/paper), two at a time into the build's cache
-#                 (tools/prebuild.py), build _build/html
+#                 (tools/prebuild.py; each worker's kernels forked from one warm process that imported
+#                 torch, pandas, matplotlib and markovlib once: markovlib.companion.warm_ipykernel),
+#                 build _build/html
 #   make test   — the same set-up, then lint, unit tests, verify, every chapter executed once at smoke scale
 #                 with a reader's chain into a strict build, and a headless-browser check of every page of
 #                 that build (screenshots in _build/screenshots)
