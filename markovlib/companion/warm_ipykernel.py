@@ -100,9 +100,12 @@ class _Forked:
         return self.wait(0) if self.returncode is None else self.returncode
 
     def wait(self, timeout: float | None = None) -> int | None:
-        if self.returncode is None and select.select([self._fd], [], [], timeout)[0]:
-            self.returncode = 0
-            os.close(self._fd)
+        if self.returncode is None:
+            ended = select.poll()
+            ended.register(self._fd, select.POLLIN)
+            if ended.poll(None if timeout is None else timeout * 1000):
+                self.returncode = 0
+                os.close(self._fd)
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
@@ -155,8 +158,12 @@ class _Template:
         try:
             self.process.wait(10)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.kill()
+
+    def kill(self) -> None:
+        """End a failed template at once (its kernels see their parent go)."""
+        self.process.kill()
+        self.process.wait()
 
 
 # this process's templates and folder of connection files (a forked child starts
@@ -202,7 +209,7 @@ def fork_kernel(cmd: list[str], kw: dict) -> _Forked | None:
     cwd = None if kw.get("cwd") is None else os.path.abspath(kw["cwd"])
     shared = {k: v for k, v in env.items() if k not in PER_KERNEL}
     key = (tuple(split[0]), cwd, tuple(sorted(shared.items())))
-    template, pid = state["templates"].get(key), None
+    template = state["templates"].get(key)
     try:
         if template is None:
             folder = os.path.dirname(connection_file())
@@ -211,11 +218,12 @@ def fork_kernel(cmd: list[str], kw: dict) -> _Forked | None:
         pid = template.fork(split[1], env, cwd, kw.get("stderr") is subprocess.DEVNULL)
         return _Forked(pid)
     except (OSError, ValueError):
-        if pid is not None:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        # killed at once, with any kernel it forked late (their parent gone, they
+        # end); the folder stays: it holds this kernel's connection file
         state["usable"] = False
-        _close(state)  # the folder stays: it holds this kernel's connection file
+        for failed in state["templates"].values():
+            failed.kill()
+        _close(state)
         return None
 
 
@@ -256,19 +264,23 @@ def _serve(fd: int) -> None:
     if imported is None:
         return
     signal.signal(signal.SIGCHLD, lambda *_: _reap(children))
-    for line in lines:
-        pid = os.fork()
-        if pid == 0:
-            lines.close()
-            conn.close()
-            request = json.loads(line)
-            _kernel({**request, "env": {**request["env"], **imported}})
-        children.add(pid)
-        conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
-    _reap(children)
-    for pid in children:  # the worker ended: so do the kernels it left
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+    try:
+        for line in lines:
+            pid = os.fork()
+            if pid == 0:
+                lines.close()
+                conn.close()
+                request = json.loads(line)
+                _kernel({**request, "env": {**request["env"], **imported}})
+            children.add(pid)
+            conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
+    finally:  # the worker ended (or went): so do the kernels it left
+        _reap(children)
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # one not yet in a session of its own
 
 
 def _preload() -> dict | None:
@@ -298,24 +310,50 @@ def _preload() -> dict | None:
     logged = logging.Handler(logging.WARNING)
     logged.emit = said.append
     logging.root.addHandler(logged)
-    warnings.showwarning = lambda *shown_warning, **_: said.append(shown_warning)
-    try:
-        for name in PRELOAD:
-            importlib.import_module(name)
-    finally:
-        warnings.showwarning = shown
-        del builtins.get_ipython
-        logging.root.removeHandler(logged)
-        sys.stdout, sys.stderr = streams
+    recorder = warnings.showwarning = lambda *warned, **_: said.append(warned)
+    with _written(said):  # what C code writes on the descriptors
+        try:
+            for name in PRELOAD:
+                importlib.import_module(name)
+        finally:
+            changed = [
+                warnings.showwarning is not recorder,
+                (sys.stdout, sys.stderr) != proxies,
+                logging.root.handlers != [logged],
+            ]
+            warnings.showwarning = shown
+            del builtins.get_ipython
+            logging.root.removeHandler(logged)
+            sys.stdout, sys.stderr = streams
     for proxy in proxies:
         proxy._said = None
-    if said or set(before) - set(os.environ) or threading.active_count() > 1:
+    if said or any(changed) or set(before) - set(os.environ):
+        return None
+    if threading.active_count() > 1:
         return None
     # what the imports left is kept out of every kernel's garbage collections: they
     # would walk it, and write on each of its pages (copies of the template's)
     gc.collect()
     gc.freeze()
     return {k: v for k, v in os.environ.items() if before.get(k) != v}
+
+
+@contextlib.contextmanager
+def _written(said: list):
+    """Descriptors 1 and 2 into a file for the block; what was written noted."""
+    with tempfile.TemporaryFile() as captured:
+        saved = os.dup(1), os.dup(2)
+        os.dup2(captured.fileno(), 1)
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            if os.fstat(captured.fileno()).st_size:
+                said.append("output on a descriptor")
 
 
 class _Current:
@@ -337,6 +375,8 @@ class _Current:
         return len(text)
 
     def __getattr__(self, name: str):
+        if name.startswith("_"):  # unset own attributes (a copy's)
+            raise AttributeError(name)
         return getattr(self._stream(), name)
 
 
@@ -359,6 +399,7 @@ def _kernel(request: dict) -> None:
     code = 1
     try:
         os.setsid()
+        _dies_with(os.getppid())
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _reseed()
         null = os.open(os.devnull, os.O_RDWR)
@@ -379,8 +420,22 @@ def _kernel(request: dict) -> None:
         code = 0
     except SystemExit as e:
         code = _exit_code(e)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            sys.excepthook(*sys.exc_info())  # as the interpreter reports it
     finally:
         _finalize(code)
+
+
+def _dies_with(template: int) -> None:
+    """The kernel killed when its template ends (Linux's ``PR_SET_PDEATHSIG``), and
+    ended now if it already has."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PDEATHSIG
+    if os.getppid() != template:
+        os._exit(1)
 
 
 def _exit_code(e: SystemExit) -> int:
