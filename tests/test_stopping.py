@@ -82,11 +82,12 @@ def _tagged(tag: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get("MARKOVLIB_STOP_TEST") == tag:
+            tagged = proc.environ().get("MARKOVLIB_STOP_TEST") == tag
+            if tagged and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except (psutil.Error, OSError):
             pass
-    return [p for p in found if p.status() != psutil.STATUS_ZOMBIE]
+    return found
 
 
 def _tree(pid: int) -> list[str]:

@@ -5,15 +5,17 @@ A pool worker that executes several chapters (``make book``, ``markovlib book``)
 starts, at its first kernel, one *template* process with the kernel's own command
 prefix, environment and folder, ``python -m markovlib.companion.warm_ipykernel FD``.
 The template imports :data:`PRELOAD` once, runs nothing else, and forks each kernel
-of that worker from itself: the child takes the kernel's session, environment,
-folder and stdio, and runs ``ipykernel_launcher``'s own entry point with the kernel's
-arguments. Each chapter's kernel is still a fresh process of its own (nothing a
-chapter defines reaches another); what it skips is the interpreter's start and the
-imports, about 6 s of CPU a chapter on an AMD EPYC.
+of that worker from itself: the child takes the kernel's session, environment and
+folder (its stdin /dev/null, its stderr too for a quiet kernel, its stdout the
+template's, the worker's), and runs ``ipykernel_launcher``'s own entry point with
+the kernel's arguments. Each chapter's kernel is still a fresh process of its own
+(nothing a chapter defines reaches another); what it skips is the interpreter's
+start and the imports, about 6 s of CPU a chapter on an AMD EPYC.
 
 A template that cannot stand for a fresh kernel ends before its first fork, and the
 kernels are launched as Jupyter launches them: one whose imports wrote anything,
-warned, logged, changed the environment or started a thread. So does a worker
+warned, logged, removed a variable or started a Python thread (the variables they
+set are set in each kernel too). So does a worker
 without ``os.fork`` or a working ``pidfd_open``, a command other than ``python -m
 ipykernel_launcher``, or a template that fails or does not answer.
 
@@ -147,8 +149,11 @@ class _Template:
         answer = self.lines.readline()
         if not answer:
             raise OSError("the kernel template ended")
+        answer = json.loads(answer)
+        if "pid" not in answer:
+            raise OSError(answer.get("error", "the kernel template failed"))
         self.answered = True
-        return int(json.loads(answer)["pid"])
+        return int(answer["pid"])
 
     def close(self) -> None:
         """Close its socket: the template ends (:func:`_serve`); wait for that (kill
@@ -217,10 +222,10 @@ def fork_kernel(cmd: list[str], kw: dict) -> _Forked | None:
             state["templates"][key] = template
         pid = template.fork(split[1], env, cwd, kw.get("stderr") is subprocess.DEVNULL)
         return _Forked(pid)
-    except (OSError, ValueError):
+    except (OSError, ValueError) as e:
         # killed at once, with any kernel it forked late (their parent gone, they
         # end); the folder stays: it holds this kernel's connection file
-        state["usable"] = False
+        state["usable"], state["why"] = False, str(e) or type(e).__name__
         for failed in state["templates"].values():
             failed.kill()
         _close(state)
@@ -261,39 +266,46 @@ def _serve(fd: int) -> None:
     conn = socket.socket(fileno=fd)
     lines, children = conn.makefile("r"), set()
     imported = _preload()
-    if imported is None:
+    if isinstance(imported, str):  # why it stands down, for its worker
+        conn.sendall((json.dumps({"error": imported}) + "\n").encode())
         return
     signal.signal(signal.SIGCHLD, lambda *_: _reap(children))
+    held = {signal.SIGCHLD}  # no reaping between a fork and its pid noted
     try:
         for line in lines:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
             pid = os.fork()
             if pid == 0:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
                 lines.close()
                 conn.close()
                 request = json.loads(line)
                 _kernel({**request, "env": {**request["env"], **imported}})
             children.add(pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
             conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
     finally:  # the worker ended (or went): so do the kernels it left
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _reap(children)
-        for pid in children:
+        for pid in list(children):
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)  # one not yet in a session of its own
 
 
-def _preload() -> dict | None:
+def _preload() -> dict | str:
     """Import :data:`PRELOAD` as a kernel's cells would: matplotlib with the inline
     backend's name, pandas seeing a kernel's shell (``get_ipython()`` with a
     ``kernel``: ``display.max_columns`` 20, a terminal's 0; the one import-time look
     at the shell among these modules), what a module binds as its output at import
     (torch's log handlers) writing to the kernel's output of the moment. The
     variables the imports set (torch's ``TORCHINDUCTOR_CACHE_DIR``), for each
-    kernel's environment; None where the imports wrote, warned, logged, removed a
-    variable or started a Python thread. (The native threads they start, the
-    OpenBLAS pools of numpy and scipy and pyarrow's jemalloc thread, are rebuilt
-    after a fork by their libraries' own fork handlers.)"""
+    kernel's environment; where the imports wrote, warned, logged, rebound the
+    streams or the warnings' display or the root logger, removed a variable or
+    started a Python thread, why (the template stands down). (The native threads
+    they start, the OpenBLAS pools of numpy and scipy and pyarrow's jemalloc
+    thread, are rebuilt after a fork by their libraries' own fork handlers.)"""
     import builtins
     import importlib
     import logging
@@ -327,10 +339,15 @@ def _preload() -> dict | None:
             sys.stdout, sys.stderr = streams
     for proxy in proxies:
         proxy._said = None
-    if said or any(changed) or set(before) - set(os.environ):
-        return None
-    if threading.active_count() > 1:
-        return None
+    why = [
+        (said, f"its imports wrote, warned or logged: {str(said[:1])[:200]}"),
+        (any(changed), "an import rebound the streams, warnings or logging"),
+        (set(before) - set(os.environ), "an import removed a variable"),
+        (threading.active_count() > 1, "an import started a Python thread"),
+    ]
+    for found, reason in why:
+        if found:
+            return reason
     # what the imports left is kept out of every kernel's garbage collections: they
     # would walk it, and write on each of its pages (copies of the template's)
     gc.collect()
