@@ -45,11 +45,23 @@ def _run(folder: Path, warm: bool, cells=CELLS) -> tuple[list, str]:
         kernel_manager_class=quiet_kernel_manager(warm),
         resources={"metadata": {"path": str(folder)}},
     ).execute()
-    outputs = [
-        [(o.output_type, o.get("text") or sorted(o.get("data", {}))) for o in c.outputs]
-        for c in nb.cells
-    ]
+    outputs = [_merged(c.outputs) for c in nb.cells]
     return outputs[:-1], outputs[-1][0][1]
+
+
+def _merged(outputs) -> list[tuple]:
+    """A cell's outputs as (type, text or data keys), a stream's consecutive pieces
+    joined (how a print splits into messages depends on when the kernel flushes)."""
+    out: list[tuple] = []
+    names: list[str | None] = []
+    for o in outputs:
+        name = o.get("name")
+        if o.output_type == "stream" and names and names[-1] == name:
+            out[-1] = ("stream", out[-1][1] + o.text)
+            continue
+        out.append((o.output_type, o.get("text") or sorted(o.get("data", {}))))
+        names.append(name)
+    return out
 
 
 def _ended(process: psutil.Process) -> bool:
