@@ -193,13 +193,18 @@ def _pidfd() -> bool:
     return hasattr(os, "fork")
 
 
-def connection_file() -> str:
-    """A new kernel connection file's path, in this process's folder of them (named
-    on its templates' command lines: a stopped command's cleanup removes it)."""
+def _folder() -> str:
+    """This process's folder of kernel connection files (named on its templates'
+    command lines: a stopped command's cleanup removes it), made at first use."""
     state = _state()
     if state["folder"] is None:
         state["folder"] = tempfile.mkdtemp(prefix="markovlib-kernels-")
-    return os.path.join(state["folder"], f"kernel-{uuid.uuid4()}.json")
+    return state["folder"]
+
+
+def connection_file() -> str:
+    """A new kernel connection file's path, in this process's folder of them."""
+    return os.path.join(_folder(), f"kernel-{uuid.uuid4()}.json")
 
 
 def fork_kernel(cmd: list[str], kw: dict) -> _Forked | None:
@@ -217,8 +222,7 @@ def fork_kernel(cmd: list[str], kw: dict) -> _Forked | None:
     template = state["templates"].get(key)
     try:
         if template is None:
-            folder = os.path.dirname(connection_file())
-            template = _Template(split[0], shared, cwd, folder)
+            template = _Template(split[0], shared, cwd, _folder())
             state["templates"][key] = template
         pid = template.fork(split[1], env, cwd, kw.get("stderr") is subprocess.DEVNULL)
         return _Forked(pid)
@@ -271,6 +275,7 @@ def _serve(fd: int) -> None:
         return
     signal.signal(signal.SIGCHLD, lambda *_: _reap(children))
     held = {signal.SIGCHLD}  # no reaping between a fork and its pid noted
+    template = os.getpid()
     try:
         for line in lines:
             signal.pthread_sigmask(signal.SIG_BLOCK, held)
@@ -280,7 +285,7 @@ def _serve(fd: int) -> None:
                 lines.close()
                 conn.close()
                 request = json.loads(line)
-                _kernel({**request, "env": {**request["env"], **imported}})
+                _kernel({**request, "env": {**request["env"], **imported}}, template)
             children.add(pid)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
             conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
@@ -409,14 +414,15 @@ def _reap(children: set) -> None:
         children.discard(pid)
 
 
-def _kernel(request: dict) -> None:
-    """In the forked child: become the kernel of ``request`` as a fresh interpreter
-    would (its own session, Python's signal handlers, fresh seeds, the request's
-    stdio, folder and environment, its parent watched); never returns."""
+def _kernel(request: dict, template: int) -> None:
+    """In the forked child of ``template`` (its pid): become the kernel of
+    ``request`` as a fresh interpreter would (its own session, Python's signal
+    handlers, fresh seeds, stdin /dev/null and stderr too for a quiet kernel, the
+    request's folder and environment, its parent watched); never returns."""
     code = 1
     try:
         os.setsid()
-        _dies_with(os.getppid())
+        _dies_with(template)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _reseed()
         null = os.open(os.devnull, os.O_RDWR)
@@ -433,7 +439,7 @@ def _kernel(request: dict) -> None:
 
         sys.argv = [ipykernel_launcher.__file__, *request["args"]]
         # its template is its parent: the kernel ends when the template does
-        IPKernelApp.launch_instance(parent_handle=os.getppid())
+        IPKernelApp.launch_instance(parent_handle=template)
         code = 0
     except SystemExit as e:
         code = _exit_code(e)
@@ -446,7 +452,8 @@ def _kernel(request: dict) -> None:
 
 def _dies_with(template: int) -> None:
     """The kernel killed when its template ends (Linux's ``PR_SET_PDEATHSIG``), and
-    ended now if it already has."""
+    ended now if it already has (its parent no longer the pid taken before the
+    fork)."""
     with contextlib.suppress(Exception):
         import ctypes
 
