@@ -11,15 +11,21 @@ this is the drift the tolerances must cover.
 differ in one setting (precision, length, tying, model), without training; the
 smallest over the pairs: what the tolerances must stay below.
 
-``full KEY ... [--save FILE]``: re-train each run's ensemble to its end, as shipped and
-with its learning rate halved (a forgery), and print per member the largest |Δ| against
-the shipped run of every stored loss, of the final learnt kernel and of the final
-predictions (verify's comparison without --quick); ``--save``: the re-trained results
-(history, final and checkpoint weights) of both variants in one .npz, for a test.
+``full KEY ... [--save FILE] [--same-only]``: re-train each run's ensemble to its end,
+as shipped and (unless ``--same-only``) with its learning rate halved (a forgery), and
+print per member the largest |Δ| against the shipped run of every stored loss, of the
+final learnt kernel and of the final predictions (verify's comparison without
+--quick); ``--save``: the first run's re-trained results (history, final and
+checkpoint weights) of each variant in one .npz, for a test.
+
+``summary FILE ...``: the JSON lines of ``drift`` and ``full`` reduced per kind of run
+(what was compared, precision, tying, start, the producer's CPU and this one's): runs,
+bit for bit, median and largest |Δ| of each quantity, one JSON line each.
 
 usage: python benchmarks/drift.py drift fig4-400-untied-fp16 b22bbd858ca184cbcb72
        python benchmarks/drift.py settings
        python benchmarks/drift.py full 01611dbbf5da2a3b5b16 --save retrain.npz
+       python benchmarks/drift.py summary step50.jsonl full.jsonl
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import torch
 
 from markovlib.runs import verify as V
 from markovlib.runs.executors import train_chunks
-from markovlib.runs.shipped import ShippedData
+from markovlib.runs.shipped import ShippedData, source_weights
 from markovlib.runs.spec import CHECKPOINT_STEP, RunSpec
 
 DATA = "data/paper"
@@ -88,7 +94,11 @@ def drift(names: list[str]) -> None:
         records = [data.record(k) for k in V._ensemble(data, first)]
         specs = [RunSpec.from_dict(r["spec"]) for r in records]
         t0 = time.perf_counter()
-        for _, fresh in train_chunks([specs], device="cpu", stop_after=CHECKPOINT_STEP):
+        sources = source_weights(specs, data)  # the runs continued runs start from
+        chunks = train_chunks(
+            [specs], device="cpu", stop_after=CHECKPOINT_STEP, sources=sources
+        )
+        for _, fresh in chunks:
             for record, spec, result in zip(records, specs, fresh):
                 kernel, probs = output_gaps(
                     spec, record["checkpoint"], result.checkpoint
@@ -143,7 +153,10 @@ def _flat(prefix: str, result) -> dict:
 HISTORY = ("step", "lr", "train_loss", "test_loss")
 
 
-def full(keys: list[str], save: str | None = None) -> None:
+VARIANTS = (("same", 1.0), ("half-lr", 0.5))  # learning rate as shipped, halved
+
+
+def full(keys: list[str], save: str | None = None, variants=VARIANTS) -> None:
     """One JSON line per re-trained member and variant (as shipped, lr halved)."""
     data, here = ShippedData(DATA), torch.backends.cpu.get_cpu_capability()
     torch.set_num_threads(1)
@@ -151,7 +164,7 @@ def full(keys: list[str], save: str | None = None) -> None:
     for key in keys:
         records = [data.record(k) for k in V._ensemble(data, key)]
         specs = [RunSpec.from_dict(r["spec"]) for r in records]
-        for variant, factor in (("same", 1.0), ("half-lr", 0.5)):
+        for variant, factor in variants:
             chunk = [
                 RunSpec(
                     s.chain,
@@ -163,7 +176,8 @@ def full(keys: list[str], save: str | None = None) -> None:
                 for s in specs
             ]
             t0 = time.perf_counter()
-            for _, fresh in train_chunks([chunk], device="cpu"):
+            sources = source_weights(specs, data)
+            for _, fresh in train_chunks([chunk], device="cpu", sources=sources):
                 for record, spec, result in zip(records, specs, fresh):
                     line = dict(what="full", variant=variant, key=spec.key, here=here)
                     line |= dict(group=data.index()[spec.key])
@@ -176,10 +190,44 @@ def full(keys: list[str], save: str | None = None) -> None:
         np.savez_compressed(save, **arrays)
 
 
+QUANTITIES = ("loss", "kernel", "predictions")
+
+
+def _kind(line: dict, data: ShippedData) -> tuple:
+    """What a line compared; its precision, tying and start; where made and re-made."""
+    spec = RunSpec.from_dict(data.record(line["key"])["spec"])
+    tying = "tied" if spec.config.tied else "untied"
+    what = line["what"] + (f" {line['variant']}" if "variant" in line else "")
+    start = (spec.init or {}).get("kind", "seed")  # seed, run (continued), manifold
+    return what, spec.train.precision, tying, start, line["produced"], line["here"]
+
+
+def summary(files: list[str]) -> None:
+    """One JSON line per kind of run: count, bit for bit, median and largest |Δ|."""
+    kinds: dict[tuple, list[dict]] = {}
+    data = ShippedData(DATA)
+    for file in files:
+        for text in open(file):
+            if text.startswith("{"):
+                line = json.loads(text)
+                kinds.setdefault(_kind(line, data), []).append(line)
+    for kind, lines in sorted(kinds.items()):
+        gaps = {q: np.array([x[q] for x in lines]) for q in QUANTITIES}
+        exact = int(sum(all(x[q] == 0 for q in QUANTITIES) for x in lines))
+        out = dict(
+            zip(("what", "precision", "tying", "start", "produced", "here"), kind)
+        )
+        out |= dict(runs=len(lines), exact=exact)
+        out |= {f"{q}_median": float(np.median(g)) for q, g in gaps.items()}
+        print(json.dumps(out | {f"{q}_max": float(g.max()) for q, g in gaps.items()}))
+
+
 if __name__ == "__main__":
     args = sys.argv[2:]
     save = args[args.index("--save") + 1] if "--save" in args else None
-    keys = [a for a in args if a != "--save" and a != save]
+    keys = [a for a in args if a not in ("--save", save, "--same-only")]
+    variants = VARIANTS[:1] if "--same-only" in args else VARIANTS
     commands = {"drift": lambda: drift(args), "settings": settings}
-    commands["full"] = lambda: full(keys, save)
+    commands["full"] = lambda: full(keys, save, variants)
+    commands["summary"] = lambda: summary(args)
     commands[sys.argv[1]]()
