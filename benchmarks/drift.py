@@ -1,11 +1,13 @@
 """The two sides of verify's re-training tolerances, measured on the shipped runs.
 
-``drift GROUP|KEY ...``: re-train one whole ensemble of each named group (its first
-run's, or the ensemble of run KEY) to its step-50 checkpoint on this machine and print,
-per member, the largest |Δ| against the shipped run of the train and test losses over
-steps 1-50, of the learnt kernel and of the predictions on the run's fixed batch: the
-quantities verify compares (one JSON line each). Run on a CPU unlike the producer's,
-this is the drift the tolerances must cover.
+``drift GROUP|KEY ... [--half-lr] [--save FILE]``: re-train one whole ensemble of each
+named group (its first run's, or the ensemble of run KEY) to its step-50 checkpoint on
+this machine and print, per member, the largest |Δ| against the shipped run of the
+train and test losses over steps 1-50, of the learnt kernel and of the predictions on
+the run's fixed batch: the quantities verify compares (one JSON line each). Run on a
+CPU unlike the producer's, this is the drift the tolerances must cover; with
+``--half-lr``, its learning rate halved (a forgery): what they must not cover;
+``--save``: the first named run's re-train in one .npz, as ``full`` saves it.
 
 ``settings``: the same |Δ| between shipped runs of one chain and seed whose specs
 differ in one setting (precision, length, tying, model), without training; the
@@ -18,13 +20,18 @@ final learnt kernel and of the final predictions (verify's comparison without
 --quick); ``--save``: the first run's re-trained results (history, final and
 checkpoint weights) of each variant in one .npz, for a test.
 
+``first``: every shipped run's first training step recomputed from its seed, as
+``verify --sample 0`` does, one JSON line per run with |Δ| against its stored train loss
+of step 1 (``loss``): what FIRST_TOLERANCE must cover on this CPU.
+
 ``summary FILE ...``: the JSON lines of ``drift`` and ``full`` reduced per kind of run
 (what was compared, precision, tying, start, the producer's CPU and this one's): runs,
-bit for bit, median and largest |Δ| of each quantity, one JSON line each.
+bit for bit, median, smallest and largest |Δ| of each quantity, one JSON line each.
 
 usage: python benchmarks/drift.py drift fig4-400-untied-fp16 b22bbd858ca184cbcb72
        python benchmarks/drift.py settings
        python benchmarks/drift.py full 01611dbbf5da2a3b5b16 --save retrain.npz
+       python benchmarks/drift.py first > first.jsonl
        python benchmarks/drift.py summary step50.jsonl full.jsonl
 """
 
@@ -41,6 +48,7 @@ from markovlib.runs import verify as V
 from markovlib.runs.executors import train_chunks
 from markovlib.runs.shipped import ShippedData, source_weights
 from markovlib.runs.spec import CHECKPOINT_STEP, RunSpec
+from markovlib.runs.stacked import first_losses
 
 DATA = "data/paper"
 PAIRS = [  # (group, group of the same chains and seeds, the setting that differs)
@@ -83,8 +91,17 @@ def _runs_of(data: ShippedData, group: str) -> dict[tuple[str, int], str]:
     return out
 
 
-def drift(names: list[str]) -> None:
-    """One JSON line per re-trained member; one '#' line per ensemble with its time."""
+def _scaled(spec: RunSpec, factor: float) -> RunSpec:
+    """``spec`` with its learning rate times ``factor`` (its key changes with it)."""
+    train = spec.train.replace(lr=spec.train.lr * factor)
+    return RunSpec(spec.chain, spec.config, train, spec.seed, spec.init)
+
+
+def drift(names: list[str], factor: float = 1.0, save: str | None = None) -> None:
+    """One JSON line per re-trained member; one '#' line per ensemble with its time
+    (``factor``: the learning rate's, 0.5 for the forgery of --half-lr; ``save``: the
+    first named run's re-train, as ``full`` saves it)."""
+    arrays = {}
     data, here = ShippedData(DATA), torch.backends.cpu.get_cpu_capability()
     torch.set_num_threads(1)
     for name in names:
@@ -96,19 +113,27 @@ def drift(names: list[str]) -> None:
         t0 = time.perf_counter()
         sources = source_weights(specs, data)  # the runs continued runs start from
         chunks = train_chunks(
-            [specs], device="cpu", stop_after=CHECKPOINT_STEP, sources=sources
+            [[_scaled(s, factor) for s in specs]],
+            device="cpu",
+            stop_after=CHECKPOINT_STEP,
+            sources=sources,
         )
         for _, fresh in chunks:
             for record, spec, result in zip(records, specs, fresh):
                 kernel, probs = output_gaps(
                     spec, record["checkpoint"], result.checkpoint
                 )
-                line = dict(what="drift", group=data.index()[spec.key], key=spec.key)
+                what = "drift" if factor == 1 else "drift half-lr"
+                line = dict(what=what, group=data.index()[spec.key], key=spec.key)
                 line |= dict(precision=spec.train.precision, here=here)
                 line |= dict(produced=record["provenance"].get("cpu_capability"))
                 line |= dict(loss=loss_gap(record["history"], result.history))
                 print(json.dumps(line | dict(kernel=kernel, predictions=probs)))
+                if spec.key == names[0]:
+                    arrays |= _flat("same" if factor == 1 else "half-lr", result)
         print(f"# {name}: ensemble of {len(specs)} in {time.perf_counter() - t0:.0f} s")
+    if save:
+        np.savez_compressed(save, **arrays)
 
 
 def settings() -> None:
@@ -165,16 +190,7 @@ def full(keys: list[str], save: str | None = None, variants=VARIANTS) -> None:
         records = [data.record(k) for k in V._ensemble(data, key)]
         specs = [RunSpec.from_dict(r["spec"]) for r in records]
         for variant, factor in variants:
-            chunk = [
-                RunSpec(
-                    s.chain,
-                    s.config,
-                    s.train.replace(lr=s.train.lr * factor),
-                    s.seed,
-                    s.init,
-                )
-                for s in specs
-            ]
+            chunk = [_scaled(s, factor) for s in specs]
             t0 = time.perf_counter()
             sources = source_weights(specs, data)
             for _, fresh in train_chunks([chunk], device="cpu", sources=sources):
@@ -190,6 +206,26 @@ def full(keys: list[str], save: str | None = None, variants=VARIANTS) -> None:
         np.savez_compressed(save, **arrays)
 
 
+def first() -> None:
+    """One JSON line per shipped run: |Δ| of its step-1 train loss recomputed."""
+    data, here = ShippedData(DATA), torch.backends.cpu.get_cpu_capability()
+    torch.set_num_threads(1)
+    index, done = data.index(), set()
+    for key in sorted(index):
+        if key in done:
+            continue
+        keys = V._ensemble(data, key)
+        done |= set(keys)
+        records = [data.record(k) for k in keys]
+        specs = [RunSpec.from_dict(r["spec"]) for r in records]
+        fresh = first_losses(specs, source_weights(specs, data))
+        for record, spec, loss in zip(records, specs, fresh):
+            stored = float(record["history"]["train_loss"].iloc[1])
+            line = dict(what="first", group=index[spec.key], key=spec.key, here=here)
+            line |= dict(produced=record["provenance"].get("cpu_capability"))
+            print(json.dumps(line | dict(loss=abs(stored - float(loss)))), flush=True)
+
+
 QUANTITIES = ("loss", "kernel", "predictions")
 
 
@@ -203,7 +239,7 @@ def _kind(line: dict, data: ShippedData) -> tuple:
 
 
 def summary(files: list[str]) -> None:
-    """One JSON line per kind of run: count, bit for bit, median and largest |Δ|."""
+    """One JSON line per kind of run: count, bit for bit, median, least, largest |Δ|."""
     kinds: dict[tuple, list[dict]] = {}
     data = ShippedData(DATA)
     for file in files:
@@ -212,22 +248,25 @@ def summary(files: list[str]) -> None:
                 line = json.loads(text)
                 kinds.setdefault(_kind(line, data), []).append(line)
     for kind, lines in sorted(kinds.items()):
-        gaps = {q: np.array([x[q] for x in lines]) for q in QUANTITIES}
-        exact = int(sum(all(x[q] == 0 for q in QUANTITIES) for x in lines))
+        gaps = {q: np.array([x[q] for x in lines]) for q in QUANTITIES if q in lines[0]}
+        exact = int(sum(all(x[q] == 0 for q in gaps) for x in lines))
         out = dict(
             zip(("what", "precision", "tying", "start", "produced", "here"), kind)
         )
         out |= dict(runs=len(lines), exact=exact)
         out |= {f"{q}_median": float(np.median(g)) for q, g in gaps.items()}
+        out |= {f"{q}_min": float(g.min()) for q, g in gaps.items()}
         print(json.dumps(out | {f"{q}_max": float(g.max()) for q, g in gaps.items()}))
 
 
 if __name__ == "__main__":
     args = sys.argv[2:]
     save = args[args.index("--save") + 1] if "--save" in args else None
-    keys = [a for a in args if a not in ("--save", save, "--same-only")]
+    keys = [a for a in args if a not in ("--save", save, "--same-only", "--half-lr")]
     variants = VARIANTS[:1] if "--same-only" in args else VARIANTS
-    commands = {"drift": lambda: drift(args), "settings": settings}
+    factor = 0.5 if "--half-lr" in args else 1.0
+    commands = {"drift": lambda: drift(keys, factor, save), "settings": settings}
     commands["full"] = lambda: full(keys, save, variants)
     commands["summary"] = lambda: summary(args)
+    commands["first"] = first
     commands[sys.argv[1]]()
