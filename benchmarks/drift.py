@@ -7,7 +7,8 @@ train and test losses over steps 1-50, of the learnt kernel and of the predictio
 the run's fixed batch: the quantities verify compares (one JSON line each). Run on a
 CPU unlike the producer's, this is the drift the tolerances must cover; with
 ``--half-lr``, its learning rate halved (a forgery): what they must not cover;
-``--save``: the first named run's re-train in one .npz, as ``full`` saves it.
+``--save``: the first named run's re-train in one .npz, as ``full`` saves it (with
+and without --half-lr into one file: the second adds its variant).
 
 ``settings``: the same |Δ| between shipped runs of one chain and seed whose specs
 differ in one setting (precision, length, tying, model), without training; the
@@ -40,6 +41,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -100,14 +102,16 @@ def _scaled(spec: RunSpec, factor: float) -> RunSpec:
 def drift(names: list[str], factor: float = 1.0, save: str | None = None) -> None:
     """One JSON line per re-trained member; one '#' line per ensemble with its time
     (``factor``: the learning rate's, 0.5 for the forgery of --half-lr; ``save``: the
-    first named run's re-train, as ``full`` saves it)."""
-    arrays = {}
+    first named run's re-train, as ``full`` saves it, added to the file's other
+    variant if it holds one)."""
+    arrays, saved = {}, None
     data, here = ShippedData(DATA), torch.backends.cpu.get_cpu_capability()
     torch.set_num_threads(1)
     for name in names:
         first = (
             name if name in data.index() else sorted(_runs_of(data, name).values())[0]
         )
+        saved = saved or first
         records = [data.record(k) for k in V._ensemble(data, first)]
         specs = [RunSpec.from_dict(r["spec"]) for r in records]
         t0 = time.perf_counter()
@@ -129,11 +133,12 @@ def drift(names: list[str], factor: float = 1.0, save: str | None = None) -> Non
                 line |= dict(produced=record["provenance"].get("cpu_capability"))
                 line |= dict(loss=loss_gap(record["history"], result.history))
                 print(json.dumps(line | dict(kernel=kernel, predictions=probs)))
-                if spec.key == names[0]:
+                if spec.key == saved:
                     arrays |= _flat("same" if factor == 1 else "half-lr", result)
         print(f"# {name}: ensemble of {len(specs)} in {time.perf_counter() - t0:.0f} s")
     if save:
-        np.savez_compressed(save, **arrays)
+        kept = dict(np.load(save)) if Path(save).exists() else {}
+        np.savez_compressed(save, **(kept | arrays))
 
 
 def settings() -> None:
@@ -259,8 +264,21 @@ def summary(files: list[str]) -> None:
         print(json.dumps(out | {f"{q}_max": float(g.max()) for q, g in gaps.items()}))
 
 
+FLAGS = {
+    "drift": ("--half-lr", "--save"),
+    "full": ("--same-only", "--save"),
+    "settings": (),
+    "first": (),
+    "summary": (),
+}
+
 if __name__ == "__main__":
     args = sys.argv[2:]
+    if len(sys.argv) < 2 or sys.argv[1] not in FLAGS:
+        sys.exit(f"usage: drift.py {{{','.join(FLAGS)}}} ... (see its docstring)")
+    wrong = [a for a in args if a.startswith("--") and a not in FLAGS[sys.argv[1]]]
+    if wrong:
+        sys.exit(f"drift.py {sys.argv[1]}: unknown option {wrong[0]}")
     save = args[args.index("--save") + 1] if "--save" in args else None
     keys = [a for a in args if a not in ("--save", save, "--same-only", "--half-lr")]
     variants = VARIANTS[:1] if "--same-only" in args else VARIANTS

@@ -1741,6 +1741,8 @@ def test_verify_says_what_it_checked_and_how():
     assert "1 derived value recomputed" in text
     only = verified(SimpleNamespace(retrain_only=True, quick=False, sample=1), 1)
     assert "stored fields" not in only and "(to the end)" in only
+    some = verified(SimpleNamespace(retrain_only=True, quick=False, sample=3), 3, 0, 2)
+    assert "3 of 3 re-trained runs reproduced (to the end; 2 of them to step 50" in some
     none = verified(SimpleNamespace(retrain_only=False, quick=False, sample=0), 0)
     assert "no run re-trained" in none and "recomputed" not in none
 

@@ -296,7 +296,8 @@ def _move_to_other_cpu(data, name):
 
 def test_verify_exact_only_draws_runs_this_cpu_reproduces(edition, tmp_path):
     """Runs produced on another CPU kind are left out of an --exact-only draw and judged
-    by tolerances otherwise; a draw that leaves nothing is an error."""
+    by their kind's tolerances otherwise (tied runs re-trained to step 50 only); a draw
+    that leaves nothing is an error."""
     root, _ = edition
     data = _copy(root / "data", tmp_path / "data")
     other = _move_to_other_cpu(data, "untied-001.parquet")
@@ -310,11 +311,17 @@ def test_verify_exact_only_draws_runs_this_cpu_reproduces(edition, tmp_path):
     close = [line for line in lines if f"CPU capability {OTHER}" in line]
     assert len(close) == 2 and all("within 2e-06 (losses)" in line for line in close)
     lines.clear()
-    assert verify(data, sample=4, seed=0, **run) == 4  # full re-trains: FULL_TOLERANCE
+    assert verify(data, sample=4, seed=0, **run) == 4  # untied: to the end
     close = [line for line in lines if f"CPU capability {OTHER}" in line]
     assert len(close) == 2 and all("within 1e-05 (losses)" in line for line in close)
     _move_to_other_cpu(data, "tied-001.parquet")
     _move_to_other_cpu(data, "tied-002.parquet")
+    lines.clear()  # tied: trained and judged to step 50 only, each line says so
+    assert verify(data, sample=4, seed=0, **run) == 4
+    tied = [
+        line for line in lines if "reproduced" in line and "to its checkpoint" in line
+    ]
+    assert len(tied) == 2 and all("within 2e-06 (losses)" in line for line in tied)
     with pytest.raises(
         VerificationError,
         match="nothing to re-train: no shipped run was produced on a CPU like this",

@@ -1046,10 +1046,11 @@ def test_a_float32_run_re_trained_to_its_end_on_another_cpu_kind_passes():
 
 
 # issue 71 on an Intel Xeon (AVX512, 2026-11-29): two runs made on an AMD EPYC
-# re-trained there (`python benchmarks/drift.py full|drift KEY [--half-lr] --save F`):
-# 0df681455c62f0fd567f (fig4-tied, float32, seed, 1000 steps) to its end, and
-# 69b2252e0f2673a7f87e (float32, continued from an fp16 trap) to its checkpoint, each
-# as shipped and with its learning rate halved
+# re-trained there, each as shipped and with its learning rate halved:
+# 0df681455c62f0fd567f (fig4-tied, float32, seed, 1000 steps) to its end
+# (`python benchmarks/drift.py full KEY --save F`), and 69b2252e0f2673a7f87e (float32,
+# continued from an fp16 trap) to its checkpoint (`drift KEY --save F`, then
+# `drift KEY --half-lr --save F`)
 TIED_TO_END = ROOT / "tests" / "retrained-0df681455c62f0fd567f.npz"
 CONTINUED_TO_50 = ROOT / "tests" / "retrained-69b2252e0f2673a7f87e.npz"
 
@@ -1115,9 +1116,10 @@ def test_continued_half_precision_runs_are_not_drawn_on_another_cpu_kind(monkeyp
     }
     assert left == continued and len(left) == 62
     assert lines == [
-        "not drawn: 62 runs produced on another CPU kind (a tied half-precision run "
-        "continued from another run drifts on another CPU kind as far as a forgery by "
-        "its checkpoint, or was not measured: judged bit for bit only)"
+        "not drawn: 62 runs produced on another CPU kind or device (a tied "
+        "half-precision run continued from another run drifts on another CPU kind as "
+        "far as a forgery by its checkpoint, or was not measured: judged bit for bit "
+        "only)"
     ]
     key = sorted(continued)[0]
     record = data.record(key)

@@ -94,10 +94,11 @@ def run(args) -> int:
     directory = data_dir(args)
     check(args, directory)
     args.jobs = capped_processes(args.jobs, "--jobs", "markovlib verify")
-    recomputed = []
+    recomputed, narrowed = [], []
 
-    def log(line: str) -> None:  # counts the derived values it recomputes
+    def log(line: str) -> None:  # counts derived values and runs judged to step 50
         recomputed.extend(["x"] if line.startswith("derived value ") else [])
+        narrowed.extend(["x"] if " to its checkpoint (after it" in line else [])
         print(line, flush=True)
 
     try:
@@ -113,7 +114,7 @@ def run(args) -> int:
         raise UsageError(
             "argument --executor: ray is not installed (pip install 'markovlib[ray]')"
         ) from None
-    print(f"verified: {verified(args, n, len(recomputed))}")
+    print(f"verified: {verified(args, n, len(recomputed), len(narrowed))}")
     return 0
 
 
@@ -133,8 +134,9 @@ def choices(args) -> dict:
     )
 
 
-def verified(args, n: int, derived: int = 0) -> str:
-    """What a verify that passed checked, and how (its last line)."""
+def verified(args, n: int, derived: int = 0, narrowed: int = 0) -> str:
+    """What a verify that passed checked, and how (its last line; ``narrowed``: runs
+    of a full re-train judged to step 50 only)."""
     done = [
         "the manifest, every file's SHA-256 and spec key, every derived value's key"
     ]
@@ -144,6 +146,8 @@ def verified(args, n: int, derived: int = 0) -> str:
         )
     if n:
         how = "to step 50" if args.quick else "to the end"
+        if narrowed and not args.quick:
+            how += f"; {narrowed} of them to step 50 only, as their lines say"
         done.append(f"{n} of {n} re-trained runs reproduced ({how})")
     if derived:
         done.append(f"{derived} derived value{'s' if derived > 1 else ''} recomputed")

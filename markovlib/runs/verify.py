@@ -7,7 +7,9 @@ provenance, what the stored weights compute (the runs of one group as one ensemb
 and each run's first training step from its seed; then it re-trains a random sample of
 runs, or every run (a member of an ensemble with its whole ensemble, through
 :mod:`markovlib.runs.executors`): bit for bit where the run was produced on the same
-kind of CPU, by losses, learnt kernels and predictions on a fixed batch otherwise.
+kind of CPU, by losses, learnt kernels and predictions on a fixed batch otherwise,
+within the tolerances of its kind of run (:data:`TOLERANCES`): to step 50 where its
+kind drifts as far as a forgery after it, and not drawn where it does so before.
 """
 
 from __future__ import annotations
@@ -103,18 +105,18 @@ CONTROLLED_PATHS = 8
 # 16 paths of 1 025 states, about 0.3 GB of activations.
 STACK_STATES = 2**19
 # |train loss of step 1 recomputed from the run's seed (its starting weights on its
-# first training batch, at its precision, one training at a time) - stored train loss
-# of step 1|: 0 where the run was made on a CPU like this one, else float rounding
-# (stored as float32: 6e-8 apart near log 2). Measured over all 1 242 shipped runs
-# (made on Intel Xeons with AVX512 and AMD EPYCs with AVX512 or AVX2; fp16,
-# fp16-scaled and float32; ensembles and runs trained alone) on both CPU kinds: on an
-# AMD EPYC (AVX2, 2026-11-28) at most 1.2e-7; on an Intel Xeon (AVX512, 2026-11-29,
+# first training batch, at its precision, one training at a time) - stored train loss of
+# step 1|: 0 where the run was made on a CPU like this one, else float rounding (stored
+# as float32: 6e-8 apart near log 2). Measured over the shipped runs (made on Intel
+# Xeons with AVX512 and AMD EPYCs with AVX512 or AVX2; fp16, fp16-scaled and float32;
+# ensembles and runs trained alone) on both CPU kinds: on an AMD EPYC (AVX2, 2026-11-28,
+# all 1 194 runs then) at most 1.2e-7; on an Intel Xeon (AVX512, 2026-11-29, all 1 242,
 # benchmarks/drift.py first) float32 at most 1.2e-7, half precision 4.2e-7 (runs
-# continued at fp16-scaled from a trap, made on an AMD EPYC with AVX2; 3 of the 62
-# above 3e-7). Each tolerance is 2.4 to 2.5 times the largest of its precision. The
-# same run's step 1 in fp16 against float32 differs by a median 1.1e-6 (trap400: 88 %
-# of the 32 pairs by more than 3e-7, 59 % by more than 1e-6): results moved between
-# the two settings seed by seed are seen, at the float32 run at least.
+# continued at fp16-scaled from a trap, made on an AMD EPYC with AVX2; 3 of the 62 above
+# 3e-7). Each tolerance is 2.4 to 2.5 times the largest of its precision. The same run's
+# step 1 in fp16 against float32 differs by a median 1.1e-6 (trap400: 88 % of the 32
+# pairs by more than 3e-7, 59 % by more than 1e-6): results moved between the two
+# settings seed by seed are seen, at the float32 run at least.
 FIRST_TOLERANCE = {"float32": 3e-7, "half": 1e-6}
 # a stored test loss may lie below the entropy rate by sampling noise only: by at most
 # max(LOSS_SIGMAS standard errors, HISTORY_MARGIN) nats (the shipped runs: 0.014)
@@ -145,18 +147,20 @@ METRIC_TOLERANCE = 1e-9
 # and per kind: benchmarks/results/drift-xeon-2026-11-29*.jsonl.
 #
 # To the checkpoint, from a seed (its own draw, or a manifold start). float32: Xeon ->
-# EPYC 282 runs of all 21 AVX512 float32 groups, at most 2.4e-7 (losses), 2.6e-7
-# (kernel), 1.9e-5 (predictions); EPYC -> Xeon 54 runs, 2.4e-7, 9.3e-8, 4.5e-7; forged
-# (11 runs) at least 8.4e-3 in the losses. Half precision drifts more (one product
-# rounded differently changes every later step), most where a run leaves the saddle
-# before step 50: Xeon -> EPYC 198 fp16 runs, 1.1e-4, 1.6e-3, 1.6e-2; EPYC -> Xeon 109
-# runs, 2.1e-5, 3.9e-4, 2.6e-3; forged (16 runs) at least 6.7e-3 in the losses. Two
-# settings of one seed differ over steps 1-50 in the losses by at least 2.3e-5 (fp16
-# against float32: 11 times the float32 tolerance), 3.8e-4 (tied against untied) and
-# 3.1e-3 (length 1024 against 512: 6 times the fp16 tolerance; tests keep each pair
-# apart); fp16 against float32 and tied against untied lie inside the fp16 tolerances:
-# those swaps are caught without training by provenance.ensemble_members (a test swaps
-# each pair), and bit for bit on a CPU like the producer's.
+# EPYC 282 runs of all 21 AVX512 float32 groups (the 56 manifold starts among them), at
+# most 2.4e-7 (losses), 2.6e-7 (kernel), 1.9e-5 (predictions); EPYC -> Xeon 54 runs,
+# 2.4e-7, 9.3e-8, 4.5e-7; forged (11 runs) at least 8.4e-3 in the losses. Half precision
+# drifts more (one product rounded differently changes every later step), most where a
+# run leaves the saddle before step 50: Xeon -> EPYC 198 fp16 runs, 1.1e-4, 1.6e-3,
+# 1.6e-2; EPYC -> Xeon 109 runs, 2.1e-5, 3.9e-4, 2.6e-3; forged (16 runs) at least
+# 6.7e-3 in the losses (fp16; fp16-scaled runs from a seed, one group of 32 made on a
+# Xeon, are judged as fp16: the same arithmetic, the loss scaled before the backward
+# pass). Two settings of one seed differ over steps 1-50 in the losses by at least
+# 2.3e-5 (fp16 against float32: 11 times the float32 tolerance), 3.8e-4 (tied against
+# untied) and 3.1e-3 (length 1024 against 512: 6 times the fp16 tolerance; tests keep
+# each pair apart); fp16 against float32 and tied against untied lie inside the fp16
+# tolerances: those swaps are caught without training by provenance.ensemble_members (a
+# test swaps each pair), and bit for bit on a CPU like the producer's.
 # To the checkpoint, continued from another run's weights (a trap; every shipped one is
 # tied and was made on an AMD EPYC with AVX2), EPYC -> Xeon: float32, all 62 runs, at
 # most 7.7e-7, 4.3e-6 and 1.7e-5, forged (8 runs) at least 1.3e-4, 2.1e-3 and 2.1e-3;
@@ -165,14 +169,15 @@ METRIC_TOLERANCE = 1e-9
 # To the end, float32 from a seed: untied, Xeon -> EPYC 2 runs (issue 71's
 # 01611dbbf5da2a3b5b16, trap-theory-untied: 1.2e-6, 5.4e-6, 3.5e-4;
 # tests/retrained-01611dbbf5da2a3b5b16.npz), EPYC -> Xeon 25 runs at most 1.2e-7, 9.8e-9
-# and 2.1e-7; forged (3 runs) at least 0.034, 4.8e-4 and 5.9e-3. Tied, EPYC -> Xeon 39
-# runs up to 1.5e-3, 4.1e-3 and 0.11 (Fig 4's and the threshold's tied runs), forged (12
-# runs) as little as 2.9e-3 in the losses: no tolerance. float32 continued, 8 runs, and
-# half precision, 32 runs: half precision drifts up to 0.052 nats, forged as little as
-# 9.1e-3: no tolerance; the continued float32 runs drift 1e-6 (forged 0.02) but one
-# ensemble of the 62 is too few to set one.
-# Each tolerance is 8 to 13 times the largest drift of its kind (3 to 5 times for half
-# precision); each kind's loss tolerance is at least 13 times below its least forgery.
+# and 2.1e-7; forged (2 runs, and issue 71's on the EPYC) at least 0.034, 4.8e-4 and
+# 5.9e-3. Tied, EPYC -> Xeon 39 runs up to 1.5e-3, 4.1e-3 and 0.11 (Fig 4's and the
+# threshold's tied runs), forged (12 runs) as little as 2.9e-3 in the losses: no
+# tolerance. float32 continued, 8 runs, and half precision, 32 runs: half precision
+# drifts up to 0.052 nats, forged as little as 9.1e-3: no tolerance; the continued
+# float32 runs drift 1e-6 (forged 0.02) but one ensemble of the 62 is too few to set
+# one.
+# Each tolerance is 7.7 to 13 times the largest drift of its kind (3 to 5 times for half
+# precision); each kind's loss tolerance is at least 12 times below its least forgery.
 # What they let through on another CPU kind: a float32 run's stored losses moved by less
 # than 2e-6 nats to step 50 (1e-5 for a continued run, and after step 50 for an untied
 # one), a half-precision run's by less than 5e-4; after step 50 of a tied or
@@ -1154,11 +1159,14 @@ def _environment(prov: dict, here: dict | None = None) -> tuple[bool, str]:
 
 
 def kind_of(spec: RunSpec) -> tuple[str, str, str]:
-    """A run's kind for its re-training tolerances: "float32" or "half"; "seed" or
-    "run" (its own draw, manifold starts included, or another run's weights); "tied"
-    or "untied"."""
+    """A run's kind for its re-training tolerances: "float32" or "half" (fp16, with or
+    without loss scaling; bf16 is its own, unmeasured); "seed" or "run" (its own draw,
+    manifold starts included, or another run's weights); "tied" or "untied"."""
     start = "run" if (spec.init or {}).get("kind") == "run" else "seed"
-    precision = "half" if spec.train.precision in HALF else "float32"
+    precision = {"fp32": "float32", "fp16": "half", "fp16-scaled": "half"}.get(
+        spec.train.precision,
+        spec.train.precision,  # bf16: not measured
+    )
     return precision, start, "tied" if spec.config.tied else "untied"
 
 
@@ -1337,10 +1345,19 @@ def _compare_unit(records: list[dict], fresh: list[TrainResult], quick, seconds,
         )
 
 
+def _narrowed(record: dict) -> bool:
+    """Whether a full re-train of this run here is judged to its checkpoint only (its
+    kind has no tolerance to its end, :func:`tolerance_of`): it stops there."""
+    spec = RunSpec.from_dict(record["spec"])
+    exact = _environment(record["provenance"])[0]
+    return not exact and tolerance_of(spec, full=True) is None
+
+
 def _retrain(data: ShippedData, units, quick: bool, executor, address, log) -> int:
     """Re-train every unit (one run, or one ensemble in order) through ``executor``
     (:func:`~markovlib.runs.executors.train_chunks`) with the thread count of its
-    provenance, and judge every member; returns how many runs were judged."""
+    provenance, to step 50 where it is judged only there, and judge every member;
+    returns how many runs were judged."""
     records = {k: data.record(k) for unit in units for k in unit}
     by_threads: dict[int, list[list[RunSpec]]] = {}
     for unit in units:
@@ -1351,10 +1368,11 @@ def _retrain(data: ShippedData, units, quick: bool, executor, address, log) -> i
                 "training settings"
             )
         threads = records[unit[0]]["provenance"]["threads"]
-        by_threads.setdefault(threads, []).append(specs)
+        stop = CHECKPOINT_STEP if quick or _narrowed(records[unit[0]]) else None
+        by_threads.setdefault((threads, stop), []).append(specs)
     saved, judged = torch.get_num_threads(), 0
     try:
-        for threads, chunks in by_threads.items():
+        for (threads, stop), chunks in by_threads.items():
             torch.set_num_threads(threads)  # the local executor's; a Ray task's own
             t0 = time.perf_counter()
             for chunk, fresh in train_chunks(
@@ -1363,7 +1381,7 @@ def _retrain(data: ShippedData, units, quick: bool, executor, address, log) -> i
                 device="cpu",
                 address=address,
                 cpus_per_task=threads,
-                stop_after=CHECKPOINT_STEP if quick else None,
+                stop_after=stop,
                 sources=source_weights([s for c in chunks for s in c], data),
             ):
                 seconds, t0 = time.perf_counter() - t0, time.perf_counter()
@@ -1397,7 +1415,7 @@ def _candidates(
             continue
         out.append(key)
     for why, n in left.items():
-        log(f"not drawn: {n} runs produced on another CPU kind ({why})")
+        log(f"not drawn: {n} runs produced on another CPU kind or device ({why})")
     return out
 
 
@@ -1489,6 +1507,12 @@ def verify(
 
 def _nothing_left(max_seconds: float | None, exact_only: bool) -> str:
     """The one line of a filter that leaves no run to re-train."""
+    if max_seconds is None and not exact_only:
+        return (
+            "nothing to re-train: every shipped run was produced elsewhere and is of a "
+            "kind judged bit for bit only (--sample 0 checks the data without "
+            "re-training)"
+        )
     filters = []
     if max_seconds is not None:
         filters.append(f"trained in at most {max_seconds:g} s")
