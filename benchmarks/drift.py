@@ -38,8 +38,8 @@ usage: python benchmarks/drift.py drift fig4-400-untied-fp16 b22bbd858ca184cbcb7
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -137,8 +137,19 @@ def drift(names: list[str], factor: float = 1.0, save: str | None = None) -> Non
                     arrays |= _flat("same" if factor == 1 else "half-lr", result)
         print(f"# {name}: ensemble of {len(specs)} in {time.perf_counter() - t0:.0f} s")
     if save:
-        kept = dict(np.load(save)) if Path(save).exists() else {}
-        np.savez_compressed(save, **(kept | arrays))
+        _save(save, saved, arrays)
+
+
+def _save(path: str, key: str, arrays: dict) -> None:
+    """Write run ``key``'s re-trained arrays to ``path``, beside the variant the file
+    already holds of the same run (another run's file is refused)."""
+    kept = {}
+    if Path(path).exists():
+        with np.load(path) as old:
+            kept = {name: old[name] for name in old.files}
+    if kept and str(kept.get("key")) != key:
+        raise SystemExit(f"{path} holds run {kept.get('key')}, not {key}")
+    np.savez_compressed(path, **(kept | arrays), key=np.array(key))
 
 
 def settings() -> None:
@@ -208,7 +219,7 @@ def full(keys: list[str], save: str | None = None, variants=VARIANTS) -> None:
                     if spec.key == keys[0]:
                         arrays |= _flat(variant, result)
     if save:
-        np.savez_compressed(save, **arrays)
+        _save(save, keys[0], arrays)
 
 
 def first() -> None:
@@ -264,27 +275,37 @@ def summary(files: list[str]) -> None:
         print(json.dumps(out | {f"{q}_max": float(g.max()) for q, g in gaps.items()}))
 
 
-FLAGS = {
-    "drift": ("--half-lr", "--save"),
-    "full": ("--same-only", "--save"),
+FLAGS = {  # the options each command takes
+    "drift": ("half_lr", "save"),
+    "full": ("same_only", "save"),
     "settings": (),
     "first": (),
     "summary": (),
 }
 
-if __name__ == "__main__":
-    args = sys.argv[2:]
-    if len(sys.argv) < 2 or sys.argv[1] not in FLAGS:
-        sys.exit(f"usage: drift.py {{{','.join(FLAGS)}}} ... (see its docstring)")
-    wrong = [a for a in args if a.startswith("--") and a not in FLAGS[sys.argv[1]]]
-    if wrong:
-        sys.exit(f"drift.py {sys.argv[1]}: unknown option {wrong[0]}")
-    save = args[args.index("--save") + 1] if "--save" in args else None
-    keys = [a for a in args if a not in ("--save", save, "--same-only", "--half-lr")]
-    variants = VARIANTS[:1] if "--same-only" in args else VARIANTS
-    factor = 0.5 if "--half-lr" in args else 1.0
-    commands = {"drift": lambda: drift(keys, factor, save), "settings": settings}
-    commands["full"] = lambda: full(keys, save, variants)
-    commands["summary"] = lambda: summary(args)
+
+def main() -> None:
+    """The command line: one of FLAGS' commands, its names, its options."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=list(FLAGS))
+    parser.add_argument("names", nargs="*", help="groups, run keys or JSON-lines files")
+    parser.add_argument("--save", help="an .npz for the first named run's re-train")
+    parser.add_argument("--half-lr", action="store_true", help="drift: lr halved")
+    parser.add_argument("--same-only", action="store_true", help="full: as shipped")
+    args = parser.parse_args()
+    for option in ("save", "half_lr", "same_only"):
+        if getattr(args, option) and option not in FLAGS[args.command]:
+            parser.error(f"{args.command} takes no --{option.replace('_', '-')}")
+    save = args.save
+    if save and not save.endswith(".npz"):
+        parser.error(f"--save {save}: the file must end in .npz")
+    names, factor = args.names, 0.5 if args.half_lr else 1.0
+    commands = {"drift": lambda: drift(names, factor, save), "settings": settings}
+    commands["full"] = lambda: full(names, save, VARIANTS[: 1 if args.same_only else 2])
+    commands["summary"] = lambda: summary(names)
     commands["first"] = first
-    commands[sys.argv[1]]()
+    commands[args.command]()
+
+
+if __name__ == "__main__":
+    main()
