@@ -1486,19 +1486,18 @@ def verify(
     histories, metrics, provenance, indexes, and what the stored weights compute);
     missing runs are reported (an error with ``complete``).
 
-    ``quick``: re-train only to the checkpoint step and compare the history up to
-    there and the checkpoint weights. ``max_seconds``: draw only among runs whose
-    recorded training time is below it. ``exact_only``: draw only among runs this
-    machine can reproduce bit for bit (:func:`_environment`); a run made elsewhere is
-    judged by its kind's :data:`TOLERANCES` (:func:`tolerance_of`), or not drawn. A member of an
+    ``quick``: re-train only to the checkpoint step and compare the history up to there
+    and the checkpoint weights. ``max_seconds``: draw only among runs whose recorded
+    training time is below it. ``exact_only``: draw only among runs this machine can
+    reproduce bit for bit (:func:`_environment`); a run made elsewhere is judged by its
+    kind's :data:`TOLERANCES` (:func:`tolerance_of`), or not drawn. A member of an
     ensemble is re-trained with its whole ensemble, through ``executor`` ('local' or
     'ray' at ``address``: :func:`~markovlib.runs.executors.train_chunks`), and every
     member is compared. ``sample=0`` re-trains nothing; a filter that leaves no run is
     an error. ``jobs``: processes of the run-by-run checks without training.
-    ``checks=False`` skips those checks and the recomputing of
-    :func:`derived_sample` derived values (every record's key is checked). Returns
-    the number of runs re-trained; raises :class:`ShippedDataError` or
-    :class:`VerificationError`.
+    ``checks=False`` skips those checks and the recomputing of :func:`derived_sample`
+    derived values (every record's key is checked). Returns the number of runs
+    re-trained; raises :class:`ShippedDataError` or :class:`VerificationError`.
     """
     data = ShippedData(directory)
     index = _check_files(data)
