@@ -205,10 +205,10 @@ def full(keys: list[str], save: str | None = None, variants=VARIANTS) -> None:
     for key in keys:
         records = [data.record(k) for k in V._ensemble(data, key)]
         specs = [RunSpec.from_dict(r["spec"]) for r in records]
+        sources = source_weights(specs, data)  # the runs continued runs start from
         for variant, factor in variants:
             chunk = [_scaled(s, factor) for s in specs]
             t0 = time.perf_counter()
-            sources = source_weights(specs, data)
             for _, fresh in train_chunks([chunk], device="cpu", sources=sources):
                 for record, spec, result in zip(records, specs, fresh):
                     line = dict(what="full", variant=variant, key=spec.key, here=here)
@@ -245,9 +245,10 @@ def first() -> None:
 QUANTITIES = ("loss", "kernel", "predictions")
 
 
-def _kind(line: dict, data: ShippedData) -> tuple:
-    """What a line compared; its precision, tying and start; where made and re-made."""
-    spec = RunSpec.from_dict(data.record(line["key"])["spec"])
+def _kind(line: dict, specs: dict[str, str]) -> tuple:
+    """What a line compared; its precision, tying and start; where made and re-made
+    (``specs``: the shipped runs' spec column)."""
+    spec = RunSpec.from_dict(json.loads(specs[line["key"]]))
     tying = "tied" if spec.config.tied else "untied"
     what = line["what"] + (f" {line['variant']}" if "variant" in line else "")
     start = (spec.init or {}).get("kind", "seed")  # seed, run (continued), manifold
@@ -257,12 +258,12 @@ def _kind(line: dict, data: ShippedData) -> tuple:
 def summary(files: list[str]) -> None:
     """One JSON line per kind of run: count, bit for bit, median, least, largest |Δ|."""
     kinds: dict[tuple, list[dict]] = {}
-    data = ShippedData(DATA)
+    specs = ShippedData(DATA).column("spec")  # the specs alone, not the weights
     for file in files:
         for text in open(file):
             if text.startswith("{"):
                 line = json.loads(text)
-                kinds.setdefault(_kind(line, data), []).append(line)
+                kinds.setdefault(_kind(line, specs), []).append(line)
     for kind, lines in sorted(kinds.items()):
         gaps = {q: np.array([x[q] for x in lines]) for q in QUANTITIES if q in lines[0]}
         exact = int(sum(all(x[q] == 0 for q in gaps) for x in lines))

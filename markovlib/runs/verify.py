@@ -1356,7 +1356,7 @@ def _compare_unit(
         how = _compare_retrained(key, record, result, quick, exact, stopped)
         spec = RunSpec.from_dict(record["spec"])
         log(
-            f"  {record['key']} {spec.chain} seed {spec.seed}: reproduced {how}"
+            f"  {key} {spec.chain} seed {spec.seed}: reproduced {how}"
             f"{'' if exact else f'; {why}'}{together} in {seconds:.0f} s"
         )
 
