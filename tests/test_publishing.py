@@ -826,17 +826,54 @@ def test_page_table_prints_what_a_reader_should_see():
     assert kept[:3] == ["group", "share", "runs"] and kept[3] == "0"
 
 
-def test_prebuild_orders_every_chapter_longest_first_without_a_cache(tmp_path):
-    """A fresh clone's build has no earlier times: every chapter the prebuild runs has
-    an expected time, so that it starts the longest first (a new chapter is not left
-    to its file size: the in-context chapter ran last, alone, for 56 s)."""
+def _prebuild():
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import prebuild
     finally:
         sys.path.remove(str(ROOT / "tools"))
+    return prebuild
+
+
+def test_prebuild_orders_every_chapter_longest_first_without_a_cache(tmp_path):
+    """A fresh clone's build has no earlier times: every chapter the prebuild runs has
+    an expected time, so that it starts the longest first (a new chapter is not left
+    to its file size: the in-context chapter ran last, alone, for 56 s)."""
+    prebuild = _prebuild()
     chapters = {
         nb.name for nb in (ROOT / "book").glob("*.ipynb") if not prebuild._forced(nb)
     }
     assert set(prebuild.EXPECTED_SECONDS) == chapters
     assert prebuild.last_seconds(tmp_path / "no-cache") == {}
+
+
+def test_prebuild_executes_the_build_facts_whenever_the_build_reads_them(tmp_path):
+    """The Reproducibility page is the one page of the build's facts, none is left to
+    the build, and the prebuild executes it whenever Sphinx will read it (no
+    environment, or the page changed since), even with its code cached: its date and
+    commit are this build's; a build that does not read it executes nothing."""
+    prebuild = _prebuild()
+    pages = sorted((ROOT / "book").glob("*.ipynb"))
+    assert [p.stem for p in pages if prebuild.build_facts(p)] == ["reproducibility"]
+    assert not any(prebuild._forced(p) for p in pages)
+    page = tmp_path / "reproducibility.ipynb"
+    shutil.copy(ROOT / "book" / "reproducibility.ipynb", page)
+    build, cache = tmp_path / "_build", tmp_path / "_build" / ".jupyter_cache"
+    assert prebuild.read_by_the_build(page, build)  # no environment yet
+    assert prebuild.due(cache, page)
+    env = build / ".doctrees" / "environment.pickle"
+    env.parent.mkdir(parents=True)
+    env.write_bytes(b"")
+    later = time.time() + 60
+    os.utime(env, (later, later))
+    assert not prebuild.read_by_the_build(page, build)
+    assert prebuild.due(cache, page)  # not cached
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    nb = nbformat.read(page, as_version=4)
+    bundle = CacheBundleIn(nb, str(page))
+    get_cache(str(cache)).cache_notebook_bundle(bundle, check_validity=False)
+    assert prebuild.cached(cache, page) and not prebuild.due(cache, page)
+    os.utime(page, (later + 1, later + 1))
+    assert prebuild.read_by_the_build(page, build) and prebuild.due(cache, page)
