@@ -108,6 +108,7 @@ verify: $(STAMP)
 # apt-get install texlive-xetex texlive-latex-extra texlive-fonts-recommended texlive-fonts-extra
 #   texlive-plain-generic latexmk fonts-freefont-otf (bbm.sty is in texlive-fonts-extra)
 pdf: $(STAMP)
+	MARKOVLIB_SCALE=$(SCALE) $(BIN)/python tools/prebuild.py --jobs 2  # the chapters, and the build's facts
 	MARKOVLIB_SCALE=$(SCALE) $(BIN)/jupyter-book build . --path-output . --builder pdflatex
 
 bench: $(STAMP)

@@ -702,6 +702,9 @@ def test_reproducibility_page_helpers():
     assert text.startswith("Built **2026-01-01 00:00 UTC** from commit `abc1234`")
     assert f"https://github.com/{notebook.REPOSITORY}" in text
     assert text.endswith('so `scale = "auto"` ran as **`smoke`**.')
+    assert "(2 logical cores, 2 torch threads)" in text
+    one = notebook.build_summary({**info, "torch_threads": 1}, "smoke")
+    assert "(2 logical cores, 1 torch thread)" in one  # as make book executes it
 
 
 def test_build_checks_fail_on_a_broken_build():
@@ -847,23 +850,37 @@ def test_prebuild_orders_every_chapter_longest_first_without_a_cache(tmp_path):
     assert prebuild.last_seconds(tmp_path / "no-cache") == {}
 
 
-def test_prebuild_executes_the_build_facts_whenever_the_build_reads_them(tmp_path):
+def test_prebuild_executes_the_build_facts_whenever_the_build_reads_them(
+    tmp_path, monkeypatch
+):
     """The Reproducibility page is the one page of the build's facts, none is left to
     the build, and the prebuild executes it whenever Sphinx will read it (no
-    environment, or the page changed since), even with its code cached: its date and
-    commit are this build's; a build that does not read it executes nothing."""
+    environment or no doctree of the page, the page changed since, or what makes
+    Sphinx read every page), even with its code cached: its date and commit are this
+    build's; a build that does not read it executes nothing."""
     prebuild = _prebuild()
     pages = sorted((ROOT / "book").glob("*.ipynb"))
     assert [p.stem for p in pages if prebuild.build_facts(p)] == ["reproducibility"]
     assert not any(prebuild._forced(p) for p in pages)
-    page = tmp_path / "reproducibility.ipynb"
+    root = tmp_path / "clone"  # its _config.yml and the others, a page of its book
+    for name in prebuild.EVERY_PAGE:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, root / name)
+    monkeypatch.setattr(prebuild, "ROOT", root)
+    page = root / "book" / "reproducibility.ipynb"
+    page.parent.mkdir()
     shutil.copy(ROOT / "book" / "reproducibility.ipynb", page)
-    build, cache = tmp_path / "_build", tmp_path / "_build" / ".jupyter_cache"
+    build, cache = root / "_build", root / "_build" / ".jupyter_cache"
+    executed = []
+    monkeypatch.setattr(
+        prebuild, "run_chapters", lambda tasks, *a, **k: executed.append([*tasks])
+    )
     assert prebuild.read_by_the_build(page, build)  # no environment yet
-    assert prebuild.due(cache, page)
+    tree = build / ".doctrees" / "book" / "reproducibility.doctree"
     env = build / ".doctrees" / "environment.pickle"
-    env.parent.mkdir(parents=True)
-    env.write_bytes(b"")
+    tree.parent.mkdir(parents=True)
+    for path in (tree, env):
+        path.write_bytes(b"")
     later = time.time() + 60
     os.utime(env, (later, later))
     assert not prebuild.read_by_the_build(page, build)
@@ -872,8 +889,15 @@ def test_prebuild_executes_the_build_facts_whenever_the_build_reads_them(tmp_pat
     from jupyter_cache.base import CacheBundleIn
 
     nb = nbformat.read(page, as_version=4)
-    bundle = CacheBundleIn(nb, str(page))
-    get_cache(str(cache)).cache_notebook_bundle(bundle, check_validity=False)
+    get_cache(str(cache)).cache_notebook_bundle(
+        CacheBundleIn(nb, str(page)), check_validity=False
+    )
     assert prebuild.cached(cache, page) and not prebuild.due(cache, page)
-    os.utime(page, (later + 1, later + 1))
-    assert prebuild.read_by_the_build(page, build) and prebuild.due(cache, page)
+    assert prebuild.prebuild([page], cache, 1, 60) == 0 and executed == [[]]
+    for changed in (page, root / "_toc.yml", root / "requirements.txt"):
+        os.utime(changed, (later + 1, later + 1))
+        assert prebuild.read_by_the_build(page, build) and prebuild.due(cache, page)
+        os.utime(changed, (later - 1, later - 1))
+    tree.unlink()
+    assert prebuild.prebuild([page], cache, 1, 60) == 0
+    assert executed[-1] == ["reproducibility.ipynb"]

@@ -103,6 +103,11 @@ def test_two_processes_check_what_one_checks(data):
     assert "2 processes" in two and "1 process)" in one
     key = _rewrite(data, SECOND, _zero_weights).at[0, "key"]
     _fails(data, VerificationError, f"run {key} in {SECOND}: metrics", jobs=2)
+    # the processes check the runs while this one checks the files: the files' error
+    # is the one raised, as with one process, not the zeroed run's
+    (data / "stray.parquet").write_bytes(b"")
+    _fails(data, ShippedDataError, "stray.parquet is not listed", jobs=2)
+    (data / "stray.parquet").unlink()
     lines = []  # the run-by-run checks skipped: the zeroed run is not looked at
     verify(data, sample=0, checks=False, log=lines.append)
     assert not any("checked without training" in line for line in lines)

@@ -60,16 +60,24 @@ def build_facts(notebook: Path) -> bool:
     return bool(meta.get("build_facts"))
 
 
+# What makes Sphinx read every page again when it changed: the configuration, the
+# table of contents, the book's own extension, the pinned packages (a new Sphinx or
+# extension discards the environment)
+EVERY_PAGE = ("_config.yml", "_toc.yml", "tools/sphinx_fixes.py", "requirements.txt")
+
+
 def read_by_the_build(notebook: Path, build: Path = ROOT / "_build") -> bool:
-    """Whether ``jupyter-book build`` will read ``notebook``: Sphinx reads every page
-    without an environment (``build/.doctrees``) or after a change of configuration
-    or table of contents, else only a page changed since."""
-    env = build / ".doctrees" / "environment.pickle"
-    if not env.is_file():
+    """Whether ``jupyter-book build`` (HTML or PDF: one environment) will read
+    ``notebook``: Sphinx reads every page without an environment (``build/.doctrees``)
+    or after a change of :data:`EVERY_PAGE`, and a page changed since or without its
+    doctree."""
+    doctrees = build / ".doctrees"
+    env, tree = doctrees / "environment.pickle", doctrees / "book" / notebook.stem
+    if not (env.is_file() and tree.with_suffix(".doctree").is_file()):
         return True
     since = env.stat().st_mtime
-    sources = (notebook, ROOT / "_config.yml", ROOT / "_toc.yml")
-    return any(p.stat().st_mtime > since for p in sources)
+    sources = [notebook, *(ROOT / name for name in EVERY_PAGE)]
+    return any(p.is_file() and p.stat().st_mtime > since for p in sources)
 
 
 def due(cache_path: Path, notebook: Path) -> bool:
@@ -138,13 +146,17 @@ def execute_one(cache_path: Path, notebook: Path, timeout: int) -> tuple[float, 
 
 
 def prebuild(notebooks: list[Path], cache_path: Path, jobs: int, timeout: int) -> int:
-    """Execute and cache every notebook the cache lacks, ``jobs`` at a time; 1 at the
-    first failure (its traceback printed), else 0."""
+    """Execute and cache every notebook the cache lacks, and the pages of the build's
+    facts that the build will read (:func:`due`), ``jobs`` at a time; 1 at the first
+    failure (its traceback printed), else 0."""
     forced = [nb for nb in notebooks if _forced(nb)]
     todo = [nb for nb in notebooks if nb not in forced and due(cache_path, nb)]
+    lacking = [nb for nb in todo if not cached(cache_path, nb)]
+    again = len(todo) - len(lacking)
     print(
-        f"prebuild: {len(notebooks) - len(forced) - len(todo)} of {len(notebooks)} "
-        f"pages cached, {len(forced)} left to the build; executing {len(todo)}, "
+        f"prebuild: {len(notebooks) - len(forced) - len(lacking)} of {len(notebooks)} "
+        f"pages cached, {len(forced)} left to the build; executing {len(todo)}"
+        f"{f' ({again} cached: the build reads its facts again)' if again else ''}, "
         f"{jobs} at a time",
         flush=True,
     )

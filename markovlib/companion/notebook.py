@@ -458,7 +458,8 @@ def build_summary(info: dict, auto_scale: str) -> str:
     return (
         f"Built **{info['built']}** from commit `{info['commit']}` of "
         f"[{REPOSITORY}](https://github.com/{REPOSITORY}), on {info['cpu']} "
-        f"({info['cpu_count']} logical cores, {info['torch_threads']} torch threads), "
+        f"({info['cpu_count']} logical cores, {info['torch_threads']} torch "
+        f"thread{'s' * (info['torch_threads'] != 1)}), "
         f"GPU: {info['cuda']}; Python {info['python']} on {info['platform']}. "
         "Scale forced by "
         f"`MARKOVLIB_SCALE`: `{info['forced_scale']}`, "

@@ -15,6 +15,7 @@ to its end, and not drawn where that holds before step 50.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -919,72 +920,94 @@ def _stacks(data: ShippedData, ensembles) -> list[tuple[float, list[str]]]:
     return [(len(keys) * size * s.seq_len, keys) for keys in out]
 
 
-def _consistent_part(directory: str, stacks: list[list[str]], threads: int | None):
+_OPENED: dict[str, ShippedData] = {}  # a checking process's data, opened once
+
+
+def _consistent_stack(directory: str, keys: list[str]) -> tuple[float, ...]:
     """(largest kernel |Δ|, largest loss |Δ| / tolerance, largest first-step |Δ|, CPU
-    seconds) of :func:`_consistent` over ``stacks``; run by a worker process of
-    :func:`_check_runs` on ``threads`` threads."""
-    if threads is not None:
-        torch.set_num_threads(threads)
-    cpu0, data = time.process_time(), ShippedData(directory)
-    found = [_consistent(data, keys) for keys in stacks]
-    return (
-        *(max((f[i] for f in found), default=0.0) for i in range(3)),
-        time.process_time() - cpu0,
-    )
+    seconds) of :func:`_consistent` over one stack; run by a worker process of
+    :func:`_check_runs` (one torch thread: :func:`_one_thread_worker`)."""
+    cpu0 = time.process_time()
+    if directory not in _OPENED:
+        _OPENED[directory] = ShippedData(directory)
+    return (*_consistent(_OPENED[directory], keys), time.process_time() - cpu0)
 
 
-def _parts(stacks: list[tuple[float, list[str]]], jobs: int) -> list[list[list[str]]]:
-    """``stacks`` shared among ``jobs`` processes, the costliest first to the least
-    loaded."""
-    parts, loads = [[] for _ in range(jobs)], [0.0] * jobs
-    for cost, keys in sorted(stacks, key=lambda c: -c[0]):
-        j = loads.index(min(loads))
-        parts[j].append(keys)
-        loads[j] += cost
-    return parts
+def _one_thread_worker() -> None:
+    """A checking process: one torch thread, torch and the checks imported at its
+    start (while the process that started it checks the files)."""
+    torch.set_num_threads(1)
 
 
-def _check_runs(data: ShippedData, log, jobs: int = 1, meanwhile=None):
-    """Every run consistent without training (:func:`_check_ensembles`,
-    :func:`_consistent`), over ``jobs`` processes of one torch thread each; one line
-    of summary. ``meanwhile()`` (the re-training and recomputing) runs in this process
-    while ``jobs`` > 1 processes check, so that neither leaves a core idle (issue 51:
-    their minute ran alone after the checks), else after them; returns its value."""
+@contextlib.contextmanager
+def _checkers(jobs: int):
+    """``jobs`` > 1 spawned processes for the checks without training, started at
+    once so that they import while this process checks the files, and killed on the
+    way out (an error or Ctrl-C here stops them at once); None for one job (a forked
+    child of a process that ran torch's threads can hang: spawned)."""
     import multiprocessing
 
-    t0 = time.perf_counter()
-    ensembles = _check_ensembles(data)
-    stacks, directory = _stacks(data, ensembles), str(data.directory)
+    if jobs <= 1:
+        yield None
+        return
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(jobs, initializer=_one_thread_worker) as pool:
+        yield pool
+
+
+def _ensembles_or_error(data: ShippedData):
+    """:func:`_check_ensembles`'s ensembles, or the error it raised (raised after the
+    files' and the edition's checks, which come first: a damaged file is named as
+    such, not by what its damage breaks here)."""
+    try:
+        return _check_ensembles(data), None
+    except Exception as e:  # noqa: BLE001 -- re-raised by _check_runs, in order
+        return None, e
+
+
+def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None):
+    """Every run consistent without training (:func:`_check_ensembles`,
+    :func:`_consistent`), its stacks dealt one at a time, the costliest first, to the
+    ``pool``'s processes (:func:`_checkers`; None: in this process) while ``first()``
+    (the files' and edition's checks) runs here; one line of summary. ``meanwhile()``
+    (the re-training and recomputing) runs in this process while the pool checks, so
+    that neither leaves a core idle (issue 51: their minute ran alone after the
+    checks), else after them; returns its value."""
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    ensembles, error = _ensembles_or_error(data)
+    stacks = _stacks(data, ensembles) if error is None else []
+    stacks = [keys for _, keys in sorted(stacks, key=lambda c: -c[0])]
+    directory, ended = str(data.directory), []
+    checking = None
+    if pool is not None and stacks:
+        checking = pool.starmap_async(
+            _consistent_stack,
+            [(directory, keys) for keys in stacks],
+            chunksize=1,
+            callback=lambda _: ended.append(time.perf_counter()),
+        )
+    first()
+    if error is not None:
+        raise error
     log(
         f"every run's results are its own ({len(ensembles)} trainings: each run "
         "listed by its ensemble, or trained alone)"
     )
-    if jobs == 1:
-        cpu0 = time.process_time()
-        parts = [_consistent_part(directory, [k for _, k in stacks], None)]
-        _log_checks(log, parts, time.perf_counter() - t0, time.process_time() - cpu0, 1)
+    if checking is None:
+        found = [_consistent(data, keys) for keys in stacks]
+        _log_checks(log, found, time.perf_counter() - t0, time.process_time() - cpu0, 1)
         return meanwhile() if meanwhile else None
-    chunks = [(directory, part, 1) for part in _parts(stacks, jobs)]
-    ended = []
-    # spawned: a forked child of a process that ran torch's threads can hang; the
-    # pool's exit kills its processes (an error or Ctrl-C here stops them at once)
-    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        checking = pool.starmap_async(
-            _consistent_part,
-            chunks,
-            callback=lambda _: ended.append(time.perf_counter()),
-        )
-        with one_thread():  # beside two busy processes: no spinning threads
-            out = meanwhile() if meanwhile else None
-        parts = checking.get()
-    cpu = sum(part[3] for part in parts)
-    _log_checks(log, parts, ended[0] - t0, cpu, jobs)
+    with one_thread():  # beside two busy processes: no spinning threads
+        out = meanwhile() if meanwhile else None
+    found = checking.get()
+    cpu = sum(f[3] for f in found)
+    _log_checks(log, found, ended[0] - t0, cpu, jobs)
     return out
 
 
-def _log_checks(log, parts, seconds: float, cpu: float, jobs: int) -> None:
-    """The one line of :func:`_check_runs`: the largest |Δ| over every part."""
-    kernel, loss, first = (max(part[i] for part in parts) for i in (0, 1, 2))
+def _log_checks(log, found, seconds: float, cpu: float, jobs: int) -> None:
+    """The one line of :func:`_check_runs`: the largest |Δ| over every stack."""
+    kernel, loss, first = (max((f[i] for f in found), default=0.0) for i in range(3))
     log(
         f"every run checked without training in {seconds:.0f} s "
         f"({cpu:.0f} s of CPU, {jobs} process{'es' if jobs > 1 else ''}): its stored "
@@ -1500,15 +1523,17 @@ def verify(
     re-trained; raises :class:`ShippedDataError` or :class:`VerificationError`.
     """
     data = ShippedData(directory)
-    index = _check_files(data)
-    log(
-        f"manifest: {len(data.files)} files, {len(index)} runs, "
-        f"{len(data.derived)} derived values, every SHA-256 and "
-        "spec key checked, keys unique, no unlisted file"
-    )
     what = "paper_edition()" if edition is None else "the edition"
     edition = experiments.paper_edition() if edition is None else edition
-    _check_edition(index, edition, complete, log, what)
+
+    def files_and_edition() -> None:
+        index = _check_files(data)
+        log(
+            f"manifest: {len(data.files)} files, {len(index)} runs, "
+            f"{len(data.derived)} derived values, every SHA-256 and "
+            "spec key checked, keys unique, no unlisted file"
+        )
+        _check_edition(index, edition, complete, log, what)
 
     def retrain() -> int:
         if sample == 0:
@@ -1519,7 +1544,11 @@ def verify(
         units = _draw(data, sample, seed, max_seconds, exact_only, quick, log)
         return _retrain(data, units, quick, executor, address, log)
 
-    return _check_runs(data, log, jobs, retrain) if checks else retrain()
+    if not checks:
+        files_and_edition()
+        return retrain()
+    with _checkers(jobs) as pool:
+        return _check_runs(data, log, files_and_edition, pool, jobs, retrain)
 
 
 def _nothing_left(max_seconds: float | None, exact_only: bool, kind: bool) -> str:

@@ -70,10 +70,15 @@ def test_every_page_was_built():
 
 def test_the_build_executes_no_page_again():
     """Every page is built from the notebook papermill executed for this edition: none
-    asks the build to execute it (Reproducibility does in the book's sources, for
-    ``make book``; executed twice it cost the strict build 10 s, 2026-11-27)."""
+    asks the build to execute it (``publish.built_as_executed`` drops a page's own
+    execution mode; the Reproducibility page, executed twice, cost the strict build
+    10 s, 2026-11-27). The build's environment is where ``make book``'s prebuild looks
+    for it (``tools/prebuild.py``: whether the build will read a page)."""
     for source in SOURCES:
         assert "execution_mode" not in _executed(source.stem).metadata.get("mystnb", {})
+    doctrees = EDITION / "_build" / ".doctrees"
+    assert (doctrees / "environment.pickle").is_file()
+    assert (doctrees / "book" / "reproducibility.doctree").is_file()
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
