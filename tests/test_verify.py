@@ -107,7 +107,17 @@ def test_two_processes_check_what_one_checks(data):
     # is the one raised, as with one process, not the zeroed run's
     (data / "stray.parquet").write_bytes(b"")
     _fails(data, ShippedDataError, "stray.parquet is not listed", jobs=2)
+
+    # ... and before an error of the ensembles' check, which runs first
+    def another_runs(frame):  # its results listed as another run's
+        _provenance(frame, "ensemble_members", lambda members: ["0" * 20])
+        return frame
+
+    _rewrite(data, FIRST, another_runs)
+    for jobs in (1, 2):
+        _fails(data, ShippedDataError, "stray.parquet is not listed", jobs=jobs)
     (data / "stray.parquet").unlink()
+    _fails(data, VerificationError, "provenance.ensemble_members", jobs=2)
     lines = []  # the run-by-run checks skipped: the zeroed run is not looked at
     verify(data, sample=0, checks=False, log=lines.append)
     assert not any("checked without training" in line for line in lines)

@@ -21,6 +21,8 @@ import json
 import math
 import random
 import re
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -913,11 +915,11 @@ def _stacks(data: ShippedData, ensembles) -> list[tuple[float, list[str]]]:
         size = s.batch_size * (s.seq_len + 1)
         for unit in units:
             if current and (len(current) + len(unit)) * size > STACK_STATES:
-                out.append(current)
+                out.append((len(current) * size * s.seq_len, current))
                 current = []
             current = current + unit
-        out.append(current)
-    return [(len(keys) * size * s.seq_len, keys) for keys in out]
+        out.append((len(current) * size * s.seq_len, current))
+    return out
 
 
 _OPENED: dict[str, ShippedData] = {}  # a checking process's data, opened once
@@ -935,8 +937,10 @@ def _consistent_stack(directory: str, keys: list[str]) -> tuple[float, ...]:
 
 def _one_thread_worker() -> None:
     """A checking process: one torch thread, torch and the checks imported at its
-    start (while the process that started it checks the files)."""
+    start (while the process that started it checks the files); Ctrl-C is its
+    parent's to handle (one line; the pool's exit ends it)."""
     torch.set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextlib.contextmanager
@@ -951,7 +955,16 @@ def _checkers(jobs: int):
         yield None
         return
     context = multiprocessing.get_context("spawn")
-    with context.Pool(jobs, initializer=_one_thread_worker) as pool:
+    # ignored from their start (inherited), not only once torch is imported; only
+    # the main thread sets a handler
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        pool = context.Pool(jobs, initializer=_one_thread_worker)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, before)
+    with pool:
         yield pool
 
 
@@ -975,6 +988,7 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
     checks), else after them; returns its value."""
     t0, cpu0 = time.perf_counter(), time.process_time()
     ensembles, error = _ensembles_or_error(data)
+    own = time.perf_counter() - t0, time.process_time() - cpu0  # the ensembles' check
     stacks = _stacks(data, ensembles) if error is None else []
     stacks = [keys for _, keys in sorted(stacks, key=lambda c: -c[0])]
     directory, ended = str(data.directory), []
@@ -993,9 +1007,11 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
         f"every run's results are its own ({len(ensembles)} trainings: each run "
         "listed by its ensemble, or trained alone)"
     )
-    if checking is None:
+    if checking is None:  # timed without the files' and edition's checks
+        t1, cpu1 = time.perf_counter(), time.process_time()
         found = [_consistent(data, keys) for keys in stacks]
-        _log_checks(log, found, time.perf_counter() - t0, time.process_time() - cpu0, 1)
+        seconds = own[0] + time.perf_counter() - t1
+        _log_checks(log, found, seconds, own[1] + time.process_time() - cpu1, 1)
         return meanwhile() if meanwhile else None
     with one_thread():  # beside two busy processes: no spinning threads
         out = meanwhile() if meanwhile else None
@@ -1525,15 +1541,9 @@ def verify(
     data = ShippedData(directory)
     what = "paper_edition()" if edition is None else "the edition"
     edition = experiments.paper_edition() if edition is None else edition
-
-    def files_and_edition() -> None:
-        index = _check_files(data)
-        log(
-            f"manifest: {len(data.files)} files, {len(index)} runs, "
-            f"{len(data.derived)} derived values, every SHA-256 and "
-            "spec key checked, keys unique, no unlisted file"
-        )
-        _check_edition(index, edition, complete, log, what)
+    files_and_edition = functools.partial(
+        _files_and_edition, data, edition, complete, log, what
+    )
 
     def retrain() -> int:
         if sample == 0:
@@ -1549,6 +1559,18 @@ def verify(
         return retrain()
     with _checkers(jobs) as pool:
         return _check_runs(data, log, files_and_edition, pool, jobs, retrain)
+
+
+def _files_and_edition(data: ShippedData, edition, complete: bool, log, what: str):
+    """The files' checks (:func:`_check_files`) and the edition's
+    (:func:`_check_edition`), each with its line."""
+    index = _check_files(data)
+    log(
+        f"manifest: {len(data.files)} files, {len(index)} runs, "
+        f"{len(data.derived)} derived values, every SHA-256 and "
+        "spec key checked, keys unique, no unlisted file"
+    )
+    _check_edition(index, edition, complete, log, what)
 
 
 def _nothing_left(max_seconds: float | None, exact_only: bool, kind: bool) -> str:
