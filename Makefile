@@ -41,9 +41,12 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)
 
+# the build's cache keys on code only: emptied when SCALE changes (make book, make pdf)
+SCALE_CACHE = mkdir -p _build; if [ "$$(cat _build/.scale 2>/dev/null)" != "$(SCALE)" ]; then \
+	  rm -rf _build/.jupyter_cache .jupyter_cache; echo "$(SCALE)" > _build/.scale; fi
+
 book: $(STAMP)
-	@mkdir -p _build; if [ "$$(cat _build/.scale 2>/dev/null)" != "$(SCALE)" ]; then \
-	  rm -rf _build/.jupyter_cache .jupyter_cache; echo "$(SCALE)" > _build/.scale; fi  # the cache keys on code only
+	@$(SCALE_CACHE)
 	@start=$$(date +%s); \
 	MARKOVLIB_SCALE=$(SCALE) $(BIN)/python tools/prebuild.py --jobs 2 || exit 1; \
 	MARKOVLIB_SCALE=$(SCALE) $(BIN)/jupyter-book build . --path-output . || exit 1; \
@@ -108,6 +111,7 @@ verify: $(STAMP)
 # apt-get install texlive-xetex texlive-latex-extra texlive-fonts-recommended texlive-fonts-extra
 #   texlive-plain-generic latexmk fonts-freefont-otf (bbm.sty is in texlive-fonts-extra)
 pdf: $(STAMP)
+	@$(SCALE_CACHE)
 	MARKOVLIB_SCALE=$(SCALE) $(BIN)/python tools/prebuild.py --jobs 2  # the chapters, and the build's facts
 	MARKOVLIB_SCALE=$(SCALE) $(BIN)/jupyter-book build . --path-output . --builder pdflatex
 

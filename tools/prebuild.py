@@ -104,7 +104,7 @@ EXPECTED_SECONDS = {
     "initialisation.ipynb": 14,
     "ccmc.ipynb": 11,
     "framework.ipynb": 10,
-    "reproducibility.ipynb": 7,  # Intel Xeon, 2026-11-29: 6.7 s in Sphinx's kernel
+    "reproducibility.ipynb": 3,  # Intel Xeon, 2026-11-29 (Sphinx, cold kernel: 6.7 s)
 }
 
 
