@@ -80,12 +80,14 @@ def read_by_the_build(notebook: Path, build: Path = ROOT / "_build") -> bool:
     return any(p.is_file() and p.stat().st_mtime > since for p in sources)
 
 
-def due(cache_path: Path, notebook: Path) -> bool:
-    """Whether the prebuild executes ``notebook`` (not forced): its code is not cached,
-    or it is a page of the build's facts that the build will read."""
+def due(cache_path: Path, notebook: Path) -> str | None:
+    """Why the prebuild executes ``notebook`` (not forced): "lacking" (its code is not
+    cached), "facts" (a page of the build's facts that the build will read); None."""
+    if not cached(cache_path, notebook):
+        return "lacking"
     if build_facts(notebook) and read_by_the_build(notebook, cache_path.parent):
-        return True
-    return not cached(cache_path, notebook)
+        return "facts"
+    return None
 
 
 # Seconds of each chapter at the paper scale, two at a time, one torch thread each (AMD
@@ -150,8 +152,9 @@ def prebuild(notebooks: list[Path], cache_path: Path, jobs: int, timeout: int) -
     facts that the build will read (:func:`due`), ``jobs`` at a time; 1 at the first
     failure (its traceback printed), else 0."""
     forced = [nb for nb in notebooks if _forced(nb)]
-    todo = [nb for nb in notebooks if nb not in forced and due(cache_path, nb)]
-    lacking = [nb for nb in todo if not cached(cache_path, nb)]
+    why = {nb: due(cache_path, nb) for nb in notebooks if nb not in forced}
+    todo = [nb for nb, reason in why.items() if reason]
+    lacking = [nb for nb in todo if why[nb] == "lacking"]
     again = len(todo) - len(lacking)
     print(
         f"prebuild: {len(notebooks) - len(forced) - len(lacking)} of {len(notebooks)} "

@@ -922,7 +922,10 @@ def _stacks(data: ShippedData, ensembles) -> list[tuple[float, list[str]]]:
     return out
 
 
-_OPENED: dict[str, ShippedData] = {}  # a checking process's data, opened once
+@functools.cache
+def _checked(directory: str) -> ShippedData:
+    """The data a checking process checks, opened once (at its first stack)."""
+    return ShippedData(directory)
 
 
 def _consistent_stack(directory: str, keys: list[str]) -> tuple[float, ...]:
@@ -930,9 +933,7 @@ def _consistent_stack(directory: str, keys: list[str]) -> tuple[float, ...]:
     seconds) of :func:`_consistent` over one stack; run by a worker process of
     :func:`_check_runs` (one torch thread: :func:`_one_thread_worker`)."""
     cpu0 = time.process_time()
-    if directory not in _OPENED:
-        _OPENED[directory] = ShippedData(directory)
-    return (*_consistent(_OPENED[directory], keys), time.process_time() - cpu0)
+    return (*_consistent(_checked(directory), keys), time.process_time() - cpu0)
 
 
 def _one_thread_worker() -> None:
@@ -991,8 +992,7 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
     own = time.perf_counter() - t0, time.process_time() - cpu0  # the ensembles' check
     stacks = _stacks(data, ensembles) if error is None else []
     stacks = [keys for _, keys in sorted(stacks, key=lambda c: -c[0])]
-    directory, ended = str(data.directory), []
-    checking = None
+    directory, ended, checking = str(data.directory), [], None
     if pool is not None and stacks:
         checking = pool.starmap_async(
             _consistent_stack,
