@@ -376,6 +376,30 @@ def test_a_locked_store_is_waited_for_never_called_damaged(tmp_path, monkeypatch
     assert "mv " not in str(e.value)
 
 
+def test_a_wal_closed_by_another_process_as_the_store_opens_is_no_error(
+    tmp_path, monkeypatch
+):
+    """The tasks of a driver killed on a Ray cluster still write the store, and SQLite
+    deletes the ``-wal`` when the last of them closes it: a WAL gone between the
+    check that it exists and the check of its mode is no file to refuse (a flaky
+    "No such file or directory: runs.sqlite-wal" in the Ray driver-kill test)."""
+    from markovlib.runs import store as store_module
+
+    ResultStore(tmp_path)
+    wal = tmp_path / "runs.sqlite-wal"
+    real = store_module.permitted
+
+    def closed_meanwhile(path, access):
+        if path == wal and wal.exists():
+            wal.unlink()  # the other process's last connection closes
+            return False
+        return real(path, access)
+
+    wal.write_bytes(b"")
+    monkeypatch.setattr(store_module, "permitted", closed_meanwhile)
+    assert len(ResultStore(tmp_path)) == 0
+
+
 def test_kill_9_mid_sweep_keeps_the_store_whole(tmp_path):
     args = [
         sys.executable,

@@ -316,10 +316,14 @@ checkpoint BLOB)"""
                 f"another one {where}"
             )
         for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
-            if path.exists() and not permitted(path, os.W_OK):
+            try:  # a WAL that another process closes as this runs is gone, not denied
+                mode = path.stat().st_mode
+            except FileNotFoundError:
+                continue
+            if not permitted(path, os.W_OK) and path.exists():
                 raise StoreError(
                     f"the result store file {path} is read-only (mode "
-                    f"{path.stat().st_mode & 0o777:03o}); nothing was trained: make it "
+                    f"{mode & 0o777:03o}); nothing was trained: make it "
                     f"writable (chmod u+w {path}) or give another folder {where}"
                 )
 
