@@ -19,6 +19,7 @@ import contextlib
 import functools
 import json
 import math
+import os
 import random
 import re
 import signal
@@ -936,20 +937,30 @@ def _consistent_stack(directory: str, keys: list[str]) -> tuple[float, ...]:
     return (*_consistent(_checked(directory), keys), time.process_time() - cpu0)
 
 
-def _one_thread_worker() -> None:
+def _one_thread_worker(niceness: int = 0) -> None:
     """A checking process: one torch thread, torch and the checks imported at its
     start (while the process that started it checks the files); Ctrl-C is its
-    parent's to handle (one line; the pool's exit ends it)."""
+    parent's to handle (one line; the pool's exit ends it); ``niceness`` added to its
+    scheduling priority's (:data:`CHECKERS_NICENESS`)."""
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(niceness)
+
+
+# The checking processes' niceness beside a re-training in the verifying process: the
+# re-training, one process that cannot be split, keeps a core while the checks, split
+# in stacks, fill what it leaves and end on every core
+CHECKERS_NICENESS = 10
 
 
 @contextlib.contextmanager
-def _checkers(jobs: int):
+def _checkers(jobs: int, behind: bool = False):
     """``jobs`` > 1 spawned processes for the checks without training, started at
     once so that they import while this process checks the files, and killed on the
     way out (an error or Ctrl-C here stops them at once); None for one job (a forked
-    child of a process that ran torch's threads can hang: spawned)."""
+    child of a process that ran torch's threads can hang: spawned). ``behind``: at a
+    lower priority than this process, which re-trains meanwhile
+    (:data:`CHECKERS_NICENESS`)."""
     import multiprocessing
 
     if jobs <= 1:
@@ -961,7 +972,8 @@ def _checkers(jobs: int):
     main = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        pool = context.Pool(jobs, initializer=_one_thread_worker)
+        niceness = CHECKERS_NICENESS if behind else 0
+        pool = context.Pool(jobs, initializer=_one_thread_worker, initargs=(niceness,))
     finally:
         if main:
             signal.signal(signal.SIGINT, before)
@@ -1557,7 +1569,7 @@ def verify(
     if not checks:
         files_and_edition()
         return retrain()
-    with _checkers(jobs) as pool:
+    with _checkers(jobs, behind=sample != 0) as pool:
         return _check_runs(data, log, files_and_edition, pool, jobs, retrain)
 
 
