@@ -316,7 +316,7 @@ checkpoint BLOB)"""
                 f"another one {where}"
             )
         for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
-            try:  # a WAL that another process closes as this runs is gone, not denied
+            try:  # a -wal or -shm that another process's last close deleted: no file
                 mode = path.stat().st_mode
             except FileNotFoundError:
                 continue

@@ -109,6 +109,10 @@ CONTROLLED_PATHS = 8
 # ensemble (markovlib.runs.stacked) of at most STACK_STATES states a batch: 32 runs of
 # 16 paths of 1 025 states, about 0.3 GB of activations.
 STACK_STATES = 2**19
+# The checking processes' niceness beside a re-training: the re-training, one process
+# that cannot be split, keeps a core while the checks, dealt in stacks, fill what it
+# and any other work on the machine leave (issue 69)
+CHECKERS_NICENESS = 10
 # |train loss of step 1 recomputed from the run's seed (its starting weights on its
 # first training batch, at its precision, one training at a time) - stored train loss of
 # step 1|: 0 where the run was made on a CPU like this one, else float rounding (stored
@@ -941,16 +945,13 @@ def _one_thread_worker(niceness: int = 0) -> None:
     """A checking process: one torch thread, torch and the checks imported at its
     start (while the process that started it checks the files); Ctrl-C is its
     parent's to handle (one line; the pool's exit ends it); ``niceness`` added to its
-    scheduling priority's (:data:`CHECKERS_NICENESS`)."""
+    niceness, a lower priority (:data:`CHECKERS_NICENESS`), where the system allows
+    (a failing initializer would make the pool start processes for ever)."""
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.nice(niceness)
-
-
-# The checking processes' niceness beside a re-training in the verifying process: the
-# re-training, one process that cannot be split, keeps a core while the checks, split
-# in stacks, fill what it leaves and end on every core
-CHECKERS_NICENESS = 10
+    if niceness:
+        with contextlib.suppress(OSError, AttributeError):
+            os.nice(niceness)
 
 
 @contextlib.contextmanager
@@ -959,8 +960,8 @@ def _checkers(jobs: int, behind: bool = False):
     once so that they import while this process checks the files, and killed on the
     way out (an error or Ctrl-C here stops them at once); None for one job (a forked
     child of a process that ran torch's threads can hang: spawned). ``behind``: at a
-    lower priority than this process, which re-trains meanwhile
-    (:data:`CHECKERS_NICENESS`)."""
+    lower priority than the re-training that runs meanwhile, in this process or in Ray
+    tasks on this machine (:data:`CHECKERS_NICENESS`)."""
     import multiprocessing
 
     if jobs <= 1:
