@@ -400,6 +400,28 @@ def test_a_wal_closed_by_another_process_as_the_store_opens_is_no_error(
     assert len(ResultStore(tmp_path)) == 0
 
 
+def test_a_store_read_as_another_process_opens_it_is_not_called_damaged(
+    tmp_path, monkeypatch
+):
+    """Read as immutable (no WAL yet) while another process opens it and moves pages
+    under that read: read again beside the WAL, never "damaged... move it aside"."""
+    from markovlib.runs import store as store_module
+
+    ResultStore(tmp_path)
+    real, uris = sqlite3.connect, []
+
+    def torn(target, *args, **kwargs):
+        uris.append(str(target))
+        if "immutable=1" in str(target) and len(uris) == 1:
+            (tmp_path / "runs.sqlite-wal").write_bytes(b"")  # the other process
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(store_module.sqlite3, "connect", torn)
+    assert len(ResultStore(tmp_path)) == 0
+    assert "mode=ro" in uris[1]
+
+
 def test_kill_9_mid_sweep_keeps_the_store_whole(tmp_path):
     args = [
         sys.executable,

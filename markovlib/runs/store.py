@@ -344,19 +344,15 @@ checkpoint BLOB)"""
             return False
         if self.path.stat().st_size == 0:
             return not Path(f"{self.path}-wal").exists()
-        con = sqlite3.connect(self._read_uri(), uri=True, timeout=LOCK_WAIT)
+        uri = self._read_uri()
         try:
-            tables = [
-                row[0]
-                for row in con.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' "
-                    "AND name NOT LIKE 'sqlite_%' ORDER BY name"
-                )
-            ]
-            columns = [row[1] for row in con.execute("PRAGMA table_info(runs)")]
-            version = con.execute("PRAGMA user_version").fetchone()[0]
-        finally:
-            con.close()
+            tables, columns, version = self._schema(uri)
+        except sqlite3.DatabaseError:
+            if self._read_uri() == uri:
+                raise
+            # read as immutable, no WAL then; another process opened it meanwhile (the
+            # tasks of a stopped Ray driver) and moved pages under that read
+            tables, columns, version = self._schema(self._read_uri())
         ours = tables == ["runs"] and columns in (
             list(self.COLUMNS),
             list(self.COLUMNS[:8]),
@@ -371,6 +367,23 @@ checkpoint BLOB)"""
             f"schema version {version}); it was left as it was: move it aside or "
             "give another folder (--results DIR or $MARKOVLIB_RESULTS)"
         )
+
+    def _schema(self, uri: str) -> tuple[list[str], list[str], int]:
+        """The tables, the runs table's columns and the schema version at ``uri``."""
+        con = sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT)
+        try:
+            tables = [
+                row[0]
+                for row in con.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                )
+            ]
+            columns = [row[1] for row in con.execute("PRAGMA table_info(runs)")]
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            con.close()
+        return tables, columns, version
 
     def _read_uri(self) -> str:
         """The URI that reads the store without writing a byte: ``mode=ro`` beside
