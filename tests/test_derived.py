@@ -259,6 +259,11 @@ def test_a_tampered_derived_value_rehashed_is_caught_by_recomputing_it(shipped):
     """Issue 48: a shipped value halved and its manifest entry re-hashed passed
     `verify --sample 0` and was printed; verify now recomputes derived values and
     compares them."""
+    lines = []  # with two processes, recomputed in one of them beside the re-training
+    verify(shipped, sample=1, quick=True, jobs=2, log=lines.append)
+    said = [i for i, ln in enumerate(lines) if ln.startswith("derived value ")]
+    trained = [i for i, ln in enumerate(lines) if ln.startswith("re-training 1 of")]
+    assert len(said) == 1 and "the same" in lines[said[0]] and trained < said, lines
     (path,) = (shipped / "derived").glob("*.json.gz")
     record = json.loads(gzip.decompress(path.read_bytes()))
     value = D.decode(record["value"])
@@ -269,6 +274,9 @@ def test_a_tampered_derived_value_rehashed_is_caught_by_recomputing_it(shipped):
     verify(shipped, sample=0, log=lambda *a: None)  # its key still is its call's
     with pytest.raises(VerificationError, match="not what the library computes"):
         verify(shipped, sample="all", quick=True, max_seconds=60, log=lambda *a: None)
+    # ... and its error raised here
+    with pytest.raises(VerificationError, match="not what the library computes"):
+        verify(shipped, sample=1, quick=True, jobs=2, log=lambda *a: None)
 
 
 def test_a_derived_record_under_another_name_is_refused(shipped, monkeypatch):

@@ -1056,6 +1056,30 @@ def derived_sample(sample: int | str) -> int | str:
     return "all" if sample == "all" else min(1, int(sample))
 
 
+def _derived_beside(data: ShippedData, sample, seed, pool):
+    """:func:`_recompute_derived` dealt to a checking process ahead of the runs'
+    stacks, so that it runs beside the re-training rather than before it in this
+    process (:func:`_log_lines` logs its lines, or raises its error, here); None without
+    a pool or a value to recompute."""
+    if pool is None or sample == 0:
+        return None
+    return pool.apply_async(_recomputed_lines, (str(data.directory), sample, seed))
+
+
+def _recomputed_lines(directory: str, sample, seed) -> list[str]:
+    """:func:`_recompute_derived`'s lines, in a checking process."""
+    lines: list[str] = []
+    _recompute_derived(_checked(directory), sample, seed, lines.append)
+    return lines
+
+
+def _log_lines(task, log) -> None:
+    """The lines of a task of the checking processes logged here (None: none); its
+    error raised here."""
+    for line in task.get() if task is not None else ():
+        log(line)
+
+
 def _check_derived(data: ShippedData, name: str) -> dict:
     """A shipped derived value's record: its hash, and its key both its file's name and
     its call's (:func:`~markovlib.runs.derived.check_record`)."""
@@ -1546,32 +1570,34 @@ def verify(
     ensemble is re-trained with its whole ensemble, through ``executor`` ('local' or
     'ray' at ``address``: :func:`~markovlib.runs.executors.train_chunks`), and every
     member is compared. ``sample=0`` re-trains nothing; a filter that leaves no run is
-    an error. ``jobs``: processes of the run-by-run checks without training.
-    ``checks=False`` skips those checks and the recomputing of :func:`derived_sample`
-    derived values (every record's key is checked). Returns the number of runs
-    re-trained; raises :class:`ShippedDataError` or :class:`VerificationError`.
+    an error. ``jobs``: processes of the run-by-run checks without training, and of the
+    recomputing of :func:`derived_sample` derived values beside the re-training.
+    ``checks=False`` skips both (every record's key is checked). Returns the number of
+    runs re-trained; raises :class:`ShippedDataError` or :class:`VerificationError`.
     """
     data = ShippedData(directory)
     what = "paper_edition()" if edition is None else "the edition"
     edition = experiments.paper_edition() if edition is None else edition
-    files_and_edition = functools.partial(
-        _files_and_edition, data, edition, complete, log, what
-    )
+    first = functools.partial(_files_and_edition, data, edition, complete, log, what)
 
-    def retrain() -> int:
+    def retrain(beside=None) -> int:
         if sample == 0:
             log("no run re-trained (--sample 0)")
             return 0
-        if checks:  # a second, re-training-only verify does not recompute them again
+        if checks and beside is None:  # --retrain-only: none; a pool: beside, there
             _recompute_derived(data, derived_sample(sample), seed, log)
         units = _draw(data, sample, seed, max_seconds, exact_only, quick, log)
-        return _retrain(data, units, quick, executor, address, log)
+        n = _retrain(data, units, quick, executor, address, log)
+        _log_lines(beside, log)
+        return n
 
     if not checks:
-        files_and_edition()
+        first()
         return retrain()
     with _checkers(jobs, behind=sample != 0) as pool:
-        return _check_runs(data, log, files_and_edition, pool, jobs, retrain)
+        beside = _derived_beside(data, derived_sample(sample), seed, pool)
+        meanwhile = functools.partial(retrain, beside)
+        return _check_runs(data, log, first, pool, jobs, meanwhile)
 
 
 def _files_and_edition(data: ShippedData, edition, complete: bool, log, what: str):
