@@ -261,9 +261,10 @@ def test_a_tampered_derived_value_rehashed_is_caught_by_recomputing_it(shipped):
     compares them."""
     lines = []  # with two processes, recomputed in one of them beside the re-training
     verify(shipped, sample=1, quick=True, jobs=2, log=lines.append)
-    said = [i for i, ln in enumerate(lines) if ln.startswith("derived value ")]
-    trained = [i for i, ln in enumerate(lines) if ln.startswith("re-training 1 of")]
-    assert len(said) == 1 and "the same" in lines[said[0]] and trained < said, lines
+    (said,) = [i for i, ln in enumerate(lines) if ln.startswith("derived value ")]
+    (drawn,) = [i for i, ln in enumerate(lines) if ln.startswith("re-training 1 of")]
+    (judged,) = [i for i, ln in enumerate(lines) if ": reproduced " in ln]
+    assert drawn < judged < said and "the same" in lines[said], lines
     (path,) = (shipped / "derived").glob("*.json.gz")
     record = json.loads(gzip.decompress(path.read_bytes()))
     value = D.decode(record["value"])

@@ -110,8 +110,8 @@ CONTROLLED_PATHS = 8
 # 16 paths of 1 025 states, about 0.3 GB of activations.
 STACK_STATES = 2**19
 # The checking processes' niceness beside a re-training: the re-training, one process
-# that cannot be split, keeps a core while the checks, dealt in stacks, fill what it
-# and any other work on the machine leave (issue 69)
+# that cannot be split, keeps a core while the checks, dealt in stacks after a derived
+# value's recomputing, fill what it and any other work on the machine leave (issue 69)
 CHECKERS_NICENESS = 10
 # |train loss of step 1 recomputed from the run's seed (its starting weights on its
 # first training batch, at its precision, one training at a time) - stored train loss of
@@ -996,10 +996,11 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
     """Every run consistent without training (:func:`_check_ensembles`,
     :func:`_consistent`), its stacks dealt one at a time, the costliest first, to the
     ``pool``'s processes (:func:`_checkers`; None: in this process) while ``first()``
-    (the files' and edition's checks) runs here; one line of summary. ``meanwhile()``
-    (the re-training and recomputing) runs in this process while the pool checks, so
-    that neither leaves a core idle (issue 51: their minute ran alone after the
-    checks), else after them; returns its value."""
+    (the files' and edition's checks) runs here; one line of summary (its seconds
+    include a derived value's recomputing dealt to the pool before the stacks,
+    :func:`_derived_beside`). ``meanwhile()`` (the re-training) runs in this process
+    while the pool checks, so that neither leaves a core idle (issue 51: their minute
+    ran alone after the checks), else after them; returns its value."""
     t0, cpu0 = time.perf_counter(), time.process_time()
     ensembles, error = _ensembles_or_error(data)
     own = time.perf_counter() - t0, time.process_time() - cpu0  # the ensembles' check
@@ -1057,11 +1058,13 @@ def derived_sample(sample: int | str) -> int | str:
 
 
 def _derived_beside(data: ShippedData, sample, seed, pool):
-    """:func:`_recompute_derived` dealt to a checking process ahead of the runs'
-    stacks, so that it runs beside the re-training rather than before it in this
-    process (:func:`_log_lines` logs its lines, or raises its error, here); None without
-    a pool or a value to recompute."""
-    if pool is None or sample == 0:
+    """:func:`_recompute_derived` of one value dealt to a checking process ahead of
+    the runs' stacks, so that it runs beside the re-training rather than before it in
+    this process (:func:`_log_lines` logs its lines, or raises its error, after the
+    re-training); None without a pool, with no value drawn (``sample`` 0), or with every
+    value (``"all"``: recomputed here first, each line as it comes, any error before
+    the hours of re-training)."""
+    if pool is None or sample == 0 or sample == "all":
         return None
     return pool.apply_async(_recomputed_lines, (str(data.directory), sample, seed))
 
