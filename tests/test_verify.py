@@ -115,6 +115,24 @@ def test_checking_processes_yield_to_the_re_training_beside_them(data, monkeypat
     assert asked == [False, True, True]
 
 
+def test_one_seed_draws_the_runs_and_the_derived_values(data, monkeypatch):
+    """Without --seed, the seed that "repeat with --seed S" names draws the derived
+    values too (it drew them from fresh entropy: S repeated the runs only)."""
+    seeds = {}
+
+    def recorded(name, value):
+        def record(data, sample, seed, *rest):
+            seeds[name] = seed
+            return value
+
+        return record
+
+    monkeypatch.setattr(verify_module, "_recompute_derived", recorded("derived", 0))
+    monkeypatch.setattr(verify_module, "_draw", recorded("runs", []))
+    verify(data, sample=1, log=lambda *a: None)
+    assert isinstance(seeds["runs"], int) and seeds["derived"] == seeds["runs"]
+
+
 def test_two_processes_check_what_one_checks(data):
     """--jobs 2 splits the checks without training over two spawned processes: the
     same summary numbers as one process, and a zeroed run still fails, named."""

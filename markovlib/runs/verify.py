@@ -1515,8 +1515,8 @@ def _candidates(
 
 
 def _draw(data: ShippedData, sample, seed, max_seconds, exact_only, quick, log):
-    """The runs to re-train (``sample`` of them drawn at random, or 'all'), as whole
-    ensembles."""
+    """The runs to re-train (``sample`` of them drawn at random by ``seed``, or
+    'all'), as whole ensembles."""
     lines: list[str] = []
     candidates = _candidates(data, max_seconds, exact_only, lines.append)
     for line in lines:
@@ -1526,7 +1526,6 @@ def _draw(data: ShippedData, sample, seed, max_seconds, exact_only, quick, log):
     if sample == "all":
         chosen, how = candidates, "every run of the filter"
     else:
-        seed = random.SystemRandom().randrange(2**31) if seed is None else seed
         chosen = random.Random(seed).sample(candidates, min(sample, len(candidates)))
         how = f"sample seed {seed}; repeat with --seed {seed}"
     units: list[list[str]] = []
@@ -1579,9 +1578,9 @@ def verify(
     runs re-trained; raises :class:`ShippedDataError` or :class:`VerificationError`.
     """
     data = ShippedData(directory)
-    what = "paper_edition()" if edition is None else "the edition"
-    edition = experiments.paper_edition() if edition is None else edition
-    first = functools.partial(_files_and_edition, data, edition, complete, log, what)
+    first = functools.partial(_files_and_edition, data, edition, complete, log)
+    # one seed draws the runs and the derived values: "repeat with --seed" repeats both
+    seed = random.SystemRandom().randrange(2**31) if seed is None else seed
 
     def retrain(beside=None) -> int:
         if sample == 0:
@@ -1603,9 +1602,11 @@ def verify(
         return _check_runs(data, log, first, pool, jobs, meanwhile)
 
 
-def _files_and_edition(data: ShippedData, edition, complete: bool, log, what: str):
+def _files_and_edition(data: ShippedData, edition, complete: bool, log):
     """The files' checks (:func:`_check_files`) and the edition's
-    (:func:`_check_edition`), each with its line."""
+    (:func:`_check_edition`; None: the paper edition), each with its line."""
+    what = "paper_edition()" if edition is None else "the edition"
+    edition = experiments.paper_edition() if edition is None else edition
     index = _check_files(data)
     log(
         f"manifest: {len(data.files)} files, {len(index)} runs, "
