@@ -25,8 +25,8 @@ def add(subs, help: str):
         action="store_true",
         help="fail unless every run of the paper edition is shipped",
     )
-    add_jobs(verify, "processes for the checks without training, one torch thread "
-             "each (default 1)")  # fmt: skip
+    add_jobs(verify, "processes for the checks without training and a drawn derived "
+             "value's recomputing, one torch thread each (default 1)")  # fmt: skip
     verify.add_argument(
         "--retrain-only",
         action="store_true",

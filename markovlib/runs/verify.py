@@ -998,7 +998,8 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
     ``pool``'s processes (:func:`_checkers`; None: in this process) while ``first()``
     (the files' and edition's checks) runs here; one line of summary (its seconds
     include a derived value's recomputing dealt to the pool before the stacks,
-    :func:`_derived_beside`). ``meanwhile()`` (the re-training) runs in this process
+    :func:`_derived_beside`). ``meanwhile()`` (the re-training; with ``"all"`` every
+    derived value's recomputing first) runs in this process
     while the pool checks, so that neither leaves a core idle (issue 51: their minute
     ran alone after the checks), else after them; returns its value."""
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -1573,7 +1574,7 @@ def verify(
     'ray' at ``address``: :func:`~markovlib.runs.executors.train_chunks`), and every
     member is compared. ``sample=0`` re-trains nothing; a filter that leaves no run is
     an error. ``jobs``: processes of the run-by-run checks without training, and of the
-    recomputing of :func:`derived_sample` derived values beside the re-training.
+    one drawn derived value's recomputing beside the re-training ("all": here, first).
     ``checks=False`` skips both (every record's key is checked). Returns the number of
     runs re-trained; raises :class:`ShippedDataError` or :class:`VerificationError`.
     """
