@@ -348,11 +348,12 @@ checkpoint BLOB)"""
         try:
             tables, columns, version = self._schema(uri)
         except sqlite3.DatabaseError:
-            if self._read_uri() == uri:
+            again = self._read_uri()
+            if again == uri:
                 raise
             # read as immutable, no WAL then; another process opened it meanwhile (the
             # tasks of a stopped Ray driver) and moved pages under that read
-            tables, columns, version = self._schema(self._read_uri())
+            tables, columns, version = self._schema(again)
         ours = tables == ["runs"] and columns in (
             list(self.COLUMNS),
             list(self.COLUMNS[:8]),

@@ -999,9 +999,9 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
     (the files' and edition's checks) runs here; one line of summary (its seconds
     include a derived value's recomputing dealt to the pool before the stacks,
     :func:`_derived_beside`). ``meanwhile()`` (the re-training; with ``"all"`` every
-    derived value's recomputing first) runs in this process
-    while the pool checks, so that neither leaves a core idle (issue 51: their minute
-    ran alone after the checks), else after them; returns its value."""
+    derived value's recomputing first) runs in this process while the pool checks, so
+    that neither leaves a core idle (issue 51: their minute ran alone after the
+    checks), else after them; returns its value."""
     t0, cpu0 = time.perf_counter(), time.process_time()
     ensembles, error = _ensembles_or_error(data)
     own = time.perf_counter() - t0, time.process_time() - cpu0  # the ensembles' check
