@@ -7,9 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import re
 import shutil
+import signal
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -101,7 +104,7 @@ def test_checking_processes_yield_to_the_re_training_beside_them(data, monkeypat
         pytest.skip("this process runs at the lowest priority already")
     expected = min(19, os.nice(0) + verify_module.CHECKERS_NICENESS)
     with verify_module._checkers(2, behind=True) as pool:
-        assert pool.map(os.nice, [0] * 4, chunksize=1) == [expected] * 4
+        assert list(pool.map(os.nice, [0] * 4)) == [expected] * 4
     asked = []
 
     def recorded(jobs, behind=False):
@@ -113,6 +116,26 @@ def test_checking_processes_yield_to_the_re_training_beside_them(data, monkeypat
         with pytest.raises(KeyboardInterrupt):
             verify(data, sample=sample, jobs=2, log=lambda *a: None)
     assert asked == [False, True, True]
+
+
+def test_a_checking_process_killed_mid_task_ends_the_wait_in_one_line():
+    """A checking process killed while it holds a task (kill -9, or for want of
+    memory) ends the wait for that task in a VerificationError at once (a
+    multiprocessing pool, which replaces the process but not its task, waited for
+    ever), and the way out ends the other process."""
+    with verify_module._checkers(2) as pool:
+        pids = {p.pid for p in multiprocessing.active_children()}
+        assert len(pids) == 2
+        task = pool.submit(time.sleep, 120)
+        (sleeping,) = pids - {pool.submit(os.getpid).result()}  # the other's
+        os.kill(sleeping, signal.SIGKILL)
+        t0 = time.perf_counter()
+        with pytest.raises(VerificationError, match="a checking process ended"):
+            verify_module._result(task)
+        assert time.perf_counter() - t0 < 10
+    for pid in pids:  # none left running
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_one_seed_draws_the_runs_and_the_derived_values(data, monkeypatch):

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import json
 import math
+import multiprocessing
 import os
 import random
 import re
@@ -26,6 +27,8 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -954,32 +957,55 @@ def _one_thread_worker(niceness: int = 0) -> None:
             os.nice(niceness)
 
 
+def _result(task):
+    """``task.result()`` of the checking processes; a process that ended before its
+    task did (killed, by kill -9 or for want of memory) ends the wait in one line
+    (a multiprocessing pool waited for ever)."""
+    try:
+        return task.result()
+    except BrokenProcessPool:
+        raise VerificationError(
+            "a checking process ended before its checks did (killed, or out of "
+            "memory?); repeat with --jobs 1"
+        ) from None
+
+
 @contextlib.contextmanager
 def _checkers(jobs: int, behind: bool = False):
-    """``jobs`` > 1 spawned processes for the checks without training, started at
-    once so that they import while this process checks the files, and killed on the
-    way out (an error or Ctrl-C here stops them at once); None for one job (a forked
-    child of a process that ran torch's threads can hang: spawned). ``behind``: at a
-    lower priority than the re-training that runs meanwhile, in this process or in Ray
-    tasks on this machine (:data:`CHECKERS_NICENESS`)."""
-    import multiprocessing
-
+    """``jobs`` > 1 spawned processes for the checks without training (an executor:
+    a task's :func:`_result`), started at once so that they import while this process
+    checks the files, and killed on the way out (an error or Ctrl-C here stops them at
+    once); None for one job (a forked child of a process that ran torch's threads can
+    hang: spawned). ``behind``: at a lower priority than the re-training that runs
+    meanwhile, in this process or in Ray tasks on this machine
+    (:data:`CHECKERS_NICENESS`)."""
     if jobs <= 1:
         yield None
         return
-    context = multiprocessing.get_context("spawn")
-    # ignored from their start (inherited), not only once torch is imported; only
-    # the main thread sets a handler
+    # SIGINT ignored from their start (inherited), not only once torch is imported;
+    # only the main thread sets a handler
     main = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        niceness = CHECKERS_NICENESS if behind else 0
-        pool = context.Pool(jobs, initializer=_one_thread_worker, initargs=(niceness,))
+        others = set(multiprocessing.active_children())
+        pool = ProcessPoolExecutor(
+            jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_one_thread_worker,
+            initargs=(CHECKERS_NICENESS if behind else 0,),
+        )
+        for _ in range(jobs):  # each task starts a process, here
+            pool.submit(int)
+        started = [p for p in multiprocessing.active_children() if p not in others]
     finally:
         if main:
             signal.signal(signal.SIGINT, before)
-    with pool:
+    try:
         yield pool
+    finally:
+        for process in started:
+            process.kill()
+        pool.shutdown(cancel_futures=True)
 
 
 def _ensembles_or_error(data: ShippedData):
@@ -1009,12 +1035,9 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
     stacks = [keys for _, keys in sorted(stacks, key=lambda c: -c[0])]
     directory, ended, checking = str(data.directory), [], None
     if pool is not None and stacks:
-        checking = pool.starmap_async(
-            _consistent_stack,
-            [(directory, keys) for keys in stacks],
-            chunksize=1,
-            callback=lambda _: ended.append(time.perf_counter()),
-        )
+        checking = [pool.submit(_consistent_stack, directory, k) for k in stacks]
+        for task in checking:
+            task.add_done_callback(lambda _: ended.append(time.perf_counter()))
     first()
     if error is not None:
         raise error
@@ -1030,9 +1053,9 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
         return meanwhile() if meanwhile else None
     with one_thread():  # beside two busy processes: no spinning threads
         out = meanwhile() if meanwhile else None
-    found = checking.get()
+    found = [_result(task) for task in checking]
     cpu = sum(f[3] for f in found)
-    _log_checks(log, found, ended[0] - t0, cpu, jobs)
+    _log_checks(log, found, max(ended) - t0, cpu, jobs)
     return out
 
 
@@ -1062,12 +1085,14 @@ def _derived_beside(data: ShippedData, sample, seed, pool):
     """:func:`_recompute_derived` of one value dealt to a checking process ahead of
     the runs' stacks, so that it runs beside the re-training rather than before it in
     this process (:func:`_log_lines` logs its lines, or raises its error, after the
-    re-training); None without a pool, with no value drawn (``sample`` 0), or with every
-    value (``"all"``: recomputed here first, each line as it comes, any error before
-    the hours of re-training)."""
+    re-training; returned: what gives them, :func:`_result`); None without
+    a pool, with no value drawn (``sample`` 0), or with every value (``"all"``:
+    recomputed here first, each line as it comes, any error before the hours of
+    re-training)."""
     if pool is None or sample == 0 or sample == "all":
         return None
-    return pool.apply_async(_recomputed_lines, (str(data.directory), sample, seed))
+    task = pool.submit(_recomputed_lines, str(data.directory), sample, seed)
+    return functools.partial(_result, task)
 
 
 def _recomputed_lines(directory: str, sample, seed) -> list[str]:
@@ -1077,10 +1102,10 @@ def _recomputed_lines(directory: str, sample, seed) -> list[str]:
     return lines
 
 
-def _log_lines(task, log) -> None:
-    """The lines of a task of the checking processes logged here (None: none); its
-    error raised here."""
-    for line in task.get() if task is not None else ():
+def _log_lines(lines, log) -> None:
+    """The lines of a task of the checking processes (``lines()``, None: none) logged
+    here; its error raised here."""
+    for line in lines() if lines is not None else ():
         log(line)
 
 
