@@ -871,14 +871,12 @@ def _check_ensembles(data: ShippedData) -> int:
     among ``ensemble_members`` (results moved to another run's row name the wrong
     ensemble), every member is shipped, has the same architecture and training
     settings, and lists the same members. Returns the ensembles (keys in order)."""
-    prov, specs = {}, {}
+    prov, group = {}, {}  # each run's group computed once (17 424 times: 2.4 s)
     for f in data.files:
         frame = data.rows(f.name)
         for key, spec, text in zip(frame["key"], frame["spec"], frame["provenance"]):
-            prov[key], specs[key] = (
-                json.loads(text),
-                RunSpec.from_dict(json.loads(spec)),
-            )
+            prov[key] = json.loads(text)
+            group[key] = RunSpec.from_dict(json.loads(spec)).group
     groups = set()
     for key, p in prov.items():
         where = f"run {key} in {data.index()[key]}"
@@ -894,7 +892,7 @@ def _check_ensembles(data: ShippedData) -> int:
                 f"the number of its ensemble_members ({len(members)})"
             )
         for other in members:
-            if other not in prov or specs[other].group != specs[key].group:
+            if other not in prov or group[other] != group[key]:
                 raise VerificationError(
                     f"{where}: provenance.ensemble_members names run {other}, which "
                     "is not shipped or has other settings"
