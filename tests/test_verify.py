@@ -128,7 +128,7 @@ def test_a_checking_process_killed_mid_task_ends_the_wait_in_one_line():
         pids = {p.pid for p in multiprocessing.active_children()} - others
         assert len(pids) == 2
         task = pool.submit(time.sleep, 120)
-        (sleeping,) = pids - {pool.submit(os.getpid).result()}  # the other's
+        (sleeping,) = pids - {pool.submit(os.getpid).result(timeout=120)}
         os.kill(sleeping, signal.SIGKILL)
         t0 = time.perf_counter()
         with pytest.raises(VerificationError, match="a checking process ended"):

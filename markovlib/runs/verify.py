@@ -955,6 +955,21 @@ def _one_thread_worker(niceness: int = 0) -> None:
             os.nice(niceness)
 
 
+BROKEN = (
+    "a checking process ended before its checks did (killed, or out of memory?); "
+    "repeat with --jobs 1"
+)
+
+
+def _submit(pool, fn, *args):
+    """``pool.submit(fn, *args)``; a pool broken already (a process of it ended) in
+    one line, as :func:`_result` says it."""
+    try:
+        return pool.submit(fn, *args)
+    except BrokenProcessPool:
+        raise VerificationError(BROKEN) from None
+
+
 def _result(task):
     """``task.result()`` of the checking processes; a process that ended before its
     task did (killed, by kill -9 or for want of memory) ends the wait in one line
@@ -962,21 +977,28 @@ def _result(task):
     try:
         return task.result()
     except BrokenProcessPool:
-        raise VerificationError(
-            "a checking process ended before its checks did (killed, or out of "
-            "memory?); repeat with --jobs 1"
-        ) from None
+        raise VerificationError(BROKEN) from None
+
+
+def _end(pool) -> None:
+    """Every process ``pool`` started killed (whenever it started it), then the pool
+    shut down, its tasks not begun cancelled."""
+    if pool is None:
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.kill()
+    pool.shutdown(cancel_futures=True)
 
 
 @contextlib.contextmanager
 def _checkers(jobs: int, behind: bool = False):
     """``jobs`` > 1 spawned processes for the checks without training (an executor:
-    a task's :func:`_result`), started at once so that they import while this process
-    checks the files, and killed on the way out (an error or Ctrl-C here stops them at
-    once); None for one job (a forked child of a process that ran torch's threads can
-    hang: spawned). ``behind``: at a lower priority than the re-training that runs
-    meanwhile, in this process or in Ray tasks on this machine
-    (:data:`CHECKERS_NICENESS`)."""
+    :func:`_submit` a task, :func:`_result` its value), started at once so that they
+    import while this process checks the files, and killed on the way out (an error or
+    Ctrl-C here stops them at once: :func:`_end`); None for one job (a forked child of
+    a process that ran torch's threads can hang: spawned). ``behind``: at a lower
+    priority than the re-training that runs meanwhile, in this process or in Ray tasks
+    on this machine (:data:`CHECKERS_NICENESS`)."""
     if jobs <= 1:
         yield None
         return
@@ -984,8 +1006,8 @@ def _checkers(jobs: int, behind: bool = False):
     # only the main thread sets a handler
     main = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    pool = None
     try:
-        others = set(multiprocessing.active_children())
         pool = ProcessPoolExecutor(
             jobs,
             mp_context=multiprocessing.get_context("spawn"),
@@ -994,16 +1016,16 @@ def _checkers(jobs: int, behind: bool = False):
         )
         for _ in range(jobs):  # each task starts a process, here
             pool.submit(int)
-        started = [p for p in multiprocessing.active_children() if p not in others]
+    except BaseException:
+        _end(pool)
+        raise
     finally:
         if main:
             signal.signal(signal.SIGINT, before)
     try:
         yield pool
     finally:
-        for process in started:
-            process.kill()
-        pool.shutdown(cancel_futures=True)
+        _end(pool)
 
 
 def _ensembles_or_error(data: ShippedData):
@@ -1033,7 +1055,7 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
     stacks = [keys for _, keys in sorted(stacks, key=lambda c: -c[0])]
     directory, ended, checking = str(data.directory), [], None
     if pool is not None and stacks:
-        checking = [pool.submit(_consistent_stack, directory, k) for k in stacks]
+        checking = [_submit(pool, _consistent_stack, directory, k) for k in stacks]
         for task in checking:
             task.add_done_callback(lambda _: ended.append(time.perf_counter()))
     first()
@@ -1053,7 +1075,9 @@ def _check_runs(data: ShippedData, log, first, pool=None, jobs=1, meanwhile=None
         out = meanwhile() if meanwhile else None
     found = [_result(task) for task in checking]
     cpu = sum(f[3] for f in found)
-    _log_checks(log, found, max(ended) - t0, cpu, jobs)
+    # a task's waiters wake before its done-callbacks run: the last may be to come
+    end = max(ended) if len(ended) == len(checking) else time.perf_counter()
+    _log_checks(log, found, end - t0, cpu, jobs)
     return out
 
 
@@ -1089,7 +1113,7 @@ def _derived_beside(data: ShippedData, sample, seed, pool):
     re-training)."""
     if pool is None or sample == 0 or sample == "all":
         return None
-    task = pool.submit(_recomputed_lines, str(data.directory), sample, seed)
+    task = _submit(pool, _recomputed_lines, str(data.directory), sample, seed)
     return functools.partial(_result, task)
 
 
