@@ -573,3 +573,38 @@ def test_a_width_no_table_was_measured_at_is_probed_on_a_cpu_with_a_table(monkey
     table = S.makespan([wide], 1, True, None, S.AMD_EPYC)
     note = S._cpu_estimate(wide, 1, "cpu", 1, [wide])
     assert f"about {S._duration(table)} on one CPU thread" in note
+
+
+def test_a_worker_killed_mid_ensemble_ends_the_sweep_in_one_line(tmp_path, monkeypatch):
+    """A sweep's worker process killed while it trains (kill -9, or for want of
+    memory) ends the sweep with WorkerLost, whose one line says what to do (it was
+    BrokenProcessPool's traceback), and the broken pool is not kept for the session's
+    next sweep; the command says it in one line with what is stored."""
+    from markovlib.runs import executors
+
+    kw = dict(steps=5000, batch_size=2, seq_len=16, eval_every=5000, eval_batches=1)
+    specs = grid([0.2], [0.3], tied=[True], seeds=[0, 1], **kw)
+    reports = []
+
+    def kill_at_first_report(n: float) -> None:  # a worker trains now
+        if not reports:
+            pool = executors._POOLS[1][0]
+            os.kill(next(iter(pool._processes)), signal.SIGKILL)
+        reports.append(n)
+
+    trained = executors._pool_chunks(
+        [specs[:1], specs[1:]], 1, None, kill_at_first_report
+    )
+    with pytest.raises(executors.WorkerLost, match=r"\(\$MARKOVLIB_WORKERS=1\)"):
+        list(trained)
+    assert reports and 1 not in executors._POOLS
+
+    def lost(*args):
+        raise executors.WorkerLost(executors.LOST)
+
+    monkeypatch.setattr("markovlib.cli.sweep.sweep_into", lost)
+    out = inprocess.run("sweep", "--p", "0.2", "--q", "0.3", "--results", tmp_path)
+    assert out.returncode == 1 and out.stderr == (
+        f"markovlib sweep: error: {executors.LOST}; 0 runs stored in "
+        f"{tmp_path / 'runs.sqlite'} (0 new)\n"
+    )

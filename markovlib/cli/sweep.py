@@ -7,7 +7,7 @@ import importlib.util
 import sys
 
 from .environment import check_environment, settings
-from .errors import UsageError, stopped
+from .errors import FAILED, CommandFailed, UsageError, stopped
 from .options import (
     add_chain,
     add_ray,
@@ -150,6 +150,7 @@ def sweep_into(store, specs: list, args):
 
 def run(args) -> int:
     """Sweep; a summary per tying and chain, and where the runs are."""
+    from ..runs.executors import WorkerLost
     from ..runs.store import ResultStore
 
     specs = specs_of(args)
@@ -164,6 +165,9 @@ def run(args) -> int:
         raise stopped(
             e, f"{kept}; re-run the same command to finish the rest"
         ) from None
+    except WorkerLost as e:  # a worker killed (out of memory?): one line, what is kept
+        kept = f"{len(store)} runs stored in {store.path} ({len(store) - before} new)"
+        raise CommandFailed(FAILED, f"{e}; {kept}") from None
     print(summary(frame).round(4).to_string())
     diverged = int(frame["excess"].isna().sum())
     if diverged:

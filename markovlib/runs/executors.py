@@ -31,6 +31,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import torch
@@ -46,6 +47,8 @@ __all__ = [
     "RAY_MAX_RETRIES",
     "ClusterUnreachable",
     "InfeasibleRequest",
+    "WorkerLost",
+    "end_pool",
     "train_chunks",
     "connect",
     "capped_processes",
@@ -276,6 +279,26 @@ def pool_started(workers: int) -> bool:
 _POOLS: dict[int, tuple] = {}  # workers: (the pool, its progress queue)
 
 
+class WorkerLost(RuntimeError):
+    """A worker process of a sweep ended before its ensemble did (killed, by kill -9
+    or for want of memory): the pool is broken, the finished ensembles are stored."""
+
+
+LOST = (
+    "a training process ended before its ensemble did (killed, or out of memory?); "
+    "the finished ensembles are stored: run again with fewer processes "
+    "($MARKOVLIB_WORKERS=1) to train the rest"
+)
+
+
+def end_pool(pool: ProcessPoolExecutor, wait: bool = True) -> None:
+    """Every process ``pool`` started (whenever it started it) terminated, then the
+    pool shut down, its tasks not begun cancelled (``wait``: its thread joined)."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+    pool.shutdown(wait=wait, cancel_futures=True)
+
+
 def _pool(workers: int):
     """``workers`` spawned processes of one torch thread each, kept for the session
     (a chapter sweeps group after group); shut down at exit."""
@@ -361,12 +384,15 @@ def _pool_chunks(chunks, workers, stop_after, on_steps, sources=None):
                 on_steps(n)
             for job in done:
                 chunk = pending.pop(job)
-                yield (
-                    chunk,
-                    [result_from_record(s, p) for s, p in zip(chunk, job.result())],
-                )
+                try:
+                    records = job.result()
+                except BrokenProcessPool:  # a process died: the pool is ended below
+                    pending[job] = chunk
+                    raise WorkerLost(LOST) from None
+                yield chunk, [result_from_record(s, p) for s, p in zip(chunk, records)]
     finally:
-        if pending:  # stopped early (Ctrl-C, SIGTERM, an error): end the workers now
+        if pending:  # stopped early (Ctrl-C, SIGTERM, an error, a process lost): end
+            # the workers now
             with _HeldSignals():  # a second Ctrl-C would leave a broken pool kept
                 _stop_pool(workers)
 
@@ -374,10 +400,7 @@ def _pool_chunks(chunks, workers, stop_after, on_steps, sources=None):
 def _stop_pool(workers: int) -> None:
     """Terminate the kept pool of ``workers`` processes (their ensembles in flight are
     lost; every finished one is stored) so that nothing trains after a stop."""
-    pool, _ = _pool(workers)
-    for process in list(getattr(pool, "_processes", {}).values()):
-        process.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
+    end_pool(_pool(workers)[0], wait=False)
     _POOLS.clear()
 
 

@@ -48,7 +48,7 @@ from ..train import (
 )
 from . import experiments
 from .derived import ATOL, RTOL, check_record, read_record, recompute, same_value
-from .executors import train_chunks
+from .executors import end_pool, train_chunks
 from .shipped import (
     FILE_NAME,
     MANIFEST,
@@ -980,25 +980,15 @@ def _result(task):
         raise VerificationError(BROKEN) from None
 
 
-def _end(pool) -> None:
-    """Every process ``pool`` started killed (whenever it started it), then the pool
-    shut down, its tasks not begun cancelled."""
-    if pool is None:
-        return
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        process.kill()
-    pool.shutdown(cancel_futures=True)
-
-
 @contextlib.contextmanager
 def _checkers(jobs: int, behind: bool = False):
     """``jobs`` > 1 spawned processes for the checks without training (an executor:
     :func:`_submit` a task, :func:`_result` its value), started at once so that they
-    import while this process checks the files, and killed on the way out (an error or
-    Ctrl-C here stops them at once: :func:`_end`); None for one job (a forked child of
-    a process that ran torch's threads can hang: spawned). ``behind``: at a lower
-    priority than the re-training that runs meanwhile, in this process or in Ray tasks
-    on this machine (:data:`CHECKERS_NICENESS`)."""
+    import while this process checks the files, and ended on the way out (an error or
+    Ctrl-C here stops them at once: :func:`~markovlib.runs.executors.end_pool`); None
+    for one job (a forked child of a process that ran torch's threads can hang:
+    spawned). ``behind``: at a lower priority than the re-training that runs meanwhile,
+    in this process or in Ray tasks on this machine (:data:`CHECKERS_NICENESS`)."""
     if jobs <= 1:
         yield None
         return
@@ -1017,7 +1007,8 @@ def _checkers(jobs: int, behind: bool = False):
         for _ in range(jobs):  # each task starts a process, here
             pool.submit(int)
     except BaseException:
-        _end(pool)
+        if pool is not None:
+            end_pool(pool)
         raise
     finally:
         if main:
@@ -1025,7 +1016,7 @@ def _checkers(jobs: int, behind: bool = False):
     try:
         yield pool
     finally:
-        _end(pool)
+        end_pool(pool)
 
 
 def _ensembles_or_error(data: ShippedData):
