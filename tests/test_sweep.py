@@ -579,7 +579,8 @@ def test_a_worker_killed_mid_ensemble_ends_the_sweep_in_one_line(tmp_path, monke
     """A sweep's worker process killed while it trains (kill -9, or for want of
     memory) ends the sweep with WorkerLost, whose one line says what to do (it was
     BrokenProcessPool's traceback), and the broken pool is not kept for the session's
-    next sweep; the command says it in one line with what is stored."""
+    next sweep (nor one whose idle worker died); the command says it in one line with
+    what is stored."""
     from markovlib.runs import executors
 
     kw = dict(steps=5000, batch_size=2, seq_len=16, eval_every=5000, eval_batches=1)
@@ -592,12 +593,20 @@ def test_a_worker_killed_mid_ensemble_ends_the_sweep_in_one_line(tmp_path, monke
             os.kill(next(iter(pool._processes)), signal.SIGKILL)
         reports.append(n)
 
-    trained = executors._pool_chunks(
-        [specs[:1], specs[1:]], 1, None, kill_at_first_report
-    )
+    chunks = [specs[:1], specs[1:]]
+    trained = executors._pool_chunks(chunks, 1, None, kill_at_first_report)
     with pytest.raises(executors.WorkerLost, match=r"\(\$MARKOVLIB_WORKERS=1\)"):
         list(trained)
     assert reports and 1 not in executors._POOLS
+    pool = executors._pool(1)[0]  # a kept pool whose idle worker died: broken at once
+    pool.submit(int).result(timeout=120)
+    os.kill(next(iter(pool._processes)), signal.SIGKILL)
+    deadline = time.time() + 60
+    while not pool._broken and time.time() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(executors.WorkerLost):
+        list(executors._pool_chunks(chunks, 1, None, None))  # at its submit
+    assert 1 not in executors._POOLS
 
     def lost(*args):
         raise executors.WorkerLost(executors.LOST)

@@ -132,7 +132,7 @@ def test_a_checking_process_killed_mid_task_ends_the_wait_in_one_line():
         os.kill(sleeping, signal.SIGKILL)
         t0 = time.perf_counter()
         with pytest.raises(VerificationError, match="a checking process ended"):
-            verify_module._result(task)
+            verify_module._unbroken(task.result)
         assert time.perf_counter() - t0 < 10
     for pid in pids:  # none left running
         with pytest.raises(ProcessLookupError):

@@ -160,14 +160,13 @@ def run(args) -> int:
     before = len(store)
     try:
         frame = sweep_into(store, specs, args)
-    except KeyboardInterrupt as e:
+    except (KeyboardInterrupt, WorkerLost) as e:  # one line, with what is kept
         kept = f"{len(store)} runs stored in {store.path} ({len(store) - before} new)"
+        if isinstance(e, WorkerLost):  # a worker killed (out of memory?)
+            raise CommandFailed(FAILED, f"{e}; {kept}") from None
         raise stopped(
             e, f"{kept}; re-run the same command to finish the rest"
         ) from None
-    except WorkerLost as e:  # a worker killed (out of memory?): one line, what is kept
-        kept = f"{len(store)} runs stored in {store.path} ({len(store) - before} new)"
-        raise CommandFailed(FAILED, f"{e}; {kept}") from None
     print(summary(frame).round(4).to_string())
     diverged = int(frame["excess"].isna().sum())
     if diverged:

@@ -366,9 +366,11 @@ class _HeldSignals:
 
 
 def _pool_chunks(chunks, workers, stop_after, on_steps, sources=None):
-    """(chunk, results) as the worker processes finish their ensembles."""
+    """(chunk, results) as the worker processes finish their ensembles; a process
+    that died (its pool broken, at work or idle) ends them in :class:`WorkerLost`
+    after every ensemble finished before it."""
     pool, queue = _pool(workers)
-    pending = {}
+    pending, lost = {}, False
     try:
         with _HeldSignals():
             for c in chunks:
@@ -382,17 +384,18 @@ def _pool_chunks(chunks, workers, stop_after, on_steps, sources=None):
                     steps.append(queue.get())
             for n in steps if on_steps is not None else ():
                 on_steps(n)
-            for job in done:
+            for job in sorted(done, key=lambda j: j.exception() is not None):
                 chunk = pending.pop(job)
-                try:
-                    records = job.result()
-                except BrokenProcessPool:  # a process died: the pool is ended below
-                    pending[job] = chunk
-                    raise WorkerLost(LOST) from None
-                yield chunk, [result_from_record(s, p) for s, p in zip(chunk, records)]
+                yield (
+                    chunk,
+                    [result_from_record(s, p) for s, p in zip(chunk, job.result())],
+                )
+    except BrokenProcessPool:  # a process died: the pool is ended below
+        lost = True
+        raise WorkerLost(LOST) from None
     finally:
-        if pending:  # stopped early (Ctrl-C, SIGTERM, an error, a process lost): end
-            # the workers now
+        if pending or lost:  # stopped early (Ctrl-C, SIGTERM, an error, a process
+            # lost): end the workers now
             with _HeldSignals():  # a second Ctrl-C would leave a broken pool kept
                 _stop_pool(workers)
 
