@@ -1458,6 +1458,30 @@ def test_ctrl_c_or_sigterm_in_verify_is_one_line_and_exit_130(tmp_path, sig, job
     ), err
 
 
+def test_python_m_exits_with_the_status_of_a_command_that_caught_ctrl_c():
+    """`python -m markovlib`: a Ctrl-C that ended an exec of a string (a dataclass made
+    as a module is imported) left CPython's flag of an unhandled KeyboardInterrupt set
+    though the command caught it, and the process ended by SIGINT (-2), not 130: 4 of
+    28 verifies stopped in their re-training (the Ctrl-C test above, 1 in 10 runs).
+    The quirk, and the flag cleared once the command has returned."""
+    import ctypes
+
+    from markovlib.__main__ import _forget_caught_interrupt
+
+    try:
+        flag = ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt")
+    except ValueError:
+        pytest.skip("this CPython keeps the flag elsewhere")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            exec("raise KeyboardInterrupt")
+        assert flag.value == 1  # set, though caught
+        _forget_caught_interrupt()
+        assert flag.value == 0
+    finally:
+        flag.value = 0  # this process's own exit status
+
+
 @pytest.mark.parametrize("command", [["book"], ["rerun", "framework"]])
 def test_a_chapter_seed_past_what_a_store_holds_is_refused_up_front(tmp_path, command):
     """Issue 40: `book --seed 2**63-1` failed after 20 s of work."""
