@@ -866,7 +866,7 @@ def _first_steps(data: ShippedData, runs: list[_Run]) -> float:
     return gap
 
 
-def _check_ensembles(data: ShippedData) -> int:
+def _check_ensembles(data: ShippedData) -> list[tuple[str, ...]]:
     """Every run's results are its own: a run trained in an ensemble lists its own key
     among ``ensemble_members`` (results moved to another run's row name the wrong
     ensemble), every member is shipped, has the same architecture and training
