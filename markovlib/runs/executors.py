@@ -281,7 +281,7 @@ _POOLS: dict[int, tuple] = {}  # workers: (the pool, its progress queue)
 
 class WorkerLost(RuntimeError):
     """A worker process of a sweep ended before its ensemble did (killed, by kill -9
-    or for want of memory): the pool is broken, the finished ensembles are stored."""
+    or for want of memory): the pool is ended, the finished ensembles are stored."""
 
 
 LOST = (
@@ -301,20 +301,42 @@ def end_pool(pool: ProcessPoolExecutor, wait: bool = True) -> None:
 
 def _pool(workers: int):
     """``workers`` spawned processes of one torch thread each, kept for the session
-    (a chapter sweeps group after group); shut down at exit."""
+    (a chapter sweeps group after group), and the pipe of their progress reports, given
+    to each at its start (no manager process, which a kill could take away: a "Broken
+    pipe" without a word of what to do); shut down at exit."""
     if workers not in _POOLS:
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
-        pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_one_thread)
+        queue = ctx.SimpleQueue()  # reports of a few bytes: each one write, whole
+        pool = ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=_one_thread, initargs=(queue,)
+        )
         atexit.register(pool.shutdown, cancel_futures=True)
-        _POOLS[workers] = pool, ctx.Manager().Queue()
+        _POOLS[workers] = pool, queue
     return _POOLS[workers]
 
 
-def _one_thread() -> None:
+_REPORTS = None  # in a worker process: its pool's progress queue (:func:`_pool`)
+
+
+def _one_thread(reports) -> None:
+    global _REPORTS
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver stops; workers follow
+    bars_locked_in_process()
+    _REPORTS = reports
+
+
+def bars_locked_in_process() -> None:
+    """tqdm's bars in this worker process locked by a thread lock. tqdm's default, a
+    multiprocessing RLock, is a named semaphore in each process that makes a bar, even
+    a disabled one; a worker ended at a stop or killed leaves it, and Python's resource
+    tracker then printed two lines ("2 leaked semaphore objects") after the command's
+    one line."""
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
 
 
 def _sources_for(chunk: Chunk, sources: dict | None) -> dict | None:
@@ -324,12 +346,12 @@ def _sources_for(chunk: Chunk, sources: dict | None) -> dict | None:
     return {k: sources[k] for k in sources_of(chunk) if k in sources}
 
 
-def _pool_task(chunk: Chunk, stop_after: int | None, queue, sources=None) -> list[dict]:
+def _pool_task(chunk: Chunk, stop_after: int | None, sources=None) -> list[dict]:
     """A worker's ensemble on the CPU, its progress sent every 10 steps."""
 
     def report(step: int) -> None:
         if step % 10 == 0:
-            queue.put(10 * len(chunk) / chunk[0].train.steps)
+            _REPORTS.put(10 * len(chunk) / chunk[0].train.steps)
 
     results = train_specs(
         chunk, device="cpu", stop_after=stop_after, on_step=report, sources=sources
@@ -374,7 +396,7 @@ def _pool_chunks(chunks, workers, stop_after, on_steps, sources=None):
     try:
         with _HeldSignals():
             for c in chunks:
-                task = (_pool_task, c, stop_after, queue, _sources_for(c, sources))
+                task = (_pool_task, c, stop_after, _sources_for(c, sources))
                 pending[pool.submit(*task)] = c
         while pending:
             steps = []
