@@ -122,7 +122,10 @@ def _words(e: Entry) -> str:
     if e.words == QUOTED:
         return f"“{text}”"
     if e.words == ROW:
-        return f"“{text}” (as this book's chapter quotes it; not in the summary)"
+        return (
+            f"“{text}” (the paper's words, as this book's chapter quotes them, checked "
+            "against its abstract; not in the summary)"
+        )
     return f"*(summary)* {text}"
 
 

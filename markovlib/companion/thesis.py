@@ -263,7 +263,7 @@ def thm2_grid(length: int = 3) -> Measure:
 
 
 def thm3_point(length: int = 3) -> Measure:
-    """Thm 3's parts (ii)-(iv) at the untied θ_π (App. B.5), exact at every chain of
+    """Thm 2's parts (ii)-(iv) at the untied θ_π (App. B.5), exact at every chain of
     Fig 4's grid above the line: f = π₁ whatever the input, L = H(π), ∇L = 0."""
     cells = above_line_cells()
     worst = max(_point_deviation(binary(p, q), False, length) for p, q in cells)

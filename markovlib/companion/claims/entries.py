@@ -180,8 +180,8 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     Entry(
         "thm3_escape",
-        "Thm 3",
-        "untied runs escape θ_π and reach H_rate",
+        "Thm 3, Fig 4",
+        "untied runs escape θ_π (Thm 3) and reach H_rate (the untied cells of Fig 4)",
         "Escapable.",
         SUMMARY,
         exact=("untied_escape",),
@@ -190,7 +190,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         "thm3_point",
         "App. B.5",
-        "untied, θ_π has f = π₁, loss H(π) and zero gradient too (Thm 3 (ii)–(iv))",
+        "untied, θ_π has f = π₁, loss H(π) and zero gradient too (Thm 2's parts "
+        "(ii)–(iv))",
         "also satisfies (ii)-(iv) untied",
         SUMMARY,
         exact=("thm3_point",),
@@ -198,8 +199,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         "below_minima",
         "Sec. 4.1",
-        "for p + q < 1 local minima exist too, but the standard Gaussian "
-        "initialisation lies outside their basin",
+        "for p + q < 1 local minima exist too (Makkuva et al., 2024, as Sec. 4.1 "
+        "cites it), but the standard Gaussian initialisation lies outside their basin",
         "local minima also exist for p+q<1, however, the standard Gaussian "
         "initialization around zero falls outside their basin of attraction",
         exact=("below_minima",),
@@ -237,8 +238,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         "k_state_trap",
         "Sec. 4.3, Fig 5",
-        "k = 5, above the threshold: tied models stay at the unigram minimum, untied "
-        "ones reach the global minimum",
+        "k = 5, above the threshold: tied models tend to get stuck at the unigram "
+        "minimum, untied ones reach the global minimum",
         "tend to get stuck in local minima (unigram), whereas those without converge "
         "to global minima",
         exact=("fig5",),
@@ -385,7 +386,7 @@ ENTRIES: tuple[Entry, ...] = (
         for prop, claim, quote in (
             (
                 "attention",
-                "at the learnt solution the attention contributes nothing",
+                "at the learnt solution the attention's contribution is negligible",
                 "the attention contribution is negligible",
             ),
             (
@@ -402,7 +403,7 @@ ENTRIES: tuple[Entry, ...] = (
             (
                 "rank",
                 "the feed-forward matrices W₁ and W₂ are near rank one",
-                "W_1 = w vᵀ and W_2 = v wᵀ are near rank",
+                "W_1 = w vᵀ and W_2 = v wᵀ are near rank one",
             ),
             (
                 "formula",

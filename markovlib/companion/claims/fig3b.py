@@ -64,7 +64,7 @@ CLAIMS: tuple[Claim, ...] = (
         for prop, text, measure in (
             (
                 "attention",
-                "attention contributes nothing (y ≈ x)",
+                "the attention's contribution negligible (y ≈ x)",
                 "runs where removing attention moves no prediction by 10 % of "
                 "|p + q − 1|",
             ),

@@ -161,7 +161,8 @@ CLAIMS: tuple[Claim, ...] = (
         "thm3_point",
         "trapped",
         "paper",
-        "App. B.5: the untied θ_π has f = π₁, L = H(π) and ∇L = 0 (Thm 3 (ii)–(iv))",
+        "App. B.5: the untied θ_π has f = π₁, L = H(π) and ∇L = 0 (Thm 2's parts "
+        "(ii)–(iv))",
         "the 10 chains of the Fig 4 grid with p + q > 1, the theory model, untied, "
         "exact",
         "largest deviation of f, L and ∇L",
