@@ -440,6 +440,23 @@ ENTRIES: tuple[Entry, ...] = (
         reason=_TEXTBOOK,
     ),
     Entry(
+        "entropy_rate",
+        "Setting",
+        "the entropy rate, the bigram loss of the global minimum, is "
+        "H_rate = π₀ h(p) + π₁ h(q)",
+        "H_rate = pi_0 h(p) + pi_1 h(q)",
+        SUMMARY,
+        reason=_TEXTBOOK,
+    ),
+    Entry(
+        "unigram_loss",
+        "Setting",
+        "the unigram loss of the bad local minimum is H(π) = h(π₁)",
+        "H(pi) = h(pi_1)",
+        SUMMARY,
+        reason=_TEXTBOOK,
+    ),
+    Entry(
         "gap",
         "Setting",
         "the gap H(π) − H_rate is the mutual information of two neighbours, zero "
