@@ -61,17 +61,18 @@ FINDINGS: tuple[Finding, ...] = (
     Finding(
         "trapped",
         "Sec. 4.2's explanation",
-        "a local minimum at the trapped runs (as this book reads Sec. 4.2), of Fig 1, "
-        "which Sec. 4.2 names: {thesis_fig1:(} (*{thesis_fig1.verdict}*); of Fig "
-        "3(a): {thesis_fig3a:(} (*{thesis_fig3a.verdict}*); Sec. 2's marginal layer "
-        "norm, on the theory "
+        "a local minimum at the runs of Fig 3(a) at H(π) (as this book reads Sec. "
+        "4.2): {thesis_fig3a:(} "
+        "(*{thesis_fig3a.verdict}*); Sec. 2's marginal layer norm, on the theory "
         "model: {layer_norm:(} (*{layer_norm.verdict}*).",
     ),
     Finding(
         "depth",
         "Depth",
-        "{fig1} (Fig 1, *{fig1.verdict}*); Sec. 4.4's curvature at θ_π with more "
-        "layers (the smallest eigenvalue of the Hessian's (e, b) block), "
+        "{fig1} (Fig 1, *{fig1.verdict}*); a local minimum at Fig 1's trapped single "
+        "layers (Sec. 4.2, which names Fig 1, as this book reads it): "
+        "{thesis_fig1:(} (*{thesis_fig1.verdict}*); Sec. 4.4's curvature at θ_π "
+        "with more layers (the smallest eigenvalue of the Hessian's (e, b) block), "
         "{depth_curvature:;} (*{depth_curvature.verdict}*).",
     ),
     Finding(

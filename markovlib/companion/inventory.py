@@ -85,6 +85,7 @@ def missing_quotes(text: str, entries=ENTRIES) -> list[str]:
 # The summary's plain-text maths, typeset on the page (the data keep its words)
 _TYPESET = (
     ("theta*", r"$\theta^*$"),
+    ("pi_0", r"$\pi_0$"),
     ("theta_pi", r"$\theta_\pi$"),
     ("θ_π", r"$\theta_\pi$"),
     ("H_rate", r"$H_{\rm rate}$"),
@@ -123,8 +124,8 @@ def _words(e: Entry) -> str:
         return f"“{text}”"
     if e.words == ROW:
         return (
-            f"“{text}” (the paper's words, as this book's chapter quotes them, checked "
-            "against its abstract; not in the summary)"
+            f"“{text}” (the paper's {e.section.lower()} as this book's chapter quotes "
+            "it; not in the summary)"
         )
     return f"*(summary)* {text}"
 

@@ -301,14 +301,14 @@ def end_pool(pool: ProcessPoolExecutor, wait: bool = True) -> None:
 
 def _pool(workers: int):
     """``workers`` spawned processes of one torch thread each, kept for the session
-    (a chapter sweeps group after group), and the pipe of their progress reports, given
+    (a chapter sweeps group after group), and the queue of their progress reports, given
     to each at its start (no manager process, which a kill could take away: a "Broken
     pipe" without a word of what to do); shut down at exit."""
     if workers not in _POOLS:
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
-        queue = ctx.SimpleQueue()  # reports of a few bytes: each one write, whole
+        queue = ctx.Queue()  # reports of a few bytes: each one write, whole
         pool = ProcessPoolExecutor(
             workers, mp_context=ctx, initializer=_one_thread, initargs=(queue,)
         )
@@ -325,6 +325,9 @@ def _one_thread(reports) -> None:
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver stops; workers follow
     bars_locked_in_process()
+    # a report never waits (a thread sends it), nor does the worker's exit for one
+    # unread: a driver that stops reading (its sweep left unfinished) cannot hold it
+    reports.cancel_join_thread()
     _REPORTS = reports
 
 

@@ -181,7 +181,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         "thm3_escape",
         "Thm 3, Fig 4",
-        "untied runs escape θ_π (Thm 3) and reach H_rate (the untied cells of Fig 4)",
+        "untied runs escape θ_π (Thm 3) and reach H_rate (Fig 4's untied cells above "
+        "the line)",
         "Escapable.",
         SUMMARY,
         exact=("untied_escape",),
