@@ -93,7 +93,10 @@ class CpuTable:
 # them depth's sweeps of 12-22 s read 26-33 % low). Intel Xeon with AMX and AVX-512
 # FP16 (2026-11-28): 50 cases, each within 0.73-1.42 of its fit; 0.17-0.62 times the
 # AMD EPYC's time by model, length and precision (depth's re-run estimated from the
-# AMD table: 2 min for a sweep that took 58 s there).
+# AMD table: 2 min for a sweep that took 58 s there). The pools' start measured on
+# 2026-11-27/28 included a manager process they no longer start (1.3 s of the
+# Xeon's 3.9 s; 3.2 s without it, 2026-11-30): the AMD EPYC's 7.5 s is high by about
+# that much, not re-measured.
 AMD_EPYC = CpuTable(
     "AMD EPYC",
     ("avx2",),
@@ -110,7 +113,7 @@ INTEL_XEON = CpuTable(
     {"fp32": (0.0068, 1.24), "fp16": (0.0146, 0.96)},
     {"fp32": 0.69, "fp16": 0.89},
     0.13,
-    3.9,
+    3.2,
     "step-cost-intel.json",
     "sweep-fixed-intel.json",
 )
