@@ -10,7 +10,7 @@ __all__ = ["CLAIMS"]
 
 _SETTING = (
     "binary sequences, each with its own kernel (rows Dirichlet(1)), length 64; GPT-2 "
-    "blocks, d = 16, this book's sizes (the paper trains none)"
+    "blocks, d = 16, this book's sizes (the paper publishes none for this setting)"
 )
 
 
