@@ -91,8 +91,8 @@ CLAIMS: tuple[Claim, ...] = (
         "poster_masking",
         "depth",
         "this book",
-        "Second order: masking helps (the poster's claim; its settings are not "
-        "published)",
+        "Second order: masking helps (the poster's claim; the poster gives no "
+        "settings)",
         "lag-2 chain, GPT-2, one layer, window 1 against full attention",
         "window-1 runs escaped, and above the full-attention run of their seed",
         "fig-depth-window",
