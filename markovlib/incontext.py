@@ -36,7 +36,8 @@ __all__ += ["head_ablated", "uniform_attention", "EVAL_PATHS", "EVAL_SEED"]
 __all__ += ["INDUCTION_LIFT", "PREVIOUS_TOKEN", "has_induction_head", "scores"]
 
 # This book's sizes for sequences whose kernel is drawn per sequence (issue 68): the
-# paper trains none (its abstract states the finding from the work it cites), so none
+# paper publishes none for first-order chains (its abstract states the finding from the
+# work it cites; its only such runs are order 2, in the depth runs), so none
 # of these is the authors'. Fixed before any shipped run, after a pilot of two-layer
 # untied runs (6 seeds each, not shipped): an induction head by the rule in 1 of 6 at
 # 6000 steps and lr 3e-3, in 1 of 6 at 3000 steps and lr 1e-2, in 0 of 6 at 3000 steps

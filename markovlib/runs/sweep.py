@@ -87,16 +87,16 @@ class CpuTable:
 
 # Least squares in logs on ensembles of 1-12 runs of the GPT-2 and the theory model,
 # lengths 128-1024. AMD EPYC (2026-11-27): 41 cases, each within 0.74-1.28 of its fit;
-# the uni-embedding share measured at d 4 (at d 8, global_minimum's re-run took 47 s
-# for an fp16 ensemble estimated at 69 s before, hence 0.65); its pool starts in 7.45
-# s (3.0 s: two spawned interpreters import torch), each ensemble 0.28 s (without
-# them depth's sweeps of 12-22 s read 26-33 % low). Intel Xeon with AMX and AVX-512
-# FP16 (2026-11-28): 50 cases, each within 0.73-1.42 of its fit; 0.17-0.62 times the
-# AMD EPYC's time by model, length and precision (depth's re-run estimated from the
-# AMD table: 2 min for a sweep that took 58 s there). The pools' start measured on
-# 2026-11-27/28 included a manager process they no longer start (1.3 s of the
-# Xeon's 3.9 s; 3.2 s without it, 2026-11-30): the AMD EPYC's 7.5 s is high by about
-# that much, not re-measured.
+# the uni-embedding share measured at d 4 (at d 8, global_minimum's re-run took 47 s for
+# an fp16 ensemble estimated at 69 s before, hence 0.65); its pool starts in 7.45 s (3.0
+# s of it the pool's manager process, no longer started), each ensemble 0.28 s (without
+# them depth's sweeps of 12-22 s read 26-33 % low). Intel Xeon with AMX and AVX-512 FP16
+# (2026-11-28): 50 cases, each within 0.73-1.42 of its fit; 0.17-0.62 times the AMD
+# EPYC's time by model, length and precision (depth's re-run estimated from the AMD
+# table: 2 min for a sweep that took 58 s there). The pools' start measured on
+# 2026-11-27/28 included a manager process they no longer start (1.3 s of the Xeon's 3.9
+# s; 3.2 s without it, 2026-11-30): the AMD EPYC's 7.5 s is high by about its manager's
+# 3.0 s (pool_seconds in sweep-fixed.json), not re-measured.
 AMD_EPYC = CpuTable(
     "AMD EPYC",
     ("avx2",),
