@@ -413,7 +413,7 @@ def test_a_claim_about_the_papers_chain_is_asked_of_the_readers(monkeypatch):
     yours = claims_table(verdicts, chain=(0.3, 0.9))
     mine, grid = yours.split("\n* - ")[2:]
     assert (
-        "tied runs stay at H(π) on (0.3, 0.9) (the paper's Fig 3(a) on (0.5, 0.8)"
+        "tied runs end at H(π) on (0.3, 0.9) (the paper's Fig 3(a) on (0.5, 0.8)"
         in mine
     )
     assert "(0.5, 0.8), GPT-2" in mine  # the paper's setting, in the dropdown
@@ -435,7 +435,7 @@ def test_a_claim_about_the_papers_chain_is_asked_of_the_readers(monkeypatch):
         claims.claim("fig3a"), scorecard._GLUED["fig3a"], (0.3, 0.9)
     )
     theirs = claims_table(verdicts, chain=(0.5, 0.8))
-    assert "Fig 3(a): tied runs stay at H(π) on (0.5, 0.8) (paper)" in theirs
+    assert "Fig 3(a): tied runs end at H(π) on (0.5, 0.8) (paper)" in theirs
     values = {"fig3a": "6 of 6 at H(π)"}
     report = claims_report(S, verdicts, values, chain=(0.3, 0.9)).splitlines()
     assert report[2].split()[:2] == ["fig3a", "not"]

@@ -38,9 +38,9 @@ def perturbation_text(perturbed: dict, p: float, q: float, stable: bool) -> str:
     text = "Measured: " + "; ".join(lines) + ". "
     if p + q > 1:
         return text + (
-            "As Thm 2 predicts, the tied point is stable for this chain (p + q > 1); "
-            "on its mirror (p + q < 1), where the (e, b) block has a negative "
-            "eigenvalue, it is unstable."
+            "As Thm 2 predicts, the tied point is stable for this chain (p + q > 1). "
+            "On its mirror (p + q < 1), outside Thm 2, the (e, b) block has a "
+            "negative eigenvalue and the point is unstable."
             if stable
             else "This is **not** the clean picture of Thm 2 for every model and "
             "chain; see the numbers."

@@ -313,7 +313,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry(
         "fig3a",
         "Fig 3(a)",
-        "(0.5, 0.8): tied runs stay at H(π)",
+        "(0.5, 0.8): tied runs end at H(π)",
         "test loss vs iteration, tied vs untied",
         SUMMARY,
         exact=("fig3a",),

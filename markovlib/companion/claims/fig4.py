@@ -46,10 +46,12 @@ CLAIMS: tuple[Claim, ...] = (
         "fig4",
         "trapped",
         "paper",
-        "Fig 4: tied cells above p + q = 1 collapse to the marginal, untied do not",
+        "Fig 4: tied cells above p + q = 1 collapse to the marginal, untied cells and "
+        "tied cells below it do not",
         "the Fig 4 grid, GPT-2; 8 independently initialised runs per tied cell above "
         "the line, 3 per other cell",
-        "tied cells above the line with at least half of their runs at H(π)",
+        "tied cells above the line with at least half of their runs at H(π); runs of "
+        "untied cells and of tied cells below the line at H(π) (none may be)",
         "fig-trapped-cells",
         rule=measures.fig4_cells,
         reads={

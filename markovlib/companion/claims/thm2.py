@@ -24,7 +24,7 @@ CLAIMS: tuple[Claim, ...] = (
         "bad_local_minima",
         "paper, as this book reads it",
         "Thm 2: θ_π is a local minimum (tied, p + q > 1), tested by descent: gradient "
-        "descent on the exact loss from θ_π plus noise returns to it",
+        "descent on the exact loss from θ_π plus noise returns to H(π)",
         "(0.5, 0.8), tied, the theory model and GPT-2; N(0, 0.05²) on every parameter, "
         "4 draws each, 300 steps of exact gradient descent (paths of 10 states); the "
         "mirror chain (0.5, 0.2) as a control",
@@ -36,7 +36,7 @@ CLAIMS: tuple[Claim, ...] = (
         "fig3a",
         "trapped",
         "paper",
-        "Fig 3(a): tied runs stay at H(π) on (0.5, 0.8)",
+        "Fig 3(a): tied runs end at H(π) on (0.5, 0.8)",
         "(0.5, 0.8), GPT-2, tied",
         "runs at H(π) (learnt < 10 % of the gap) at the end",
         "fig-trapped-survival",
@@ -52,8 +52,8 @@ CLAIMS: tuple[Claim, ...] = (
         "Fig 3(c, d), read from the learnt kernel: a run at θ_π predicts π₁ after a "
         "zero, an escaped one p",
         "(0.5, 0.8), GPT-2, tied",
-        "learnt P(1|0) of every run at θ_π and every escaped run, and of the two the "
-        "figure shows",
+        "learnt P(1|0) of every run at θ_π and every escaped run, and of the two "
+        "this book's figure shows",
         "fig-blm-predictions",
         rule=measures.fig3c,
         reads={"trapped": "trap400-gpt2-tied-fp16"},

@@ -30,7 +30,8 @@ CLAIMS: tuple[Claim, ...] = (
             "this book",
             f"Fig 1's trapped single-layer runs stay at H(π) when training goes on in "
             f"{words}",
-            "(0.5, 0.8), GPT-2, tied, depth 1; every run at H(π) of Fig 1's 32 (fp16 "
+            "(0.5, 0.8), GPT-2, tied, depth 1; every run at H(π) of this book's 32 at "
+            "Fig 1's settings (fp16 "
             "without a loss scale, the authors' 500 iterations), trained again from "
             "its final weights for that budget, a new schedule",
             "continued runs still at H(π)",
