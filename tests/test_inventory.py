@@ -5,7 +5,6 @@ sync."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import pickle
 import re
@@ -15,19 +14,11 @@ import pytest
 import yaml
 from filelock import FileLock
 
-from markovlib.companion import claims, computed, findings, inventory
+from markovlib.companion import claims, computed, findings, inventory, pseudo_tex
 
 ROOT = Path(__file__).resolve().parents[1]
 # the text this book works from (the steering checkout's shared/, beside the clone)
 PAPER_TEXT = ROOT.parent / "shared" / "PAPER.md"
-
-
-def _rule(path: Path):
-    """The browser check's pseudo-TeX rule, read as it reads it."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_row_of_the_paper_names_an_entry_and_every_entry_a_row_or_reason():
@@ -82,15 +73,6 @@ def test_every_quote_is_in_the_text_the_book_works_from():
     assert inventory.missing_quotes("an unrelated text") != []
 
 
-def _bare_figures(prose: str) -> list[str]:
-    """Figure numbers in ``prose`` not named as the paper's ("the paper's Fig 1")."""
-    return [
-        prose[max(0, m.start() - 30) : m.end()]
-        for m in re.finditer(r"\bFigs?\.? ?\d", prose)
-        if not re.search(r"paper['’]s $", prose[: m.start()])
-    ]
-
-
 def _prose(text: str) -> str:
     """``text`` without its maths and code spans."""
     return re.sub(r"`[^`]*`", "", re.sub(r"\$[^$]*\$", "", text))
@@ -99,8 +81,7 @@ def _prose(text: str) -> str:
 def _not_typeset(text: str) -> list[str]:
     """Pseudo-TeX and figures not named as the paper's in ``text``'s prose."""
     prose = _prose(text)
-    pseudo = _rule(ROOT / "markovlib" / "companion" / "pseudo_tex.py").PSEUDO_TEX
-    return pseudo.findall(prose) + _bare_figures(prose)
+    return pseudo_tex.PSEUDO_TEX.findall(prose) + pseudo_tex.bare_figures(prose)
 
 
 def test_every_figure_in_the_books_sources_is_named_as_the_papers():
@@ -118,10 +99,10 @@ def test_every_figure_in_the_books_sources_is_named_as_the_papers():
             text = path.read_text(encoding="utf-8")
         else:
             continue
-        if bare := _bare_figures(_prose(text)):
+        if bare := pseudo_tex.bare_figures(_prose(text)):
             found[path.name] = bare
     assert found == {}
-    assert _bare_figures(_prose("at its Fig 1's settings, as $Fig 2$")) != []
+    assert pseudo_tex.bare_figures(_prose("at its Fig 1's settings, as $Fig 2$")) != []
 
 
 def test_the_page_is_in_sync_in_the_toc_and_typeset():

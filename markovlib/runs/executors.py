@@ -322,23 +322,24 @@ _REPORTS = None  # in a worker process: its pool's progress queue (:func:`_pool`
 
 def _one_thread(reports) -> None:
     global _REPORTS
-    torch.set_num_threads(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver stops; workers follow
-    bars_locked_in_process()
+    worker_started()
     # a report never waits (a thread sends it), nor does the worker's exit for one
     # unread: a driver that stops reading (its sweep left unfinished) cannot hold it
     reports.cancel_join_thread()
     _REPORTS = reports
 
 
-def bars_locked_in_process() -> None:
-    """tqdm's bars in this worker process locked by a thread lock. tqdm's default, a
-    multiprocessing RLock, is a named semaphore in each process that makes a bar, even
-    a disabled one; a worker ended at a stop or killed leaves it, and Python's resource
-    tracker then printed two lines ("2 leaked semaphore objects") after the command's
-    one line."""
+def worker_started() -> None:
+    """A worker process of this library's pools (a sweep's, verify's checks): one torch
+    thread; Ctrl-C ignored (the driver stops, its workers follow); tqdm's bars locked by
+    a thread lock. tqdm's default, a multiprocessing RLock, is a named semaphore in each
+    process that makes a bar, even a disabled one; a worker ended at a stop or killed
+    leaves it, and Python's resource tracker then printed two lines ("2 leaked
+    semaphore objects") after the command's one line."""
     from tqdm import tqdm
 
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     tqdm.set_lock(threading.RLock())
 
 

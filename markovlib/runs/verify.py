@@ -48,7 +48,7 @@ from ..train import (
 )
 from . import experiments
 from .derived import ATOL, RTOL, check_record, read_record, recompute, same_value
-from .executors import bars_locked_in_process, end_pool, train_chunks
+from .executors import end_pool, train_chunks, worker_started
 from .shipped import (
     FILE_NAME,
     MANIFEST,
@@ -949,9 +949,7 @@ def _one_thread_worker(niceness: int = 0) -> None:
     niceness, a lower priority (:data:`CHECKERS_NICENESS`), where the system allows
     (an initializer that fails breaks the pool: every check would end in
     :data:`BROKEN`'s line)."""
-    torch.set_num_threads(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    bars_locked_in_process()  # a derived value's recomputing may show a bar
+    worker_started()
     if niceness:
         with contextlib.suppress(OSError, AttributeError):
             os.nice(niceness)

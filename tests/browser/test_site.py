@@ -52,7 +52,10 @@ def _rule(path: Path):
 
 # maths written as plain text (issue 49: "H_rate", "θ_π", "s_2/s_1", "2^16" on pages),
 # not a name's part (ff.W_1): the rule the figures' texts are held to too
-PSEUDO_TEX = _rule(ROOT / "markovlib" / "companion" / "pseudo_tex.py").PSEUDO_TEX
+_RULES = _rule(ROOT / "markovlib" / "companion" / "pseudo_tex.py")
+PSEUDO_TEX = _RULES.PSEUDO_TEX
+# "Fig N" neither the book's own nor named as the paper's (issue 49)
+_bare_figures = _RULES.bare_figures
 SITE = Path(
     os.environ.get("MARKOVLIB_SITE") or ROOT / "_build" / "strict" / "_build" / "html"
 ).resolve()
@@ -302,17 +305,6 @@ NOT_PROSE = "pre, code, script, style, mjx-container"
 # on a re-run page also a lone $ or an unrendered {glue}/{doc} role
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\[|\\begin\{")
 RERUN_RAW = re.compile(r"\$|\\\(|\\\[|\{glue|\{doc\}")
-# "Fig N" neither the book's own (a numbered reference or a caption's number) nor
-# named as the paper's ("the paper's Fig 3(b)", issue 49)
-FIGURE = re.compile(r"\bFigs?\.? ?\d")
-
-
-def _bare_figures(text: str) -> list[str]:
-    return [
-        text[max(0, m.start() - 40) : m.start() + 12]
-        for m in FIGURE.finditer(text)
-        if not re.search(r"paper['’]s $", text[max(0, m.start() - 8) : m.start()])
-    ]
 
 
 def _pseudo_tex(text: str) -> list[str]:
