@@ -105,9 +105,9 @@ class Scale:
         return self.train.to_dict()
 
 
-# The paper's model and optimiser (App. A: batch 16, length 1024, d = 8, AdamW lr 2e-3,
-# one-cycle) run for 1000 float32 iterations: this book's control. The authors ran 400
-# iterations in fp16 (AUTHORS).
+# The authors' model and optimiser (their configs: batch 16, length 1024, d = 8, AdamW
+# lr 2e-3, one-cycle) run for 1000 float32 iterations: this book's control. The authors
+# ran 400 iterations in fp16 (AUTHORS).
 _PAPER = Scale(
     "paper",
     steps=1000,
@@ -118,9 +118,9 @@ _PAPER = Scale(
     d_model=8,
     eval_every=10,
     eval_batches=4,
-    source="this book's control: the paper's model and optimiser (App. A: batch 16, "
-    "length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, one-cycle), 1000 float32 "
-    "iterations (the authors ran 400 in fp16)",
+    source="this book's control: the authors' model and optimiser (their configs: "
+    "batch 16, length 1024, d = 8, AdamW (0.9, 0.95), lr 2e-3, one-cycle), 1000 "
+    "float32 iterations (the authors ran 400 in fp16)",
 )
 
 PRESETS: dict[str, Scale] = {
@@ -479,6 +479,7 @@ class AuthorsSetting:
     embedding: str = "table"  # "uni": x_n e (their binary Markov-Simple2 model)
     tied: tuple[bool, ...] = (True, False)  # the tyings their scripts run
     n_layers: tuple[int, ...] = (1,)  # the depths their scripts run
+    untied_steps: int | None = None  # where their untied runs ran other iterations
     init_std: float = 0.02
     ff_mult: int = 4
     window: int | None = None  # their --memory -1: full causal attention
@@ -503,9 +504,13 @@ class AuthorsSetting:
         'field: spec value (authors' value)'; empty when the run is theirs."""
         have = {**spec.config.to_dict(), **spec.train.to_dict()}
         have.setdefault("embedding", "table")
+        wanted, shown = self.wanted(), {}
+        if self.untied_steps is not None and not spec.config.tied:
+            wanted["steps"] = self.untied_steps
+            shown["steps"] = f"{self.untied_steps} untied"
         return [
-            f"{k}: {have[k]} ({_shown(want)})"
-            for k, want in self.wanted().items()
+            f"{k}: {have[k]} ({shown.get(k) or _shown(want)})"
+            for k, want in wanted.items()
             if (have[k] not in want if isinstance(want, tuple) else have[k] != want)
         ]
 
@@ -534,7 +539,7 @@ AUTHORS: dict[str, AuthorsSetting] = {
         seq_len=1024,
         runs=8,
         trap_runs=32,
-        source=f"{_CONFIG}; {_GPT2}; the paper shows one run per curve",
+        source=f"{_CONFIG}; {_GPT2}",
     ),
     "appd": AuthorsSetting(
         "App. D",
@@ -558,7 +563,12 @@ AUTHORS: dict[str, AuthorsSetting] = {
         steps=400,
         seq_len=1024,
         runs=8,
-        source=f"{_CONFIG}; {_GPT2}; the paper shows one run per cell",
+        untied_steps=500,
+        source="untied grid: Markov-LLM-k/src/schedule2.sh at commit bcd8dc7 "
+        "(2024-05-22: the 25 cells, --no_tying, 500 iterations, one run per cell; "
+        "plotted by its figures/notebook-average-p-new.py); tied grid: its runs' "
+        "script is in none of their commits (their plotting script averages the "
+        f"runs of a cell), so {_CONFIG}; {_GPT2}",
     ),
     "fig5": AuthorsSetting(
         "Fig 5",
@@ -583,10 +593,12 @@ AUTHORS: dict[str, AuthorsSetting] = {
         n_heads=2,
         runs=3,
         tied=(True,),
-        n_layers=(1, 2, 3),
-        source="Markov-LLM-depth/src/schedule2.sh: random order-2 chains, 10 000 "
-        "iterations, batch 128, lengths 64-256, n_embd 16 or 32; float16 from their "
-        f"config; {_GPT2}",
+        n_layers=(3,),
+        source="Markov-LLM-depth/src/schedule2.sh: random order-2 chains (--chain "
+        "random: a kernel drawn for every sequence), depth 3 only, n_head 2, 10 000 "
+        "iterations, batch 128, lengths 64-256, n_embd 16 or 32; fp16 autocast from "
+        "their training loop (src/optim/base.py; their config's dtype is float32); "
+        f"{_GPT2}",
     ),
 }
 

@@ -1,5 +1,5 @@
 """Training one model on fresh Markov samples (the authors' optimiser and schedule,
-paper App. A).
+from their configs).
 
 AdamW (0.9, 0.95), weight decay on the linear layers' weights only, one-cycle schedule:
 2 % linear warm-up from lr/100, cosine down to lr/5. Every batch is a fresh draw from
@@ -68,7 +68,7 @@ def _check_lr(lr) -> float:
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything that determines the optimisation of one run, besides the seed
-    (paper App. A settings).
+    (the authors' settings, from their configs).
 
     AdamW (0.9, 0.95) with ``weight_decay`` on the weights of the linear layers (W_Q,
     W_K, W_V, W_O, W_1, W_2 and an untied head), as the authors' optimiser groups do;
@@ -217,7 +217,7 @@ def make_optimizer(
     decay_embeddings: bool = False,
 ) -> torch.optim.AdamW:
     """AdamW(0.9, 0.95); weight decay on :meth:`Transformer.decayed_parameters` only
-    (paper App. A).
+    (the authors' configs).
 
     AdamW is elementwise, so on an ensemble's stacked parameters it is N independent
     optimisers.
@@ -566,7 +566,8 @@ class _Loop:
 
     @classmethod
     def start(cls, model, chains, settings, streams, device, compile, ensemble):
-        """AdamW and its schedule on ``model`` (App. A), the data streams seeded."""
+        """AdamW and its schedule on ``model`` (the authors' configs), the data streams
+        seeded."""
         s = settings
         optimizer = make_optimizer(
             model, s.lr, s.weight_decay, decay_embeddings=s.decay_embeddings

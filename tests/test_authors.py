@@ -113,6 +113,19 @@ def test_mismatches_compares_every_field_a_spec_has():
     ]
 
 
+def test_fig4s_untied_grid_is_the_authors_at_500_iterations_only():
+    """Their script of Fig 4's untied grid (Markov-LLM-k/src/schedule2.sh at bcd8dc7)
+    runs 500 iterations: this book's 400-iteration untied cells are its control, its
+    tied ones the authors' (no script of theirs; their config's 400)."""
+    A = AUTHORS["fig4"]
+    tied, untied = (PAPER_EDITION[f"fig4-400-{t}-fp16"] for t in ("tied", "untied"))
+    assert not {m for s in tied for m in A.mismatches(s)}
+    assert {m for s in untied for m in A.mismatches(s)} == {"steps: 400 (500 untied)"}
+    at_500 = replace(untied[0], train=untied[0].train.replace(steps=500))
+    assert A.mismatches(at_500) == []
+    assert AUTHORS["fig3"].mismatches(untied[0]) == []  # Fig 3's untied runs: 400
+
+
 def test_the_optimiser_is_the_authors():
     from markovlib.model import Transformer, TransformerConfig
     from markovlib.train import make_optimizer

@@ -100,6 +100,23 @@ def test_the_key_follows_the_maths_code_not_its_docstrings(monkeypatch, tmp_path
     theory.write_text(text + "\nCHANGED = 1\n")
     D.maths_version.cache_clear()
     assert D.derived_key(*call) != before
+    theory.write_text(text)
+    # a preset's source is prose (literal or f-string): reworded, the same key; a
+    # size beside it, or a source computed by code, changes it
+    presets = package / "presets.py"
+    old = presets.read_text()
+    for written in ('source="CI: every code path in seconds"', "source=A.source"):
+        assert old.count(written) == 1
+    for new, same in (
+        (old.replace("every code path in seconds", "reworded"), True),
+        (old.replace('f"{_CONFIG}; {_GPT2}"', 'f"{_GPT2} reworded"', 1), True),
+        (old.replace("source=A.source", "source=A.figure"), False),
+        (old.replace("steps=1000,", "steps=1001,", 1), False),
+    ):
+        assert new != old
+        presets.write_text(new)
+        D.maths_version.cache_clear()
+        assert (D.derived_key(*call) == before) is same
     D.maths_version.cache_clear()
 
 

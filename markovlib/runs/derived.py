@@ -7,11 +7,13 @@ shipped values of the paper edition (``data/paper/derived/``, each file listed i
 manifest with its SHA-256 and checked before it is read), then in the local result
 store's ``derived/`` folder, and computed (and kept there) only where neither holds it.
 A value's key hashes the function's name, its arguments and the maths layer's code (its
-syntax tree without docstrings), and for a function outside the maths layer (the Hessian
-at a trained run, :mod:`markovlib.curvature`; :func:`markovlib.incontext.scores`) its
-own module's code too: a change to the code gives new keys, so a stale value is never
-read. ``tools/derive.py`` computes the paper edition's values from its chapters and
-ships them; a test recomputes one and fails when the shipped ones are stale.
+syntax tree without docstrings and without the prose of a literal ``source=`` argument:
+where a preset's sizes come from), and for a function outside the maths layer (the
+Hessian at a trained run, :mod:`markovlib.curvature`;
+:func:`markovlib.incontext.scores`) its own module's code too: a change to the code
+gives new keys, so a stale value is never read. ``tools/derive.py`` computes the paper
+edition's values from its chapters and ships them; a test recomputes one and fails
+when the shipped ones are stale.
 
 Values are stored as JSON (gzip): numbers, strings, lists, dicts, tuples, NumPy arrays
 and tensors (raw little-endian bytes), Markov chains and the maths layer's dataclasses.
@@ -76,6 +78,8 @@ MATHS = (
 # 4e-9 when recomputed on another machine; its end points agreed to 1e-12 there, and
 # moved by 7e-9 on an Intel Xeon, whose vector units sum in another order again)
 RTOL, ATOL = 1e-6, 1e-7
+# the keyword whose written-out text is left out of the maths version (_syntax)
+SOURCE = "source"
 SHIPPED_VAR = "MARKOVLIB_DERIVED_SHIPPED"  # "0": never read shipped values (derive.py)
 
 
@@ -90,7 +94,9 @@ def maths_version() -> str:
 
 
 def _syntax(name: str) -> str:
-    """The syntax tree of markovlib's module ``name`` without its docstrings."""
+    """The syntax tree of markovlib's module ``name`` without its docstrings and
+    without the text of a ``source=`` argument written as a string (prose: where a
+    preset's sizes come from, which no value reads)."""
     package = Path(__file__).resolve().parents[1]
     tree = ast.parse((package / f"{name.replace('.', '/')}.py").read_text())
     for node in ast.walk(tree):
@@ -103,7 +109,16 @@ def _syntax(name: str) -> str:
             and isinstance(body[0].value.value, str)
         ):
             node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, ast.keyword) and node.arg == SOURCE and _prose(node.value):
+            node.value = ast.Constant("")
     return ast.dump(tree)
+
+
+def _prose(node: ast.expr) -> bool:
+    """Whether ``node`` is a string written out: a literal or an f-string."""
+    return isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, str)
+    )
 
 
 def is_current(path: Path) -> bool:

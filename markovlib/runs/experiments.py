@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import incontext
-from ..presets import Scale, authors, higher_order_sizes, init_sizes, resolve
+from ..presets import AUTHORS, Scale, authors, higher_order_sizes, init_sizes, resolve
 from ..train import TrainConfig
 from .spec import RunSpec, chain_grid, continued, grid
 
@@ -466,12 +466,15 @@ def _budget_groups(tr: Scale, dp: Scale) -> list[tuple[str, list[RunSpec]]]:
 def _authors_groups(gm, tr, ms, dp) -> list[tuple[str, list[RunSpec]]]:
     """The figures at the authors' settings (:data:`~markovlib.presets.AUTHORS`) that
     the groups above ran in float32 or for 1000 iterations: Fig 5, Fig 3(b) and App. D,
-    Fig 4's tied cells above the line with independent runs, Fig 1."""
+    Fig 4's tied cells above the line with independent runs and its untied grid at
+    their untied runs' 500 iterations, Fig 1."""
     groups = _named("fig5-k5-fp16-{}", fig5(5, authors("fig5", ms)))
     groups += _named(
         "global_minimum-400-fp16-{}", global_minimum(0.2, 0.3, authors("fig3", gm))
     )
     groups += [("fig4-cells-400-tied-fp16", fig4_cells(authors("fig4", tr)))]
+    untied = replace(tr, steps=AUTHORS["fig4"].untied_steps)
+    groups += [("fig4-500-untied-fp16", fig4_grid(untied, precision="fp16")["untied"])]
     groups += _named("depth-fig1-fp16-{}", fig1_authors(0.5, 0.8, authors("fig1", dp)))
     trapped_starts = fig1_trapped_starts(0.5, 0.8, authors("fig1", dp))
     groups += [("depth-fig1-fp16-L2-trapstarts", trapped_starts)]
@@ -516,14 +519,18 @@ def fp16_lengths(p: float, q: float, S: Scale, seed: int = 0) -> dict[int, list]
 
 def trapped_grids(S: Scale, S_grid: Scale, seed: int = 0) -> dict[tuple, list]:
     """Fig 4's grids in the trapped chapter by (name, tying): at the budget of ``S`` in
-    fp16 without loss scaling and in float32 ("fp16, 400"), and this book's float32
-    grid at the budget of ``S_grid`` ("float32, 1000")."""
+    fp16 without loss scaling and in float32 ("fp16, 400"), the untied grid at the
+    authors' untied iterations in fp16 ("fp16, 500", untied only), and this book's
+    float32 grid at the budget of ``S_grid`` ("float32, 1000")."""
+    untied = replace(S, steps=AUTHORS["fig4"].untied_steps)
     grids = {
         f"fp16, {S.steps}": fig4_grid(S, seed, precision="fp16"),
         f"float32, {S.steps}": fig4_grid(S, seed, precision="fp32"),
         f"float32, {S_grid.steps}": fig4_grid(S_grid, seed),
     }
-    return {(g, tie): specs for g, ties in grids.items() for tie, specs in ties.items()}
+    out = {(g, tie): specs for g, ties in grids.items() for tie, specs in ties.items()}
+    untied_grid = fig4_grid(untied, seed, precision="fp16")["untied"]
+    return {**out, (f"fp16, {untied.steps}", "untied"): untied_grid}
 
 
 __all__ += ["trapped_groups", "fp16_lengths", "trapped_grids"]

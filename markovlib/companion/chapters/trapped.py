@@ -43,6 +43,7 @@ LABELS = {
     "trap400-gpt2-tied-fp32": "GPT-2, float32",
     "fig4-400-tied-fp16": ("fp16, 400", "tied"),
     "fig4-400-untied-fp16": ("fp16, 400", "untied"),
+    "fig4-500-untied-fp16": ("fp16, 500", "untied"),
     "fig4-cells-400-tied-fp16": "cells",
     "trap400-theory-tied-fp32": "theory, float32",
     "trap400-theory-ln-tied-fp32": "theory + LN",
@@ -62,13 +63,13 @@ def cells_at_unigram(records: Sequence[RunRecord]) -> list[tuple[float, float]]:
 
 def fig4_by_grid(groups) -> dict[str, Measure]:
     """:func:`~markovlib.companion.measures.fig4` of each grid of ``groups`` (a
-    :class:`markovlib.companion.records.Groups` keyed (grid name, tying)) whose tied
-    and untied runs
-    are all here."""
+    :class:`markovlib.companion.records.Groups` keyed (grid name, tying)) that has
+    tied and untied runs, all here."""
     names = dict.fromkeys(name for name, _ in groups.wanted)
+    both = [n for n in names if {(n, "tied"), (n, "untied")} <= set(groups.wanted)]
     return {
         n: fig4(groups.records[n, "tied"], groups.records[n, "untied"])
-        for n in names
+        for n in both
         if groups.complete((n, "tied"), (n, "untied"))
     }
 

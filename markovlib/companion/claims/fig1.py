@@ -80,7 +80,8 @@ CLAIMS: tuple[Claim, ...] = (
         "this book",
         "Deeper models learn a second-order chain given enough iterations (ICLR Sec. "
         "4.4) in float32",
-        "random order-2 chains, GPT-2, tied, depths 1-3, 2 heads",
+        "random order-2 chains, one per run (the authors draw one per sequence), "
+        "GPT-2, tied, depths 1-3, 2 heads",
         "runs that escaped per depth (share of the gap from the final test loss)",
         "fig-depth-higher-order",
         rule=measures.higher_order,

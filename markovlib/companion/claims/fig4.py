@@ -27,7 +27,7 @@ CLAIMS: tuple[Claim, ...] = (
         "runs that escaped",
         "fig-trapped-grid",
         rule=measures.untied_escape,
-        reads={"records": "fig4-400-untied-fp16"},
+        reads={"records": "fig4-500-untied-fp16"},
         authors="fig4",
     ),
     Claim(
@@ -57,7 +57,7 @@ CLAIMS: tuple[Claim, ...] = (
         reads={
             "cells": "fig4-cells-400-tied-fp16",
             "tied": "fig4-400-tied-fp16",
-            "untied": "fig4-400-untied-fp16",
+            "untied": "fig4-500-untied-fp16",
         },
         authors="fig4",
         stays=True,
@@ -86,7 +86,7 @@ CLAIMS: tuple[Claim, ...] = (
         "cells below the line escaped (at least half of their runs)",
         "fig-trapped-grid",
         rule=measures.below_line,
-        reads={"tied": "fig4-400-tied-fp16", "untied": "fig4-400-untied-fp16"},
+        reads={"tied": "fig4-400-tied-fp16", "untied": "fig4-500-untied-fp16"},
         authors="fig4",
     ),
     Claim(

@@ -50,8 +50,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "ccmc_rate",
         "ccmc",
-        "Ildiz et al.",
-        "W is learnt at the parametric rate n^(−1/2)",
+        "this book",
+        "The maximum-likelihood W is learnt at the parametric rate n^(−1/2) (Ildiz "
+        "et al. state sample-complexity guarantees; the rate is this book's check)",
         "maximum likelihood",
         "log-log slope of the estimation error",
         "fig-ccmc-estimation",
