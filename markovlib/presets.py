@@ -539,7 +539,9 @@ AUTHORS: dict[str, AuthorsSetting] = {
         seq_len=1024,
         runs=8,
         trap_runs=32,
-        source=f"{_CONFIG}; {_GPT2}",
+        source="the script of its runs is in none of their commits (their plotting "
+        "scripts, Markov-LLM-k/figures/notebook_final_*.py, read one run per curve "
+        f"from their wandb project markov-LLM-1-final), so {_CONFIG}; {_GPT2}",
     ),
     "appd": AuthorsSetting(
         "App. D",

@@ -4,6 +4,7 @@ and the shipped ones are what this library computes today."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import shutil
@@ -105,11 +106,16 @@ def test_the_key_follows_the_maths_code_not_its_docstrings(monkeypatch, tmp_path
     # size beside it, or a source computed by code, changes it
     presets = package / "presets.py"
     old = presets.read_text()
-    for written in ('source="CI: every code path in seconds"', "source=A.source"):
+    written = (
+        'source="CI: every code path in seconds"',
+        "source=A.source",
+        'f"{_GPT2}",',
+    )
+    for written in written:
         assert old.count(written) == 1
     for new, same in (
         (old.replace("every code path in seconds", "reworded"), True),
-        (old.replace('f"{_CONFIG}; {_GPT2}"', 'f"{_GPT2} reworded"', 1), True),
+        (old.replace('f"{_GPT2}",', 'f"{_CONFIG} reworded",', 1), True),
         (old.replace("source=A.source", "source=A.figure"), False),
         (old.replace("steps=1000,", "steps=1001,", 1), False),
     ):
@@ -231,6 +237,32 @@ def test_shipped_values_are_current_and_what_this_library_computes():
             atol=D.ATOL,
         )
     assert np.array_equal(again.found, grids[0]["value"].found)
+
+
+def test_a_manifold_descents_path_is_recomputed_within_its_own_tolerance():
+    """A shipped manifold descent recomputed on the other CPU kind moved its path by
+    3.2e-3 (D.LOOSE), its losses by 4.4e-16: a path that far apart is the same value,
+    one moved by more than its tolerance or a loss moved by 1e-5 is not; any other
+    function's fields keep RTOL and ATOL."""
+    data = ShippedData(PAPER)
+    records = [D.read_record(data.check(n)) for n in data.derived]
+    (record, *_) = [r for r in records if r["function"].endswith(":manifold_descent")]
+    value, atol = record["value"], D.LOOSE[record["function"]]["path"]
+    assert D.same_as_recorded(value, record)
+
+    def moved(field: str, by: float):
+        array = getattr(value, field).copy()
+        array.flat[array.size // 2] += by
+        return dataclasses.replace(value, **{field: array})
+
+    assert D.same_as_recorded(moved("path", 3.2e-3), record)
+    assert not D.same_as_recorded(moved("path", 2 * atol), record)
+    assert not D.same_as_recorded(moved("loss", 1e-5), record)
+    assert not D.same_value(moved("path", 3.2e-3), value)  # the tolerance elsewhere
+    (grid, *_) = [r for r in records if r["function"].endswith(":flow_grid")]
+    ends = grid["value"].ends.copy()
+    ends.flat[0] += 1e-3
+    assert not D.same_as_recorded(dataclasses.replace(grid["value"], ends=ends), grid)
 
 
 def test_the_scorecard_finds_the_in_context_scores_shipped(monkeypatch):

@@ -52,6 +52,7 @@ __all__ = [
     "read_record",
     "check_record",
     "same_value",
+    "same_as_recorded",
     "DerivedValueError",
     "recompute",
     "ship",
@@ -78,6 +79,13 @@ MATHS = (
 # 4e-9 when recomputed on another machine; its end points agreed to 1e-12 there, and
 # moved by 7e-9 on an Intel Xeon, whose vector units sum in another order again)
 RTOL, ATOL = 1e-6, 1e-7
+# fields of a function's values that another CPU kind computes further apart than that,
+# each with the absolute tolerance it is recomputed within (same_as_recorded): the
+# manifold descents' paths (28 starts, 6000 steps) came 3.2e-3 apart on an AMD EPYC and
+# an Intel Xeon at the 4 starts that end at theta_pi (e -> 0), their losses 4.4e-16
+# apart, every other start and field within RTOL, ATOL; one CPU recomputes them bit for
+# bit
+LOOSE = {"markovlib.dynamics:manifold_descent": {"path": 0.02}}
 # the keyword whose written-out text is left out of the maths version (_syntax)
 SOURCE = "source"
 SHIPPED_VAR = "MARKOVLIB_DERIVED_SHIPPED"  # "0": never read shipped values (derive.py)
@@ -318,6 +326,19 @@ def check_record(record: dict, path: Path) -> None:
         raise DerivedValueError(
             f"derived value {stem}: its call ({record['function']}) has the key {key}"
         )
+
+
+def same_as_recorded(value, record: dict) -> bool:
+    """Whether ``value``, recomputed, agrees with ``record``'s (:func:`same_value`),
+    the fields of :data:`LOOSE` of its function within their own tolerance."""
+    loose, stored = LOOSE.get(record["function"], {}), record["value"]
+    if not loose:
+        return same_value(value, stored)
+    return type(value) is type(stored) and all(
+        same_value(getattr(value, f.name), getattr(stored, f.name), RTOL, atol)
+        for f in dataclasses.fields(stored)
+        for atol in [loose.get(f.name, ATOL)]
+    )
 
 
 def same_value(a, b, rtol: float = RTOL, atol: float = ATOL) -> bool:

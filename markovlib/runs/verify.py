@@ -47,7 +47,15 @@ from ..train import (
     provenance,
 )
 from . import experiments
-from .derived import ATOL, RTOL, check_record, read_record, recompute, same_value
+from .derived import (
+    ATOL,
+    LOOSE,
+    RTOL,
+    check_record,
+    read_record,
+    recompute,
+    same_as_recorded,
+)
 from .executors import end_pool, train_chunks, worker_started
 from .shipped import (
     FILE_NAME,
@@ -1129,7 +1137,7 @@ def _check_derived(data: ShippedData, name: str) -> dict:
 
 def _recompute_derived(data: ShippedData, sample, seed, log) -> int:
     """Recompute ``sample`` random shipped derived values (``"all"``: every one) and
-    compare each with its record (:func:`~markovlib.runs.derived.same_value`)."""
+    compare each with its record (:func:`~markovlib.runs.derived.same_as_recorded`)."""
     names = sorted(data.derived)
     if sample != "all":
         rng = np.random.default_rng(seed)
@@ -1139,10 +1147,15 @@ def _recompute_derived(data: ShippedData, sample, seed, log) -> int:
     for name in names:
         record = _check_derived(data, name)
         t0 = time.perf_counter()
-        if not same_value(recompute(record), record["value"]):
+        if not same_as_recorded(recompute(record), record):
             raise VerificationError(
                 f"{name}: the shipped value of {record['function']} is not what "
-                f"the library computes (rtol {RTOL:g}, atol {ATOL:g})"
+                f"the library computes (rtol {RTOL:g}, atol {ATOL:g}"
+                + "".join(
+                    f"; {field} within {atol:g}"
+                    for field, atol in LOOSE.get(record["function"], {}).items()
+                )
+                + ")"
             )
         log(
             f"derived value {name} ({record['function']}) recomputed in "
