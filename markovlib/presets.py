@@ -231,7 +231,8 @@ CHAPTERS: dict[str, dict] = {
         source="the authors' first-order config (Markov-LLM/src/config/markov.py): "
         "400 iterations, length 1024, forward pass in fp16 autocast without loss "
         "scaling (their train_base); 32 tied runs per model and precision, 3 runs per "
-        "Fig 4 cell and tying",
+        "Fig 4 cell and tying (their untied grid's script runs 500 iterations: "
+        "AUTHORS['fig4'])",
     ),
     "initialisation": dict(
         variant_seeds=8,
@@ -570,7 +571,7 @@ AUTHORS: dict[str, AuthorsSetting] = {
         "(2024-05-22: the 25 cells, --no_tying, 500 iterations, one run per cell; "
         "plotted by its figures/notebook-average-p-new.py); tied grid: its runs' "
         "script is in none of their commits (their plotting script averages the "
-        f"runs of a cell), so {_CONFIG}; {_GPT2}",
+        f"runs of a cell), so Markov-LLM/{_COMMON}: its 400 iterations; {_GPT2}",
     ),
     "fig5": AuthorsSetting(
         "Fig 5",
@@ -596,11 +597,13 @@ AUTHORS: dict[str, AuthorsSetting] = {
         runs=3,
         tied=(True,),
         n_layers=(3,),
-        source="Markov-LLM-depth/src/schedule2.sh: random order-2 chains (--chain "
-        "random: a kernel drawn for every sequence), depth 3 only, n_head 2, 10 000 "
-        "iterations, batch 128, lengths 64-256, n_embd 16 or 32; fp16 autocast from "
-        "their training loop (src/optim/base.py; their config's dtype is float32); "
-        f"{_GPT2}",
+        start="uniform",  # their Markov-LLM-depth config's --initial 'uniform'
+        source="Markov-LLM-depth/src/schedule2.sh at commit 9b3fed7: random order-2 "
+        "chains (--chain random: a kernel drawn for every sequence), depth 3 only, "
+        "n_head 2, 10 000 iterations, batch 128, lengths 64-256, n_embd 16 or 32; "
+        "start uniform (their config's --initial); the forward pass in fp16 autocast "
+        "(their training loop, src/optim/base.py; the configs that accept the "
+        f"script's flags, a45c1fd and earlier, set float16); {_GPT2}",
     ),
 }
 

@@ -23,12 +23,14 @@ def test_fig4_by_grid_only_complete_grids():
             ("a", "untied"): 2,
             ("b", "tied"): 3,
             ("b", "untied"): 2,
+            ("c", "untied"): 2,  # an untied grid alone (the authors' 500 iterations)
         },
         records={
             ("a", "tied"): tied,
             ("a", "untied"): untied,
             ("b", "tied"): tied,
             ("b", "untied"): untied,
+            ("c", "untied"): untied,
         },
     )
     groups.complete = lambda *names: all(

@@ -101,28 +101,33 @@ def test_the_key_follows_the_maths_code_not_its_docstrings(monkeypatch, tmp_path
     theory.write_text(text + "\nCHANGED = 1\n")
     D.maths_version.cache_clear()
     assert D.derived_key(*call) != before
+    keys = set()
+    for written in ("a", "b"):  # outside presets.py, a source= string is code
+        theory.write_text(text + f'\nX = dict(source="{written}")\n')
+        D.maths_version.cache_clear()
+        keys.add(D.derived_key(*call))
+    assert len(keys) == 2
     theory.write_text(text)
     # a preset's source is prose (literal or f-string): reworded, the same key; a
     # size beside it, or a source computed by code, changes it
     presets = package / "presets.py"
     old = presets.read_text()
-    written = (
-        'source="CI: every code path in seconds"',
-        "source=A.source",
-        'f"{_GPT2}",',
-    )
-    for written in written:
-        assert old.count(written) == 1
+    assert old.count("source=A.source") == 1 and old.count("steps=1000,") >= 1
+    added = old + '\nX = Scale("x", steps=3, source="a")\nY = dict(source=f"{X} a")\n'
+    presets.write_text(added)
+    D.maths_version.cache_clear()
+    with_sources = D.derived_key(*call)
+    assert with_sources != before  # new code
     for new, same in (
-        (old.replace("every code path in seconds", "reworded"), True),
-        (old.replace('f"{_GPT2}",', 'f"{_CONFIG} reworded",', 1), True),
-        (old.replace("source=A.source", "source=A.figure"), False),
-        (old.replace("steps=1000,", "steps=1001,", 1), False),
+        (added.replace('source="a"', 'source="reworded"'), True),
+        (added.replace('f"{X} a"', 'f"{_GPT2} reworded"'), True),
+        (added.replace("source=A.source", "source=A.figure"), False),
+        (added.replace("steps=3,", "steps=4,"), False),
     ):
-        assert new != old
+        assert new != added
         presets.write_text(new)
         D.maths_version.cache_clear()
-        assert (D.derived_key(*call) == before) is same
+        assert (D.derived_key(*call) == with_sources) is same
     D.maths_version.cache_clear()
 
 

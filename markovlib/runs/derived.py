@@ -86,7 +86,7 @@ RTOL, ATOL = 1e-6, 1e-7
 # apart, every other start and field within RTOL, ATOL; one CPU recomputes them bit for
 # bit
 LOOSE = {"markovlib.dynamics:manifold_descent": {"path": 0.02}}
-# the keyword whose written-out text is left out of the maths version (_syntax)
+# the keyword whose written-out text presets.py's maths version leaves out (_syntax)
 SOURCE = "source"
 SHIPPED_VAR = "MARKOVLIB_DERIVED_SHIPPED"  # "0": never read shipped values (derive.py)
 
@@ -102,9 +102,9 @@ def maths_version() -> str:
 
 
 def _syntax(name: str) -> str:
-    """The syntax tree of markovlib's module ``name`` without its docstrings and
-    without the text of a ``source=`` argument written as a string (prose: where a
-    preset's sizes come from, which no value reads)."""
+    """The syntax tree of markovlib's module ``name`` without its docstrings and, in
+    :mod:`markovlib.presets`, without the text of a ``source=`` argument written as a
+    string (prose: where a preset's sizes come from, which no value reads)."""
     package = Path(__file__).resolve().parents[1]
     tree = ast.parse((package / f"{name.replace('.', '/')}.py").read_text())
     for node in ast.walk(tree):
@@ -117,15 +117,18 @@ def _syntax(name: str) -> str:
             and isinstance(body[0].value.value, str)
         ):
             node.body = body[1:] or [ast.Pass()]
-        if isinstance(node, ast.keyword) and node.arg == SOURCE and _prose(node.value):
+        if name == "presets" and isinstance(node, ast.keyword) and _prose(node):
             node.value = ast.Constant("")
     return ast.dump(tree)
 
 
-def _prose(node: ast.expr) -> bool:
-    """Whether ``node`` is a string written out: a literal or an f-string."""
-    return isinstance(node, ast.JoinedStr) or (
-        isinstance(node, ast.Constant) and isinstance(node.value, str)
+def _prose(keyword: ast.keyword) -> bool:
+    """Whether ``keyword`` is ``source=`` given a string written out (a literal or an
+    f-string): where a preset's sizes come from."""
+    value = keyword.value
+    return keyword.arg == SOURCE and (
+        isinstance(value, ast.JoinedStr)
+        or (isinstance(value, ast.Constant) and isinstance(value.value, str))
     )
 
 

@@ -71,7 +71,7 @@ CLAIMS: tuple[Claim, ...] = (
         "cells above the line at H(π) (at least half of their runs)",
         "fig-trapped-grid",
         rule=measures.fig4,
-        reads={"tied": "fig4-400-tied-fp16", "untied": "fig4-400-untied-fp16"},
+        reads={"tied": "fig4-400-tied-fp16", "untied": "fig4-500-untied-fp16"},
         authors="fig4",
         design="seed i starts from the same weights in every cell, so the cells' runs "
         "are not independent",
