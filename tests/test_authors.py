@@ -539,6 +539,15 @@ def test_settings_are_read_from_the_specs_and_say_whose_they_are():
     assert "this book's control, not the authors' settings" in computed.setting_text(
         ctrl, specs
     )
+    # Fig 4: the tyings at the authors' iterations of each, said by tying
+    c = claims.claim("fig4")
+    specs = [s for g in c.groups for s in PAPER_EDITION[g]]
+    text = computed.setting_text(c, specs)
+    assert "; 400 iterations tied, 500 untied, batch 16 × length 1024" in text
+    assert text.endswith("230 runs; the authors' settings (Fig 4)")
+    untied = PAPER_EDITION["fig4-400-untied-fp16"]
+    both = [*PAPER_EDITION["fig4-400-tied-fp16"], *untied]
+    assert computed.run_settings(both).startswith("400 iterations, batch")
 
 
 @pytest.mark.parametrize(

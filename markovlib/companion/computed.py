@@ -141,13 +141,25 @@ def _values(xs) -> str:
     return ", ".join(map(str, sorted(set(xs))))
 
 
+def _iterations(specs) -> str:
+    """'400 iterations', or by tying where the tyings differ in it: '400 iterations
+    tied, 500 untied'."""
+    by_tying = {}
+    for s in specs:
+        by_tying.setdefault(s.config.tied, set()).add(s.train.steps)
+    if len(by_tying) < 2 or by_tying[True] == by_tying[False]:
+        return f"{_values(s.train.steps for s in specs)} iterations"
+    tied, untied = (_values(by_tying[k]) for k in (True, False))
+    return f"{tied} iterations tied, {untied} untied"
+
+
 def run_settings(specs) -> str:
     """The training settings of ``specs`` as the page prints them (read from the
     specs, so the text cannot disagree with the runs): iterations, batch × length, d,
     depth where it is not 1, precision and the number of runs."""
     t, c = [s.train for s in specs], [s.config for s in specs]
     parts = [
-        f"{_values(x.steps for x in t)} iterations",
+        _iterations(specs),
         f"batch {_values(x.batch_size for x in t)} × length "
         f"{_values(x.seq_len for x in t)}",
         f"d {_values(x.d_model for x in c)}",
