@@ -446,10 +446,10 @@ def resolve(
 # 0.02/sqrt(2L); weight decay on nn.Linear weights only (embedding tables and biases
 # none). Here fp16 is CPU float16 autocast (see the trapped chapter).
 _COMMON = (
-    "src/config/markov.py (batch 16, length 1024, lr 2e-3, weight decay 1e-3 on "
-    "linear weights, betas (0.9, 0.95), one-cycle with 2 % warm-up, float16), "
-    "src/main.py (AdamW, OneCycleLR) and src/optim/base.py (float16 autocast, no "
-    "GradScaler)"
+    "src/config/markov.py (batch 16, length 1024, lr 2e-3, weight decay 1e-3, "
+    "betas (0.9, 0.95), one-cycle with 2 % warm-up, float16, --initial 'steady'), "
+    "models/base.py (weight decay on the linear weights only), src/main.py (AdamW, "
+    "OneCycleLR) and src/optim/base.py (float16 autocast, no GradScaler)"
 )
 _GPT2 = "pre-LN GPT-2 blocks with a final LN and GELU (models/base.py)"
 _SIMPLE = (
@@ -489,7 +489,9 @@ class AuthorsSetting:
     weight_decay: float = 1e-3
     decay_embeddings: bool = False
     schedule: str = "one-cycle"
-    start: str = "stationary"  # their --initial 'steady'
+    # their --initial 'steady' (the stationary law in intent; the x_1 their
+    # samplers draw is in each entry's source)
+    start: str = "stationary"
     betas: tuple[float, float] = (0.9, 0.95)
 
     def wanted(self) -> dict:
@@ -529,10 +531,14 @@ AUTHORS: dict[str, AuthorsSetting] = {
         runs=8,
         trap_runs=32,
         n_layers=(1, 2, 4, 8),
-        source="Markov-LLM-k/src/schedule.sh: depths 1, 2, 4, 8 at length 512, 500 "
-        f"iterations, tied; {_GPT2}; the rest from Markov-LLM-k/{_COMMON}; the paper "
-        "shows mean ± std of 3 runs; Sec. 4.4's text adds untied runs ('regardless "
-        "of these factors')",
+        tied=(True,),
+        source="Markov-LLM-k/src/schedule.sh at commit 9b3fed7 (wandb project "
+        "markov-LLM-layers-iclr, read by figures/loss-layers-std.py): depths 1, 2, 4, "
+        f"8 at length 512, 500 iterations, tied only; {_GPT2}; the rest from "
+        f"Markov-LLM-k/{_COMMON}; their 'steady' start draws x_1 = 1 with probability "
+        "pi_0 (src/optim/utils.py), where this book draws x_1 from pi; the paper "
+        "shows mean ± std of 3 runs; Sec. 4.4's text claims untied runs too "
+        "('regardless of these factors'), which no script of theirs runs",
     ),
     "fig3": AuthorsSetting(
         "Fig 3",
@@ -542,7 +548,9 @@ AUTHORS: dict[str, AuthorsSetting] = {
         trap_runs=32,
         source="the script of its runs is in none of their commits (their plotting "
         "scripts, Markov-LLM-k/figures/notebook_final_*.py, read one run per curve "
-        f"from their wandb project markov-LLM-1-final), so {_CONFIG}; {_GPT2}",
+        f"from their wandb project markov-LLM-1-final), so {_CONFIG}; {_GPT2}; "
+        "Markov-LLM's 'steady' start draws x_1 from pi, Markov-LLM-k's with "
+        "P(x_1 = 1) = pi_0",
     ),
     "appd": AuthorsSetting(
         "App. D",
@@ -554,12 +562,16 @@ AUTHORS: dict[str, AuthorsSetting] = {
         activation="relu",
         embedding="uni",
         tied=(True,),
-        source="Markov-Simple2/src/schedule.sh: (p, q) = (0.2, 0.3), 500 iterations, 5 "
-        "runs; its config: n_embd 4; its models/base.py logs App. D's quantities (the "
-        "attention's share of the residual, the singular-value energies of W_1): "
+        source="Markov-Simple2/src/schedule.sh at commit 9b3fed7 (wandb project "
+        "markov-simple-att, read by figures/approx-error.py): (p, q) = (0.2, 0.3), "
+        "500 iterations, 5 runs; its config: n_embd 4; its models/base.py logs App. "
+        "D's quantities (the attention's share of the residual, the singular-value "
+        "energies of W_1): "
         f"{_SIMPLE}, uni-embedding x_n e (nn.Linear(1, d), weight-decayed) with one "
-        f"logit, tied (a = e, bias b); the rest from Markov-Simple2/{_COMMON}; the "
-        "paper averages five runs of the weight-tied model (this book ships 8)",
+        f"logit, tied (a = e, bias b); the rest from Markov-Simple2/{_COMMON}; their "
+        "'steady' start draws x_1 uniformly (src/optim/utils.py), where this book "
+        "draws it from pi; the paper averages five runs of the weight-tied model "
+        "(this book ships 8)",
     ),
     "fig4": AuthorsSetting(
         "Fig 4",
@@ -580,12 +592,13 @@ AUTHORS: dict[str, AuthorsSetting] = {
         runs=3,
         layer_norm=False,
         activation="relu",
-        source="Markov-Simple (plotted by figures/loss-states.py: k = 5, p = 0.1, 0.3, "
-        f"0.6, 0.9, tied and --no_tying): {_SIMPLE}, n_embd 8, nn.Embedding(5, d) tied "
-        "to the biased head; 5000 iterations: their src/schedule4.sh at the "
-        "repository's head (commit a76f965, 2024-08-06: p = 0.1, 0.3, 0.6, 0.9, "
-        "--iterations 5000, --no_tying; its earlier commit f3a2ec1 ran 4000 at "
-        f"p = 0.9 only); the rest from Markov-Simple/{_COMMON}; 3 runs per curve",
+        source="Markov-Simple (plotted by figures/loss-states.py from wandb project "
+        "markov-simple-states-new: k = 5, p = 0.1, 0.3, 0.6, 0.9, tied and "
+        f"--no_tying): {_SIMPLE}, n_embd 8, nn.Embedding(5, d) tied to the biased "
+        "head; 5000 iterations, 3 runs per curve: at commit a76f965 (2024-08-06, "
+        "unchanged since) their src/schedule3.sh runs the tied curves and "
+        "src/schedule4.sh the --no_tying ones; the rest from "
+        f"Markov-Simple/{_COMMON}",
     ),
     "higher_order": AuthorsSetting(
         "ICLR Sec. 4.4",

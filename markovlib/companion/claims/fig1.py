@@ -49,8 +49,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "depth_factors",
         "depth",
-        "paper",
-        "Sec. 4.4: depth ≥ 2 reaches H_rate regardless of weight tying and switching",
+        "this book",
+        "Sec. 4.4: depth ≥ 2 reaches H_rate regardless of weight tying and switching "
+        "(the paper's claim; its untied runs are this book's: the authors' Fig 1 "
+        "script runs tied models only)",
         "depth 2, GPT-2: untied on (0.5, 0.8), tied on (0.5, 0.2)",
         "runs that escaped",
         "fig-depth-fig1",
