@@ -1,5 +1,6 @@
-"""What no page or figure of the book shows: TeX typed as plain text, and a figure
-number not named as the paper's (issue 49). One rule for the figures
+"""What no page or figure of the book shows: TeX typed as plain text, a figure number
+not named as the paper's (issue 49), a count of one with a plural noun (issue 41). One
+rule for the figures
 (:func:`markovlib.companion.figures.style.pseudo_tex`), the pages' sources (the unit
 tests) and the browser check of the built pages, which reads this file alone (no
 import of markovlib, whose torch costs each browser process about 5 s)."""
@@ -28,3 +29,16 @@ def bare_figures(text: str) -> list[str]:
         for m in FIGURE.finditer(text)
         if not NAMED.search(text[max(0, m.start() - 8) : m.start()])
     ]
+
+
+# "1 runs", "1 seeds": a count of one with a plural noun (issue 41); not "11 runs",
+# "0.1 runs", "window-1 runs"
+PLURAL_AFTER_ONE = re.compile(
+    r"(?<![\d.,-])\b1 (runs|seeds|positions|cells|files|chapters|rows|steps|"
+    r"iterations|states|layers|heads|ensembles|trainings|values|models)\b"
+)
+
+
+def wrong_plurals(text: str) -> list[str]:
+    """Each count of one with a plural noun in ``text``."""
+    return [m[0] for m in PLURAL_AFTER_ONE.finditer(text)]

@@ -636,15 +636,8 @@ def long_numbers(text: str) -> list[str]:
     return [m.group(0) for m in DECIMAL.finditer(text) if significant_digits(m[0]) > 4]
 
 
-PLURAL_AFTER_ONE = re.compile(
-    r"(?<![\d.,-])\b1 (runs|seeds|positions|cells|files|chapters|rows|steps|"
-    r"iterations|states|layers|heads|ensembles|trainings|values|models)\b"
-)
-
-
-def wrong_plurals(text: str) -> list[str]:
-    """ "1 seeds", "1 positions": a count of one with a plural noun (issue 41)."""
-    return [m[0] for m in PLURAL_AFTER_ONE.finditer(text)]
+# "1 seeds", "1 positions": a count of one with a plural noun (issue 41)
+wrong_plurals = _RULES.wrong_plurals
 
 
 def test_wrong_plurals_finds_one_with_a_plural():
