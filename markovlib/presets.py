@@ -580,8 +580,11 @@ AUTHORS: dict[str, AuthorsSetting] = {
         runs=8,
         untied_steps=500,
         source="untied grid: Markov-LLM-k/src/schedule2.sh at commit bcd8dc7 "
-        "(2024-05-22: the 25 cells, --no_tying, 500 iterations, one run per cell; "
-        "plotted by its figures/notebook-average-p-new.py); tied grid: its runs' "
+        "(2024-05-22: the 25 cells, --no_tying, 500 iterations, one run per cell, "
+        "wandb project markov-LLM-no-tying-new, plotted by its "
+        "figures/notebook-average-p-new.py; its 'steady' start draws x_1 = 1 with "
+        "probability pi_0, src/optim/utils.py); tied grid (project "
+        "markov-PQ-add-beta, plotted by figures/notebook-average-p-new2.py): its runs' "
         "script is in none of their commits (their plotting script averages the "
         f"runs of a cell), so Markov-LLM/{_COMMON}: its 400 iterations; {_GPT2}",
     ),
@@ -595,9 +598,9 @@ AUTHORS: dict[str, AuthorsSetting] = {
         source="Markov-Simple (plotted by figures/loss-states.py from wandb project "
         "markov-simple-states-new: k = 5, p = 0.1, 0.3, 0.6, 0.9, tied and "
         f"--no_tying): {_SIMPLE}, n_embd 8, nn.Embedding(5, d) tied to the biased "
-        "head; 5000 iterations, 3 runs per curve: at commit a76f965 (2024-08-06, "
-        "unchanged since) their src/schedule3.sh runs the tied curves and "
-        "src/schedule4.sh the --no_tying ones; the rest from "
+        "head; 5000 iterations, 3 runs per curve: at commit a76f965 (2024-08-06) "
+        "their src/schedule3.sh runs the tied curves (rewritten at 9b3fed7 for k = 10) "
+        "and src/schedule4.sh the --no_tying ones (unchanged since); the rest from "
         f"Markov-Simple/{_COMMON}",
     ),
     "higher_order": AuthorsSetting(
@@ -611,7 +614,8 @@ AUTHORS: dict[str, AuthorsSetting] = {
         tied=(True,),
         n_layers=(3,),
         start="uniform",  # their Markov-LLM-depth config's --initial 'uniform'
-        source="Markov-LLM-depth/src/schedule2.sh at commit 9b3fed7: random order-2 "
+        source="Markov-LLM-depth/src/schedule2.sh at commit 9b3fed7 (wandb project "
+        "markov-LLM-depth-2): random order-2 "
         "chains (--chain random: a kernel drawn for every sequence), depth 3 only, "
         "n_head 2, 10 000 iterations, batch 128, lengths 64-256, n_embd 16 or 32; "
         "start uniform (their config's --initial); the forward pass in fp16 autocast "

@@ -61,6 +61,7 @@ def test_every_new_group_is_at_the_authors_settings_of_its_figure():
         "appd-uni-fp16": "appd",
         "global_minimum-400-fp16": "fig3",
         "fig4-cells-400": "fig4",
+        "fig4-500-untied": "fig4",
         "depth-fig1-fp16": "fig1",
     }
     for name, specs in PAPER_EDITION.items():

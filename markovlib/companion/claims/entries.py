@@ -272,9 +272,9 @@ ENTRIES: tuple[Entry, ...] = (
         "factor",
         "regardless of these factors",
         part=("depth_factors",),
-        reason="the authors' Fig 1 script (Markov-LLM-k/src/schedule.sh at 9b3fed7) "
-        "runs tied models only: the row's untied runs are at this book's settings, so "
-        "it is labelled this book's",
+        reason="the script of the paper's Fig 1 (Markov-LLM-k/src/schedule.sh at "
+        "9b3fed7) runs tied models on (0.5, 0.8) only: the row's untied runs and its "
+        "runs on the mirror chain are this book's, so it is labelled this book's",
     ),
     Entry(
         "depth_plateau",

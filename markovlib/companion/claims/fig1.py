@@ -51,8 +51,8 @@ CLAIMS: tuple[Claim, ...] = (
         "depth",
         "this book",
         "Sec. 4.4: depth ≥ 2 reaches H_rate regardless of weight tying and switching "
-        "(the paper's claim; its untied runs are this book's: no script of the "
-        "authors runs depth 2 untied)",
+        "(the paper's claim; its runs, untied and on the mirror chain, are this "
+        "book's: no script of the authors runs them)",
         "depth 2, GPT-2: untied on (0.5, 0.8), tied on (0.5, 0.2)",
         "runs that escaped",
         "fig-depth-fig1",
