@@ -338,9 +338,13 @@ def same_as_recorded(value, record: dict) -> bool:
     if not loose:
         return same_value(value, stored)
     return type(value) is type(stored) and all(
-        same_value(getattr(value, f.name), getattr(stored, f.name), RTOL, atol)
+        same_value(
+            getattr(value, f.name),
+            getattr(stored, f.name),
+            RTOL,
+            loose.get(f.name, ATOL),
+        )
         for f in dataclasses.fields(stored)
-        for atol in [loose.get(f.name, ATOL)]
     )
 
 

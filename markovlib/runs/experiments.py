@@ -22,6 +22,7 @@ __all__ = [
     "saddle_sides",
     "fig4_grid",
     "fig4_cells",
+    "fig4_untied_authors",
     "fig1_authors",
     "mirror",
     "fig5",
@@ -140,6 +141,14 @@ def fig4_grid(
         )
         for tie in ("tied", "untied")
     }
+
+
+def fig4_untied_authors(S: Scale, seed: int = 0) -> list[RunSpec]:
+    """Fig 4's untied grid at the authors' untied iterations
+    (:attr:`~markovlib.presets.AuthorsSetting.untied_steps`: their script ran 500)
+    in fp16, the other sizes of ``S``."""
+    untied = replace(S, steps=AUTHORS["fig4"].untied_steps)
+    return fig4_grid(untied, seed, precision="fp16")["untied"]
 
 
 def above_line_cells() -> list[tuple[float, float]]:
@@ -473,8 +482,7 @@ def _authors_groups(gm, tr, ms, dp) -> list[tuple[str, list[RunSpec]]]:
         "global_minimum-400-fp16-{}", global_minimum(0.2, 0.3, authors("fig3", gm))
     )
     groups += [("fig4-cells-400-tied-fp16", fig4_cells(authors("fig4", tr)))]
-    untied = replace(tr, steps=AUTHORS["fig4"].untied_steps)
-    groups += [("fig4-500-untied-fp16", fig4_grid(untied, precision="fp16")["untied"])]
+    groups += [("fig4-500-untied-fp16", fig4_untied_authors(tr))]
     groups += _named("depth-fig1-fp16-{}", fig1_authors(0.5, 0.8, authors("fig1", dp)))
     trapped_starts = fig1_trapped_starts(0.5, 0.8, authors("fig1", dp))
     groups += [("depth-fig1-fp16-L2-trapstarts", trapped_starts)]
@@ -522,15 +530,14 @@ def trapped_grids(S: Scale, S_grid: Scale, seed: int = 0) -> dict[tuple, list]:
     fp16 without loss scaling and in float32 ("fp16, 400"), the untied grid at the
     authors' untied iterations in fp16 ("fp16, 500", untied only), and this book's
     float32 grid at the budget of ``S_grid`` ("float32, 1000")."""
-    untied = replace(S, steps=AUTHORS["fig4"].untied_steps)
     grids = {
         f"fp16, {S.steps}": fig4_grid(S, seed, precision="fp16"),
         f"float32, {S.steps}": fig4_grid(S, seed, precision="fp32"),
         f"float32, {S_grid.steps}": fig4_grid(S_grid, seed),
     }
     out = {(g, tie): specs for g, ties in grids.items() for tie, specs in ties.items()}
-    untied_grid = fig4_grid(untied, seed, precision="fp16")["untied"]
-    return {**out, (f"fp16, {untied.steps}", "untied"): untied_grid}
+    untied = fig4_untied_authors(S, seed)
+    return {**out, (f"fp16, {untied[0].train.steps}", "untied"): untied}
 
 
 __all__ += ["trapped_groups", "fp16_lengths", "trapped_grids"]

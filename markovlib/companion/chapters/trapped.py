@@ -66,7 +66,7 @@ def fig4_by_grid(groups) -> dict[str, Measure]:
     :class:`markovlib.companion.records.Groups` keyed (grid name, tying)) that has
     tied and untied runs, all here."""
     names = dict.fromkeys(name for name, _ in groups.wanted)
-    both = [n for n in names if {(n, "tied"), (n, "untied")} <= set(groups.wanted)]
+    both = [n for n in names if {(n, "tied"), (n, "untied")} <= groups.wanted.keys()]
     return {
         n: fig4(groups.records[n, "tied"], groups.records[n, "untied"])
         for n in both
