@@ -331,15 +331,14 @@ class Perturbation:
 
     @property
     def returned(self) -> np.ndarray:
-        """Runs that ended within 1e-3 nats of H(π) (back at θ_π's loss)."""
-        return np.abs(self.ends - self.chain.unigram_entropy()) < 1e-3
+        """Runs that ended back at H(π): within :data:`AT_UNIGRAM_BELOW` of the gap
+        H(π) − H_rate on either side (the one rule; False where the gap is 0)."""
+        return np.abs(loss_share(self.chain, self.ends)) < AT_UNIGRAM_BELOW
 
     @property
     def left(self) -> np.ndarray:
         """Runs that ended more than half-way from H(π) down to H_rate."""
-        return self.ends < (
-            self.chain.unigram_entropy() - 0.5 * self.chain.mutual_information()
-        )
+        return loss_share(self.chain, self.ends) > CLAIM_SHARE
 
 
 @one_thread()
@@ -556,7 +555,7 @@ __all__ += ["unigram_fraction"]
 # θ_π (the output ignores the input: loss H(π)), 1 at the global minimum (loss H_rate).
 # Every trained claim of the book counts runs by these thresholds, never by a tolerance
 # in nats (near p + q = 1 the gap itself is smaller than any such tolerance).
-AT_UNIGRAM_BELOW = 0.1  # share < 0.1: the run is *at H(π)* (it sits at θ_π)
+AT_UNIGRAM_BELOW = 0.1  # share < 0.1: the run is *at H(π)* (θ_π's loss, or above)
 ESCAPED_ABOVE = 0.9  # share > 0.9: the run *escaped* (it learnt the chain)
 CLAIM_SHARE = 0.5  # a claim about "the runs" holds when at least half of them do it
 AT_UNIGRAM, IN_BETWEEN, ESCAPED = "at H(π)", "in between", "escaped"

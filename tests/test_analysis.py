@@ -380,3 +380,14 @@ def test_share_interval_refuses_impossible_counts():
     for k, n in [(4, 3), (-1, 3), (0, 0)]:
         with pytest.raises(ValueError, match="0 <= k <= n"):
             share_interval(k, n)
+
+
+def test_a_descent_is_judged_relative_to_the_gap_not_in_nats():
+    near = binary(0.5, 0.52)  # p + q near 1: the gap is under 1e-3 nats
+    g, top = analysis.gap(near), near.unigram_entropy()
+    assert 0 < g < 1e-3
+    ends = np.array([top, top - 0.05 * g, top + 0.2 * g, top - 0.6 * g, top - g])
+    pert = analysis.Perturbation(near, "theory", True, 0.1, ends[:, None])
+    # back at H(π) within a tenth of the gap either side; a descent to H_rate is not
+    np.testing.assert_array_equal(pert.returned, [1, 1, 0, 0, 0])
+    np.testing.assert_array_equal(pert.left, [0, 0, 0, 1, 1])

@@ -492,7 +492,7 @@ def perturbation_rule(perturbed: dict) -> Measure:
     steps = next(iter(here.values())).losses.shape[1] - 1
     each = ", ".join(f"{_MODEL.get(m, m)} {back[m]} of {n[m]}" for m in here)
     return Measure(
-        f"{each} descents returned within 1e-3 nats of H(π) after {steps} steps; "
+        f"{each} descents back within 0.1 of the gap of H(π) after {steps} steps; "
         f"on the mirror chain (p + q < 1), {left} of {mirror} left",
         all(back[m] == n[m] for m in here) and left == mirror,
     )
