@@ -312,7 +312,7 @@ class _Predicts:
 def test_fig3d_judges_every_position_averaged_over_paths():
     """Fig 3(d), issues 47 and 67: with the models, a run predicts along the paths when
     the prediction at 90 % of the positions after a zero, averaged over the test paths,
-    is within 0.1 × |p − π₁| of its target: a run at θ_π that predicts π₁ only in the
+    is within 0.1 × |p − π₁| of its target: a run at H(π) that predicts π₁ only in the
     first half of the path does not. Fig 3(c)'s row reads the learnt kernels alone."""
     pi1 = float(binary(0.5, 0.8).stationary()[1])
     recs = [marginal(0.5, 0.8, seed=s) for s in range(3)] + [learnt(0.5, 0.8, seed=3)]
@@ -321,7 +321,7 @@ def test_fig3d_judges_every_position_averaged_over_paths():
     models[3] = _Predicts(lambda n: 0.5)
     m = measures.fig3d_path(recs, lambda r: models[r.spec.seed], paths=8)
     assert m.counts == (
-        ("at θ_π predict π₁ along the paths", 2, 3),
+        ("at H(π) predict π₁ along the paths", 2, 3),
         ("escaped predict p along the paths", 1, 1),
     )
     assert m.ok and "averaged over 8 test paths" in m.value
@@ -329,7 +329,7 @@ def test_fig3d_judges_every_position_averaged_over_paths():
     assert not measures.fig3d_path(recs, lambda r: models[r.spec.seed], paths=8).ok
     assert measures.fig3c(recs).ok  # the learnt kernels alone: both kinds on target
     assert [c[0] for c in measures.fig3c(recs).counts] == [
-        "at θ_π predict π₁ after a zero",
+        "at H(π) predict π₁ after a zero",
         "escaped predict p after a zero",
     ]
 
@@ -370,7 +370,7 @@ NEAR = 0.01
 
 def _along_share(values: np.ndarray, r) -> float:
     """Fig 3(d)'s share of the positions after a zero where a run's averaged
-    prediction is on its target (π₁ at θ_π, p escaped), as fig3d_path counts it."""
+    prediction is on its target (π₁ at H(π), p escaped), as fig3d_path counts it."""
     p, pi1 = float(r.chain.P[0, 1]), float(r.chain.stationary()[1])
     want = pi1 if r.cls == AT_UNIGRAM else p
     return float(np.mean(np.abs(values - want) < AT_UNIGRAM_BELOW * abs(p - pi1)))

@@ -40,7 +40,7 @@ FINDINGS: tuple[Finding, ...] = (
         "Theorems 1 to 3, computed exactly",
         "Thm 1's constructions: largest |loss − H_rate| {thm1} (*{thm1.verdict}*); at "
         "θ_π on (0.5, 0.8), the smallest eigenvalue of the tied Hessian's (e, b) block "
-        "is {thm2:(} (Thm 2's local minimum, *{thm2.verdict}*), of the untied one's "
+        "is {thm2:(} (Thm 2, to second order, *{thm2.verdict}*), of the untied one's "
         "(e, a, b) block {thm3:(} (Thm 3's saddle, *{thm3.verdict}*).",
     ),
     Finding(
@@ -48,8 +48,9 @@ FINDINGS: tuple[Finding, ...] = (
         "Stuck at H(π), and the precision",
         "tied on (0.5, 0.8) at the authors' settings, {fig3a} (Fig 3(a), "
         "*{fig3a.verdict}*); the same seeds and batches, {precision:(} "
-        "(*{precision.verdict}*); the runs at H(π) trained on in float32, "
-        "{thesis_stays_fp32:(}.",
+        "(*{precision.verdict}*); every run at H(π), of these and of the theory "
+        "model, trained on in float32: {thesis_stays_fp32} "
+        "(*{thesis_stays_fp32.verdict}*: they do not stay).",
     ),
     Finding(
         "trapped",

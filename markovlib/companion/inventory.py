@@ -124,8 +124,9 @@ def _words(e: Entry) -> str:
         return f"“{text}”"
     if e.words == ROW:
         return (
-            f"“{text}” (the paper's {e.section.lower()} as this book's chapter quotes "
-            "it; not in the summary)"
+            f"“{text}” (the paper's {e.section.lower()} as published: its record at "
+            "EPFL Infoscience, infoscience.epfl.ch/items/"
+            "b7c6cbb8-3455-4070-ac90-5c17f9a818c6; not in the summary)"
         )
     return f"*(summary)* {text}"
 
@@ -171,20 +172,30 @@ def _other_rows(entries) -> list[str]:
     """The rows judging no claim of the paper's: controls, related papers."""
     from .scorecard import as_maths  # the scorecard's maths for a row's title
 
-    beside = {}
+    beside, part = {}, {}
     for e in entries:
-        for r in e.controls + tuple(r for r in e.part if _source(r) != "paper"):
-            beside.setdefault(r, []).append(e.section.replace("Poster", "the poster"))
+        section = e.section.replace("Poster", "the poster")
+        for r in e.controls:
+            beside.setdefault(r, []).append(section)
+        for r in (r for r in e.part if _source(r) != "paper"):
+            part.setdefault(r, []).append(section)
     lines = []
     for c in CLAIMS:
         if c.source in ("paper", "poster"):
             continue
-        where = beside.get(c.id)
-        whose = (
-            paper_figures(f"a control beside {', '.join(dict.fromkeys(where))}")
-            if where
-            else ("this book's own finding" if c.source == "this book" else c.source)
-        )
+        whose = {
+            "this book": "this book's own finding",
+            "paper, as this book reads it": "the paper, as this book reads it",
+        }.get(c.source, c.source)
+        said = [
+            f"{what} {', '.join(dict.fromkeys(where[c.id]))}{after}"
+            for what, where, after in (
+                ("judges", part, " in part"),
+                ("a control beside", beside, ""),
+            )
+            if c.id in where
+        ]
+        whose = paper_figures("; ".join(said) if said else whose)
         lines.append(
             f"- `{c.id}` ({whose}): {paper_figures(as_maths(c.claim))}; "
             f"{{doc}}`{c.chapter}`"
@@ -223,8 +234,8 @@ The words are the summary's: in quotation marks where it quotes the paper, marke
 it states the claim in its own words (plain-text maths typeset). It quotes no \
 sentence of the
 paper's conclusion, so none is listed on its own. The inventory is data \
-(`markovlib/companion/inventory.py`, beside the scorecard's \
-`markovlib/companion/claims.py`); a
+(`markovlib/companion/claims/entries.py`, beside the scorecard's rows in \
+`markovlib/companion/claims/`); a
 test fails when a row of the paper's names no entry, or an entry has neither a row \
 nor a reason.
 
@@ -233,9 +244,11 @@ nor a reason.
 OTHERS = """
 ## The scorecard's other rows
 
-This book's controls (the paper's claims at other settings: float32, more \
-iterations, another
-model) and its own findings, and the rows of the related papers' claims:
+The rows that are not the paper's own: the paper's claims as this book reads them, \
+this book's
+controls (the paper's claims at other settings: float32, more iterations, another \
+model) and its
+own findings, and the rows of the related papers' claims:
 
 """
 

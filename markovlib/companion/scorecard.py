@@ -309,19 +309,20 @@ fp16 autocast on CUDA; here fp16 is PyTorch's CPU autocast to float16 (the same 
 autocast rules,
 CPU kernels), which has not been checked against a GPU run.
 
-**The paper edition.** The rows down to the poster's are computed from the runs \
-shipped with
-this book and the exact theory; the last rows are computed by their chapters when the \
-book is built.
+**The paper edition.** Every row but the last {chapters} is computed from the \
+runs shipped with
+this book and the exact theory; the last {chapters} are computed by their chapters \
+when the book is built.
 
 **The rule for trained claims.** A run's *share of the gap* is \
 $(H(\\pi) - L) / (H(\\pi) -
 H_{{\\rm rate}})$, with $L$ the loss of its learnt kernel (higher-order chains: its \
 final test
-loss): 0 at the bad point $\\theta_\\pi$, 1 at the global minimum. A run is *at \
+loss): 0 at $H(\\pi)$ (the loss of the bad point $\\theta_\\pi$), 1 at the global \
+minimum. A run is *at \
 $H(\\pi)$* below
-{low:g}, *escaped* above {high:g}, *in between* otherwise; a claim about "the runs" \
-holds when most
+{low:g} (a loss above $H(\\pi)$ included), *escaped* above {high:g}, *in between* \
+otherwise; a claim about "the runs" holds when most
 of them do it beyond sampling noise (the rule below). No trained verdict uses a \
 tolerance in
 nats: near $p + q = 1$ the
@@ -466,8 +467,9 @@ def page(rows=None) -> str:
         "  - Measured in the paper edition",
         "  - Where",
     ]
+    chapters = sum(c.id not in COMPUTED for c in CLAIMS)
     intro = PAGE_INTRO.format(
-        low=AT_UNIGRAM_BELOW, high=ESCAPED_ABOVE, share=CLAIM_SHARE
+        low=AT_UNIGRAM_BELOW, high=ESCAPED_ABOVE, share=CLAIM_SHARE, chapters=chapters
     )
     title, rest = intro.split("\n\n", 1)
     table = [*header, *_computed_rows(rows), *_chapter_rows(), "```"]
@@ -543,10 +545,10 @@ README_END = "<!-- /scorecard -->"
 
 def readme_table(rows) -> str:
     """The computed rows as the README's Markdown table (id, claim, value, verdict,
-    runs judged, runs at H(π))."""
+    runs judged, runs at H(π)), the paper's figures named as the paper's."""
 
     def cell(x) -> str:
-        return "–" if x is None else str(x).replace("|", "\\|")
+        return "–" if x is None else paper_figures(str(x)).replace("|", "\\|")
 
     lines = [
         "| id | claim | measured | verdict | runs read | at H(π) |",

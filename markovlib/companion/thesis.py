@@ -134,7 +134,8 @@ def curvature_rule(records: Sequence[RunRecord], curvatures) -> Measure:
     return Measure(
         f"{_n(n - k, n, 'trapped runs')} with a direction of negative curvature found, "
         f"{k} without (smallest eigenvalue median {median:.2g}, "
-        f"{abs(median) / scale:.2g} of Thm 3's saddle {-scale:.3f}; gradient norm "
+        f"{abs(median) / scale:.2g} of Thm 3's saddle over every parameter, "
+        f"{-scale:.3f}; gradient norm "
         f"median {np.median(grads):.2g})",
         claim_outcome(k, n) == "holds",
         runs=n,

@@ -90,9 +90,10 @@ def trap_training_text(
         return f"At the `{scale}` scale the runs are far too short to say anything."
     if p + q <= 1:
         return (
-            "For p + q < 1 Thm 2 does not apply: its point is no local minimum there, "
-            "and the local minima Sec. 4.1 says exist for p + q < 1 lie outside the "
-            "basin of the standard Gaussian initialisation."
+            "For p + q < 1 Thm 2 does not apply: its point is no local minimum there; "
+            "Sec. 4.1 says local minima exist for p + q < 1 outside the basin of the "
+            "standard Gaussian initialisation (the trapped chapter computes part of "
+            "that sentence)."
             if p + q < 1
             else "On p + q = 1 there is no gap (H(π) is the entropy rate): nothing to "
             "be trapped in."

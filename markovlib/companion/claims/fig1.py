@@ -69,7 +69,8 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         'Abstract: deeper models "reliably converge to the ground-truth bigram", '
         "from the seeds that trapped one layer",
-        "depth 2, GPT-2, tied, (0.5, 0.8), from the seeds that trap one layer",
+        "depth 2, GPT-2, tied, (0.5, 0.8), from 8 of the 11 seeds that trapped one "
+        "layer (4 and 5 are in Fig 1's depth-2 runs, 26 left out: one ensemble of 8)",
         "runs that escaped",
         "fig-depth-fig1",
         rule=measures.trapped_starts,

@@ -75,13 +75,15 @@ CLAIMS: tuple[Claim, ...] = (
             ),
             (
                 "rank",
-                "the feed-forward matrices W₁ = w vᵀ and W₂ = v wᵀ are near rank one",
+                "the feed-forward matrices W₁ and W₂ are near rank one",
                 "runs with s_2 / s_1 of W_1 and W_2 below 0.1",
             ),
             (
                 "formula",
-                "learnt P(1|0) ≈ p and P(0|1) ≈ q",
-                "runs whose learnt kernel is within 10 % of |p + q − 1| of P",
+                "the learnt weights put into the formula predict P(1|0) ≈ p and "
+                "P(0|1) ≈ q",
+                "runs whose formula's predictions from their weights are within 10 % "
+                "of |p + q − 1| of p and 1 − q",
             ),
             (
                 "direction",

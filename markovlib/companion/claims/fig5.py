@@ -50,9 +50,9 @@ CLAIMS: tuple[Claim, ...] = (
         "fig5_figure",
         "multi_state",
         "paper",
-        "Fig 5 as drawn: the tied curves at p = 0.9 end (iteration 4000, the "
-        "figure's edge) at 0.24 of the gap (0.0089 nats below H(π)), not at H(π) as "
-        "the text says",
+        "Fig 5 as drawn: tied runs at p = 0.9 end (iteration 4000, the figure's "
+        "edge) where the authors' curves end, at 0.24 of the gap (0.0089 nats below "
+        "H(π)), not at H(π) as the text says",
         "symmetric k = 5 chain, p = 0.9, the model of Fig 5 (no LayerNorm, ReLU), tied",
         "tied runs at p = 0.9 whose loss at iteration 4000 covers 0.24 ± 0.1 of the "
         "gap, where the authors' curves end",

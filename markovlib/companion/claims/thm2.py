@@ -12,7 +12,8 @@ CLAIMS: tuple[Claim, ...] = (
         "thm2",
         "bad_local_minima",
         "paper",
-        "Thm 2: θ_π is a local minimum (tied, p + q > 1)",
+        "Thm 2, to second order: at θ_π (tied, p + q > 1) f = π₁, L = H(π), ∇L = 0, "
+        "the Hessian positive definite on (e, b) and zero elsewhere",
         "tied, p + q > 1",
         "smallest Hessian eigenvalue on the (e, b) block; at θ_π: f = π₁, L = H(π), "
         "∇L = 0, the Hessian zero outside (e, b)",
@@ -50,10 +51,10 @@ CLAIMS: tuple[Claim, ...] = (
         "fig3c",
         "bad_local_minima",
         "paper",
-        "Fig 3(c, d), read from the learnt kernel: a run at θ_π predicts π₁ after a "
-        "zero, an escaped one p",
+        "Fig 3(c, d), read from the learnt kernel: after a zero, a run at H(π) (the "
+        "bad minimum) predicts π₁, an escaped one (the global minimum) p",
         "(0.5, 0.8), GPT-2, tied",
-        "learnt P(1|0) of every run at θ_π and every escaped run, and of the two "
+        "learnt P(1|0) of every run at H(π) and every escaped run, and of the two "
         "this book's figure shows",
         "fig-blm-predictions",
         rule=measures.fig3c,
@@ -64,9 +65,8 @@ CLAIMS: tuple[Claim, ...] = (
         "fig3d_path",
         "bad_local_minima",
         "this book",
-        "Fig 3(d)'s reading position by position, asked of (0.5, 0.8) (the paper "
-        "draws it on (0.2, 0.3)): along test paths a run at θ_π predicts π₁ after "
-        "a zero, an escaped one p",
+        "Fig 3(d)'s reading position by position, asked of (0.5, 0.8)'s tied runs: "
+        "along test paths, after a zero, a run at H(π) predicts π₁, an escaped one p",
         "(0.5, 0.8), GPT-2, tied; 1024 test paths of the runs' length",
         "runs of each kind within 0.1 × |p − π₁| of their target at 90 % or more of "
         "the positions after a zero, over 1024 test paths",
@@ -75,7 +75,8 @@ CLAIMS: tuple[Claim, ...] = (
         reads={"trapped": "trap400-gpt2-tied-fp16"},
         uses=("load",),
         authors="fig3",
-        design="the paper draws Fig 3(d) on (0.2, 0.3), one test path; this row asks "
+        design="the paper draws Fig 3(d) along one test path (the summary does not "
+        "name its chain); this row asks "
         "its reading of the runs of Fig 3(a, c) on (0.5, 0.8), each position's "
         "prediction averaged over 1024 test paths",
     ),
@@ -84,7 +85,8 @@ CLAIMS: tuple[Claim, ...] = (
         "trapped",
         "paper",
         "Fig 3(c): an untied run on (0.5, 0.8) predicts p after a zero",
-        "(0.5, 0.8), GPT-2, untied (the Fig 4 grid's cell)",
+        "(0.5, 0.8), GPT-2, untied (the cell of the 400-iteration untied grid: Fig 3 "
+        "at their config's 400 iterations)",
         "learnt P(1|0) of each untied run",
         "fig-trapped-grid",
         rule=measures.fig3c_untied,

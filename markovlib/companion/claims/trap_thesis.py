@@ -16,7 +16,8 @@ CLAIMS: tuple[Claim, ...] = (
         "local minimum (no direction of negative curvature)",
         "(0.5, 0.8), GPT-2, tied, depth 1, the runs at H(π)",
         "trapped runs where Lanczos finds no Hessian eigenvalue (every parameter, "
-        "float64, 128 fixed paths of 128 states) below −1 % of Thm 3's saddle",
+        "float64, 128 fixed paths of 128 states) below −1 % of the smallest one at "
+        "Thm 3's saddle",
         "sec-depth-thesis",
         rule=thesis.shipped_curvature,
         reads={"records": "depth-fig1-fp16-L1"},
@@ -173,9 +174,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "depth_curvature",
         "trapped",
-        "paper",
-        "Sec. 4.4: more layers positively affect the loss curvature at the bad local "
-        "minima",
+        "paper, as this book reads it",
+        "Sec. 4.4, as this book reads it: more layers positively affect the loss "
+        "curvature at θ_π, the deeper models' point at H(π)",
         "(0.5, 0.8), the theory model, tied, depths 1, 2 and 4, θ_π exact",
         "the smallest Hessian eigenvalue at θ_π per depth, to second order (every "
         "parameter) and of its (e, b) block",

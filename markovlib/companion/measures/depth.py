@@ -170,7 +170,7 @@ def trapped_starts(records: Sequence[RunRecord]) -> Measure:
     e = sum(r.cls == ESCAPED for r in records)
     n, t = trap_count(records)
     return Measure(
-        f"depth 2 from the {n} seeds that trapped depth 1: {_n(e, n)} escaped, "
+        f"depth 2 from {n} of the seeds that trapped depth 1: {_n(e, n)} escaped, "
         f"{t} at H(π)",
         e >= CLAIM_SHARE * n,
         runs=n,

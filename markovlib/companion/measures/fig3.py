@@ -153,13 +153,13 @@ def along_path(
 
 
 def _kinds(trapped: Sequence[RunRecord]):
-    """The runs at θ_π and the escaped ones, each with what it should predict after a
+    """The runs at H(π) and the escaped ones, each with what it should predict after a
     zero (π₁, p), and the tolerance 0.1 × |p − π₁| (Fig 3(c, d))."""
     chain = trapped[0].chain
     p, pi1 = float(chain.P[0, 1]), float(chain.stationary()[1])
     stuck = [r for r in trapped if r.cls == AT_UNIGRAM]
     free = [r for r in trapped if r.cls == ESCAPED]
-    kinds = ((stuck, pi1, "at θ_π predict π₁"), (free, p, "escaped predict p"))
+    kinds = ((stuck, pi1, "at H(π) predict π₁"), (free, p, "escaped predict p"))
     return kinds, p, pi1, AT_UNIGRAM_BELOW * abs(p - pi1)
 
 
@@ -169,7 +169,7 @@ def _nothing_to_compare(trapped, kinds, where: str) -> Measure | None:
     if stuck and free:
         return None
     return Measure(
-        f"{_n(len(stuck), len(trapped))} at θ_π, {len(free)} escaped: nothing to "
+        f"{_n(len(stuck), len(trapped))} at H(π), {len(free)} escaped: nothing to "
         "compare",
         False,
         runs=len(trapped),
@@ -179,7 +179,7 @@ def _nothing_to_compare(trapped, kinds, where: str) -> Measure | None:
 
 
 def fig3c(trapped: Sequence[RunRecord]) -> Measure:
-    """Fig 3(c, d): after a zero a run at θ_π predicts π₁, an escaped one p: every
+    """Fig 3(c, d): after a zero a run at H(π) predicts π₁, an escaped one p: every
     run of each kind by its learnt kernel's P(1|0), within
     :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` of the distance p − π₁, and the two
     runs the figure shows (the lowest and the highest share of the gap)."""
@@ -200,7 +200,7 @@ def fig3c(trapped: Sequence[RunRecord]) -> Measure:
         for rs, want, text in kinds
     )
     return Measure(
-        f"P(1|0) {a:.3f} at θ_π (π₁ = {pi1:.3f}), {b:.3f} escaped (p = {p:g})",
+        f"P(1|0) {a:.3f} at H(π) (π₁ = {pi1:.3f}), {b:.3f} escaped (p = {p:g})",
         abs(a - pi1) < tol and abs(b - p) < tol,
         runs=len(trapped),
         trapped=len(stuck),
@@ -230,10 +230,10 @@ def fig3d_path(
     (_, k1, n1), (_, k2, n2) = counts
     low = {t: min(v) for t, v in shares.items()}
     return Measure(
-        f"averaged over {paths} test paths: {_n(k1, n1)} at θ_π predict π₁ and "
+        f"averaged over {paths} test paths: {_n(k1, n1)} at H(π) predict π₁ and "
         f"{_n(k2, n2)} escaped predict p at {ALONG_SHARE:.0%} or more of the "
         f"positions after a zero (lowest shares of the positions "
-        f"{low['at θ_π predict π₁']:.3f} and {low['escaped predict p']:.3f})",
+        f"{low['at H(π) predict π₁']:.3f} and {low['escaped predict p']:.3f})",
         all(k >= CLAIM_SHARE * n for _, k, n in counts),
         runs=len(trapped),
         trapped=n1,
