@@ -517,10 +517,11 @@ class UnigramHessian:
     (E[0] = A[0] = 0, b_0 = log π_0). For the head's rows and the biases this removes
     the directions along which the softmax does not change (one vector added to every
     row, one number to every bias); for the embeddings (tied: the same rows) it is a
-    restriction, whose cross term with e has zero mean at θ_π; for k = 2 it is exactly the paper's single-logit model,
-    logit = <a, x_n e + ...> + b. Every other parameter (attention, feed-forward,
-    positions) stays at θ_π: at θ_π the Hessian has no entries between those and
-    these coordinates (see the book's chapter), so this block carries the curvature.
+    restriction, whose cross term with e has zero mean at θ_π; for k = 2 it is exactly
+    the paper's single-logit model, logit = <a, x_n e + ...> + b. Every other
+    parameter (attention, feed-forward, positions) stays at θ_π: at θ_π the Hessian
+    has no entries between those and these coordinates (see the book's chapter), so
+    this block carries the curvature.
     ``matrix`` is ordered e, [a], b.
     """
 
