@@ -332,7 +332,8 @@ class Perturbation:
     @property
     def returned(self) -> np.ndarray:
         """Runs that ended back at H(π): within :data:`AT_UNIGRAM_BELOW` of the gap
-        H(π) − H_rate on either side (the one rule; False where the gap is 0)."""
+        H(π) − H_rate on either side (the one rule's threshold, two-sided: a descent
+        that ends above H(π) has not come back; False where the gap is 0)."""
         return np.abs(loss_share(self.chain, self.ends)) < AT_UNIGRAM_BELOW
 
     @property

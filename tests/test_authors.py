@@ -190,7 +190,9 @@ def test_trapped_starts_needs_half_of_the_depth_2_runs_escaped():
     stuck = [marginal(0.5, 0.8, seed=4 + i) for i in range(4)]
     m = measures.trapped_starts(escaped + stuck)
     assert m.ok and m.counts == (("escaped", 4, 8),) and m.trapped == 4
-    assert "8 seeds that trapped depth 1: 4 of 8 runs escaped, 4 at H(π)" in m.value
+    assert (
+        "8 of the seeds that trapped depth 1: 4 of 8 runs escaped, 4 at H(π)" in m.value
+    )
     assert not measures.trapped_starts(escaped[:3] + stuck).ok
 
 

@@ -50,7 +50,7 @@ FINDINGS: tuple[Finding, ...] = (
         "*{fig3a.verdict}*); the same seeds and batches, {precision:(} "
         "(*{precision.verdict}*); every run at H(π), of these and of the theory "
         "model, trained on in float32: {thesis_stays_fp32} "
-        "(*{thesis_stays_fp32.verdict}*: they do not stay).",
+        "(*{thesis_stays_fp32.verdict}*).",
     ),
     Finding(
         "trapped",

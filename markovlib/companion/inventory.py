@@ -169,7 +169,8 @@ def _table(entries) -> list[str]:
 
 
 def _other_rows(entries) -> list[str]:
-    """The rows judging no claim of the paper's: controls, related papers."""
+    """The rows that are not the paper's own: its claims as this book reads them,
+    controls, this book's findings, related papers."""
     from .scorecard import as_maths  # the scorecard's maths for a row's title
 
     beside, part = {}, {}
@@ -183,10 +184,6 @@ def _other_rows(entries) -> list[str]:
     for c in CLAIMS:
         if c.source in ("paper", "poster"):
             continue
-        whose = {
-            "this book": "this book's own finding",
-            "paper, as this book reads it": "the paper, as this book reads it",
-        }.get(c.source, c.source)
         said = [
             f"{what} {', '.join(dict.fromkeys(where[c.id]))}{after}"
             for what, where, after in (
@@ -195,7 +192,11 @@ def _other_rows(entries) -> list[str]:
             )
             if c.id in where
         ]
-        whose = paper_figures("; ".join(said) if said else whose)
+        if c.source == "paper, as this book reads it":
+            said.insert(0, "the paper, as this book reads it")
+        elif not said:
+            said = ["this book's own finding" if c.source == "this book" else c.source]
+        whose = paper_figures("; ".join(said))
         lines.append(
             f"- `{c.id}` ({whose}): {paper_figures(as_maths(c.claim))}; "
             f"{{doc}}`{c.chapter}`"

@@ -91,9 +91,9 @@ def trap_training_text(
     if p + q <= 1:
         return (
             "For p + q < 1 Thm 2 does not apply: its point is no local minimum there; "
-            "Sec. 4.1 says local minima exist for p + q < 1 outside the basin of the "
-            "standard Gaussian initialisation (the trapped chapter computes part of "
-            "that sentence)."
+            "Sec. 4.1 says local minima exist for p + q < 1 and the standard Gaussian "
+            "initialisation falls outside their basin (the trapped chapter computes "
+            "part of that sentence)."
             if p + q < 1
             else "On p + q = 1 there is no gap (H(π) is the entropy rate): nothing to "
             "be trapped in."

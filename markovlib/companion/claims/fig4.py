@@ -94,8 +94,9 @@ CLAIMS: tuple[Claim, ...] = (
         "trapped",
         "paper, as this book reads it",
         "Sec. 4.1, as this book reads it: for p + q < 1 the follow-up paper's reduced "
-        "model has minima at H(π) (curving upwards in e past the saddle in w, "
-        "downwards at w = 0), and tied runs from the standard initialisation escape",
+        "model has minima at H(π) (curving upwards in e at (e, w) = (0, −1), past the "
+        "saddle in w; downwards at w = 0), and tied runs from the standard "
+        "initialisation escape",
         "the Fig 4 grid's cells with p + q < 1: the follow-up paper's reduced model "
         "(exact) and the GPT-2 runs, tied",
         "∂²L/∂e² on e = 0 past the saddle and at w = 0 (reduced model), and the tied "

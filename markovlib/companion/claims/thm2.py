@@ -12,9 +12,9 @@ CLAIMS: tuple[Claim, ...] = (
         "thm2",
         "bad_local_minima",
         "paper",
-        "Thm 2, to second order: at θ_π (tied, p + q > 1) f = π₁, L = H(π), ∇L = 0, "
-        "the Hessian positive definite on (e, b) and zero elsewhere",
-        "tied, p + q > 1",
+        "Thm 2, to second order, on (0.5, 0.8): at θ_π (tied) f = π₁, L = H(π), "
+        "∇L = 0, the Hessian positive definite on (e, b) and zero elsewhere",
+        "(0.5, 0.8), tied",
         "smallest Hessian eigenvalue on the (e, b) block; at θ_π: f = π₁, L = H(π), "
         "∇L = 0, the Hessian zero outside (e, b)",
         "thm-bad-local-minimum",
@@ -24,8 +24,8 @@ CLAIMS: tuple[Claim, ...] = (
         "thm2_descent",
         "bad_local_minima",
         "paper, as this book reads it",
-        "Thm 2: θ_π is a local minimum (tied, p + q > 1), tested by descent: gradient "
-        "descent on the exact loss from θ_π plus noise returns to H(π)",
+        "Thm 2's local minimum, tested by descent on (0.5, 0.8): gradient descent on "
+        "the exact loss from θ_π plus noise returns to H(π) (tied)",
         "(0.5, 0.8), tied, the theory model and GPT-2; N(0, 0.05²) on every parameter, "
         "4 draws each, 300 steps of exact gradient descent (paths of 10 states); the "
         "mirror chain (0.5, 0.2) as a control",
@@ -51,8 +51,8 @@ CLAIMS: tuple[Claim, ...] = (
         "fig3c",
         "bad_local_minima",
         "paper",
-        "Fig 3(c, d), read from the learnt kernel: after a zero, a run at H(π) (the "
-        "bad minimum) predicts π₁, an escaped one (the global minimum) p",
+        "Fig 3(c, d), read from the learnt kernel: after a zero, a run at H(π) "
+        "predicts π₁, an escaped one p",
         "(0.5, 0.8), GPT-2, tied",
         "learnt P(1|0) of every run at H(π) and every escaped run, and of the two "
         "this book's figure shows",

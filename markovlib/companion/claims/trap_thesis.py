@@ -16,8 +16,8 @@ CLAIMS: tuple[Claim, ...] = (
         "local minimum (no direction of negative curvature)",
         "(0.5, 0.8), GPT-2, tied, depth 1, the runs at H(π)",
         "trapped runs where Lanczos finds no Hessian eigenvalue (every parameter, "
-        "float64, 128 fixed paths of 128 states) below −1 % of the smallest one at "
-        "Thm 3's saddle",
+        "float64, 128 fixed paths of 128 states) below −1 % of the size of Thm 3's "
+        "saddle (its smallest eigenvalue)",
         "sec-depth-thesis",
         rule=thesis.shipped_curvature,
         reads={"records": "depth-fig1-fp16-L1"},
@@ -59,8 +59,8 @@ CLAIMS: tuple[Claim, ...] = (
         "Sec. 4.2, as this book reads it: Fig 3(a)'s trapped runs sit at a local "
         "minimum (no direction of negative curvature)",
         "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
-        "trapped runs where Lanczos finds no Hessian eigenvalue below −1 % of Thm 3's "
-        "saddle",
+        "trapped runs where Lanczos finds no Hessian eigenvalue below −1 % of the size "
+        "of Thm 3's saddle (its smallest eigenvalue)",
         "sec-trapped-thesis",
         rule=thesis.shipped_curvature,
         reads={"records": "trap400-gpt2-tied-fp16"},
@@ -74,8 +74,8 @@ CLAIMS: tuple[Claim, ...] = (
         "The theory model's trapped runs (float32) have no direction of negative "
         "curvature",
         "(0.5, 0.8), the theory model (no layer norm, ReLU), tied, the runs at H(π)",
-        "trapped runs where Lanczos finds no Hessian eigenvalue below −1 % of Thm 3's "
-        "saddle",
+        "trapped runs where Lanczos finds no Hessian eigenvalue below −1 % of the size "
+        "of Thm 3's saddle (its smallest eigenvalue)",
         "sec-trapped-thesis",
         rule=thesis.shipped_curvature,
         reads={"records": "trap400-theory-tied-fp32"},
@@ -153,7 +153,7 @@ CLAIMS: tuple[Claim, ...] = (
         "thm2_grid",
         "trapped",
         "paper",
-        "Thm 2 at every tied chain above the line of Fig 4's grid",
+        "Thm 2, to second order, at every tied chain above the line of Fig 4's grid",
         "the 10 chains of the Fig 4 grid with p + q > 1, the theory model, tied, exact",
         "the Hessian's smallest eigenvalue at θ_π against its closed form; f, L, ∇L",
         "sec-trapped-thesis",
@@ -176,7 +176,7 @@ CLAIMS: tuple[Claim, ...] = (
         "trapped",
         "paper, as this book reads it",
         "Sec. 4.4, as this book reads it: more layers positively affect the loss "
-        "curvature at θ_π, the deeper models' point at H(π)",
+        "curvature, to second order, at θ_π (every weight zero, b = logit π₁)",
         "(0.5, 0.8), the theory model, tied, depths 1, 2 and 4, θ_π exact",
         "the smallest Hessian eigenvalue at θ_π per depth, to second order (every "
         "parameter) and of its (e, b) block",

@@ -150,9 +150,10 @@ def appendix_d_runs(
     probability by :data:`NEAR_ZERO` × |p + q − 1| or more (the paper's ratio
     ‖attn‖ / ‖x + attn‖ printed beside); the positional spread is below
     :data:`NEAR_ZERO`; s_2 / s_1 of W_1 and W_2 is below :data:`NEAR_RANK_ONE`; the
-    learnt kernel is within :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` × |p + q − 1|
-    of P. A row holds when at least :data:`~markovlib.analysis.CLAIM_SHARE` of the runs
-    have its property."""
+    formula's predictions from the learnt weights are within
+    :data:`~markovlib.analysis.AT_UNIGRAM_BELOW` × |p + q − 1| of P. A row holds
+    when at least :data:`~markovlib.analysis.CLAIM_SHARE` of the runs have its
+    property."""
     out = _appendix_d_tied(inside["tied"], records["tied"]) if "tied" in inside else {}
     for label, cid in (("untied", "appd_untied"), ("gpt2", "appd_gpt2")):
         if label in inside:
