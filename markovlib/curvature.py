@@ -35,6 +35,12 @@ def lanczos(hvp, n: int, *, iterations: int = 60, seed: int = 0):
     """Ritz values (ascending) of the symmetric operator ``hvp`` on R^n and the
     residual ‖H y − θ y‖ of each Ritz pair: Lanczos with full reorthogonalisation
     from a seeded Gaussian start, float64."""
+    ritz, residuals, _ = _lanczos(hvp, n, iterations, seed)
+    return ritz, residuals
+
+
+def _lanczos(hvp, n: int, iterations: int, seed: int):
+    """:func:`lanczos`, and the unit Ritz vector of the smallest Ritz value."""
     q = torch.randn(n, generator=seeded(seed), dtype=torch.float64)
     basis, alphas, betas = [q / q.norm()], [], []
     for j in range(min(iterations, n)):
@@ -50,7 +56,8 @@ def lanczos(hvp, n: int, *, iterations: int = 60, seed: int = 0):
         basis.append(w / beta)
     T = np.diag(alphas) + np.diag(betas, 1) + np.diag(betas, -1)
     ritz, vectors = np.linalg.eigh(T)
-    return ritz, np.abs(beta * vectors[-1, :])
+    lowest = torch.stack(basis).T @ torch.as_tensor(vectors[:, 0])
+    return ritz, np.abs(beta * vectors[-1, :]), lowest / lowest.norm()
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,10 @@ class Curvature:
     ritz: np.ndarray
     residuals: np.ndarray
     n_params: int
+    # the curvature along the smallest Ritz value's vector of a second loss on data
+    # the first did not see: free of the selection that makes the smallest Ritz value
+    # of a sampled loss negative where the expected loss has none (None: not asked)
+    held_out: float | None = None
 
     @property
     def min_eigenvalue(self) -> float:
@@ -75,31 +86,43 @@ class Curvature:
         return float(self.ritz[-1])
 
 
-def curvature(f, params: dict, *, iterations: int = 60, seed: int = 0) -> Curvature:
+def curvature(
+    f, params: dict, *, iterations: int = 60, seed: int = 0, held_out=()
+) -> Curvature:
     """Thm 2's test at any point ``params`` (name → float64 tensor) of the scalar loss
     ``f(params)``: its gradient and the extreme eigenvalues of its Hessian, by
-    :func:`lanczos` on Hessian-vector products (forward over reverse, torch.func)."""
+    :func:`lanczos` on Hessian-vector products (forward over reverse, torch.func);
+    with ``held_out`` (losses on other data, each of the same weight), the mean of
+    vᵀ ∇²loss v over them along the unit Ritz vector v of the smallest Ritz value."""
     names = list(params)
     shapes = [params[n].shape for n in names]
     flat = torch.cat([params[n].reshape(-1) for n in names]).double()
 
-    def flat_f(v: torch.Tensor) -> torch.Tensor:
-        out, i = {}, 0
-        for name, shape in zip(names, shapes):
-            out[name] = v[i : i + math.prod(shape)].view(shape)
-            i += math.prod(shape)
-        return f(out)
+    def flat_of(loss):
+        def flat_f(v: torch.Tensor) -> torch.Tensor:
+            out, i = {}, 0
+            for name, shape in zip(names, shapes):
+                out[name] = v[i : i + math.prod(shape)].view(shape)
+                i += math.prod(shape)
+            return loss(out)
 
+        return flat_f
+
+    flat_f = flat_of(f)
     with _exact_math():
         gradient = grad(flat_f)(flat)
-        ritz, residuals = lanczos(
-            lambda v: jvp(grad(flat_f), (flat,), (v,))[1],
+        ritz, residuals, v = _lanczos(
+            lambda u: jvp(grad(flat_f), (flat,), (u,))[1],
             flat.numel(),
-            iterations=iterations,
-            seed=seed,
+            iterations,
+            seed,
         )
         value = float(flat_f(flat))
-    return Curvature(value, float(gradient.norm()), ritz, residuals, flat.numel())
+        other = [float(v @ jvp(grad(flat_of(g)), (flat,), (v,))[1]) for g in held_out]
+        other = float(np.mean(other)) if other else None
+    return Curvature(
+        value, float(gradient.norm()), ritz, residuals, flat.numel(), other
+    )
 
 
 def batch_loss_function(model: Transformer, x: torch.Tensor):
@@ -123,16 +146,31 @@ def trap_curvature(
     length: int = 128,
     seed: int = 0,
     iterations: int = 60,
+    fresh_batch: int = 0,
+    fresh_seed: int = 1,
 ) -> Curvature:
     """Thm 2's local-minimum test at a trained run's ``weights`` (a state dict): the
     gradient and the extreme Hessian eigenvalues of the loss on ``batch`` fixed paths
-    of ``length`` states (seeded), over every parameter, in float64."""
+    of ``length`` states (seeded), over every parameter, in float64; with
+    ``fresh_batch``, the smallest Ritz value's direction held out on that many other
+    paths (seed ``fresh_seed``), ``batch`` at a time (the memory of one batch)."""
     model = Transformer(config).double().eval()
     params = {
         name: torch.as_tensor(weights[name]).double()
         for name, _ in model.named_parameters()
     }
+
+    if fresh_batch % batch:
+        raise ValueError(f"fresh_batch {fresh_batch} is not a multiple of {batch}")
     x = chain.sample(batch, length, generator=seeded(seed))
+    fresh = []
+    if fresh_batch:
+        y = chain.sample(fresh_batch, length, generator=seeded(fresh_seed))
+        fresh = [batch_loss_function(model, part) for part in y.split(batch)]
     return curvature(
-        batch_loss_function(model, x), params, iterations=iterations, seed=seed
+        batch_loss_function(model, x),
+        params,
+        iterations=iterations,
+        seed=seed,
+        held_out=fresh,
     )
