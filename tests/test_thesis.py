@@ -225,6 +225,25 @@ def test_the_curvature_rule_counts_runs_without_a_negative_direction():
     assert m.value.startswith("12 of 14 trapped runs with a direction")
 
 
+def test_the_tests_control_fails_where_fresh_paths_flag_theta_pi():
+    """The control at θ_π holds when no model's held-out curvature is under the line,
+    whatever the fixed batch's smallest Ritz value; it says how many the fixed batch
+    alone (the rule of 2026-11-28) would flag."""
+    scale = thesis.saddle_scale(TRAP)
+
+    def at(fixed, held):
+        return curvature.Curvature(
+            0.66, 0.0, np.array([fixed, 1.0]), np.zeros(2), 9, held
+        )
+
+    noise = {"GPT-2": at(-0.048, 0.045), "theory model": at(-1.5e-4, 1.4e-4)}
+    m = thesis.null_rule(noise, TRAP)
+    assert m.ok and "fresh paths flag 0, the fixed batch alone 1 of 2" in m.value
+    assert "GPT-2 +0.045 (fixed batch -0.048)" in m.value
+    flagged = {**noise, "theory model": at(-1e-5, -0.5 * scale)}
+    assert not thesis.null_rule(flagged, TRAP).ok
+
+
 def test_the_summary_follows_the_parts_outcomes():
     def part(k, n):
         return SimpleNamespace(counts=(("x", k, n),), ok=k > n / 2)

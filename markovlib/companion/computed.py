@@ -39,7 +39,7 @@ __all__ = ["COMPUTED", "Row", "compute", "setting_text", "authors_mismatches"]
 
 EXACT = ("thm1", "thm2", "thm3", "k_threshold", "thm2_grid", "thm3_point")
 EXACT += ("thm2_descent",)
-EXACT += ("depth_curvature",)
+EXACT += ("depth_curvature", "curvature_null")
 COMPUTED = tuple(c.id for c in CLAIMS if c.groups or c.id in EXACT)
 
 
@@ -99,6 +99,8 @@ def _exact() -> dict:
     out["thm2_grid"], out["thm3_point"] = thesis.thm2_grid(), thesis.thm3_point()
     out["thm2_descent"] = thesis.thm2_perturbed(0.5, 0.8)
     out["depth_curvature"] = thesis.depth_rule(thesis.depth_curvature(trap), trap)
+    nulls = thesis.null_curvatures(trap, thesis.null_configs())
+    out["curvature_null"] = thesis.null_rule(nulls, trap)
     return out
 
 

@@ -23,7 +23,7 @@ from ..analysis import AT_UNIGRAM, claim_outcome, perturb_theta_pi
 from ..chains import MarkovChain, binary
 from ..model import Transformer, TransformerConfig
 from ..runs.derived import derived, held
-from ..runs.experiments import TRAPPED_SEEDS, above_line_cells
+from ..runs.experiments import TRAPPED_SEEDS, above_line_cells, paper_edition
 from .measures import Measure, trap_count
 from .measures.counts import _n
 from .records import Incomplete, RunRecord
@@ -144,7 +144,7 @@ def curvature_rule(records: Sequence[RunRecord], curvatures) -> Measure:
     return Measure(
         f"{_n(n - k, n, 'trapped runs')} with a direction of negative curvature that "
         f"fresh paths confirm, {k} without (its curvature on them median "
-        f"{np.median(held):.2g}, {-np.median(held) / scale:.2g} of the size of Thm "
+        f"{np.median(held):.2g}, {np.median(held) / scale:+.2g} × the size of Thm "
         f"3's saddle, {scale:.3f}; on the fixed batch the smallest eigenvalue median "
         f"{np.median(low):.2g}; gradient norm median {np.median(grads):.2g})",
         claim_outcome(k, n) == "holds",
@@ -153,6 +153,49 @@ def curvature_rule(records: Sequence[RunRecord], curvatures) -> Measure:
         details={"smallest": low, "held_out": held, "grad": grads, "scale": scale},
         counts=(("no negative curvature confirmed", k, n),),
     )
+
+
+def null_curvatures(chain: MarkovChain, configs: dict, batch=CURVATURE_BATCH) -> dict:
+    """The curvature test (:func:`~markovlib.curvature.trap_curvature`) at θ_π, tied,
+    of each model of ``configs`` (label -> config): its control, where Thm 2 finds a
+    local minimum (p + q > 1); derived values."""
+    out = {}
+    for label, config in configs.items():
+        model = theory.unigram_point(chain, config)
+        params = {n: p.detach().float() for n, p in model.named_parameters()}
+        out[label] = derived(hessian.trap_curvature, config, chain, params, **batch)
+    return out
+
+
+def null_rule(curvatures: dict, chain: MarkovChain) -> Measure:
+    """The test's control: at θ_π (``curvatures``: :func:`null_curvatures`) fresh
+    paths confirm no direction of negative curvature, for every model; the fixed
+    batch's smallest Ritz value alone (the rule of 2026-11-28) printed beside."""
+    line = -NEGATIVE_BELOW * saddle_scale(chain)
+    each = "; ".join(
+        f"{label} {c.held_out:+.2g} (fixed batch {c.min_eigenvalue:.2g})"
+        for label, c in curvatures.items()
+    )
+    flagged = sum(c.min_eigenvalue < line for c in curvatures.values())
+    return Measure(
+        f"at θ_π, curvature on fresh paths: {each}; the rule's line {line:.2g}: "
+        f"fresh paths flag {sum(c.held_out < line for c in curvatures.values())}, "
+        f"the fixed batch alone {flagged} of {len(curvatures)}",
+        all(c.held_out >= line for c in curvatures.values()),
+    )
+
+
+def null_configs() -> dict:
+    """The models of the trapped runs whose curvature the paper edition tests: GPT-2
+    (the paper's Fig 3(a)) and the theory model, each a tied model of its group."""
+    edition = dict(paper_edition())
+    return {label: edition[name][0].config for label, name in NULL_MODELS.items()}
+
+
+NULL_MODELS = {
+    "GPT-2": "trap400-gpt2-tied-fp16",
+    "theory model": "trap400-theory-tied-fp32",
+}
 
 
 def shipped_curvature(records: Sequence[RunRecord], weights_of):
@@ -408,12 +451,14 @@ def _above_line(chain) -> bool:
     return chain.P[0, 1] + chain.P[1, 0] > 1 + 1e-9
 
 
-def chapter_parts(trapped: dict, curv: dict, depth, chain) -> dict:
+def chapter_parts(trapped: dict, curv: dict, depth, chain, nulls=None) -> dict:
     """The trapped chapter's rows of the thesis measured on its own Hessians:
-    ``trapped`` (label -> runs at H(π)), ``curv`` (label -> their Hessians) and
-    :func:`depth_curvature`'s ``depth``, with the exact rows; a row whose runs are not
-    all here is None (its continued runs' rows: ``claims.measured``)."""
+    ``trapped`` (label -> runs at H(π)), ``curv`` (label -> their Hessians),
+    :func:`depth_curvature`'s ``depth`` and the test's control at θ_π (``nulls``:
+    :func:`null_curvatures`, above the line), with the exact rows; a row whose runs
+    are not all here is None (its continued runs' rows: ``claims.measured``)."""
     return {
+        "curvature_null": null_rule(nulls, chain) if nulls else None,
         "thesis_fig3a": curvature_part(
             trapped["GPT-2, fp16"][: len(curv["GPT-2, fp16"])],
             curv["GPT-2, fp16"],

@@ -24,6 +24,7 @@ from ..thesis import CHAPTER_SOURCES
 
 __all__ = [
     "LABELS",
+    "NULL_GROUPS",
     "cells_at_unigram",
     "fig4_by_grid",
     "by_seed_text",
@@ -38,6 +39,8 @@ __all__ = [
 # this page's label of each shipped group its claims read (claims.measured): its tied
 # runs by name, Fig 4's grids by (name, tying), the independent runs per cell, the
 # trapped runs continued and the layer-norm control
+# the curvature test's control at θ_π: each model of the trapped runs, by group label
+NULL_GROUPS = {"GPT-2": "GPT-2, fp16", "theory model": "theory, float32"}
 LABELS = {
     "trap400-gpt2-tied-fp16": "GPT-2, fp16",
     "trap400-gpt2-tied-fp32": "GPT-2, float32",

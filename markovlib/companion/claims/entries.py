@@ -45,7 +45,7 @@ class Entry:
 _APPD = ("appd_untied", "appd_gpt2")
 _THESIS = ("thesis_theory_hessian", "fig1_stays_fp32", "fig1_stays_scaled")
 _THESIS += ("thesis_stays_fp32", "thesis_stays_scaled")
-_THESIS += ("thesis_theory",)
+_THESIS += ("thesis_theory", "curvature_null")
 _TEXTBOOK = (
     "a textbook fact about the chain, not a result of the paper: the unit tests of "
     "`markovlib.chains` check it (`tests/test_chains.py`), no scorecard row"

@@ -167,10 +167,12 @@ def plateau_lengths(ends: Mapping[str, pd.DataFrame], ax=None):
 def thesis_curvature(
     smallest: Mapping[str, Sequence[float]], scale: float, depth, threshold: float
 ):
-    """Two panels: the smallest Hessian eigenvalue at each trapped run, a row of dots
-    per group (``smallest``), against 0, the rule's line (-``threshold`` of ``scale``)
-    and Thm 3's saddle (-``scale``); and at θ_π per depth (``depth``: depth ->
-    {"smallest", "block"}, :func:`markovlib.companion.thesis.depth_curvature`)."""
+    """Two panels: the curvature the rule judges at each point (the fixed batch's
+    smallest direction on fresh paths), a row of dots per group (``smallest``: the
+    trapped runs, and θ_π as the test's control), against 0, the rule's line
+    (-``threshold`` of ``scale``) and Thm 3's saddle (-``scale``); and at θ_π per depth
+    (``depth``: depth -> {"smallest", "block"},
+    :func:`markovlib.companion.thesis.depth_curvature`)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.6, 3.4), width_ratios=(3, 2))
     for i, (label, values) in enumerate(smallest.items()):
         y = np.full(len(values), i) + np.linspace(-0.15, 0.15, len(values))
@@ -182,8 +184,8 @@ def thesis_curvature(
         left.axvline(x, color="grey", ls=ls, lw=1.0)
     left.axvline(-scale, color=COLORS["untied"], ls="--", lw=1.2)
     left.set_xscale("symlog", linthresh=1e-4)
-    left.set_xlabel("smallest eigenvalue (dashed: Thm 3's saddle)")
-    left.set_title("trapped runs")
+    left.set_xlabel("curvature on fresh paths (dashed: Thm 3's saddle)")
+    left.set_title("its smallest direction, held out")
     depths = sorted(depth)
     right.plot(
         depths,
