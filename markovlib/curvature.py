@@ -74,6 +74,7 @@ class Curvature:
     # the first did not see: free of the selection that makes the smallest Ritz value
     # of a sampled loss negative where the expected loss has none (None: not asked)
     held_out: float | None = None
+    held_out_se: float | None = None  # its standard error, from the losses' spread
 
     @property
     def min_eigenvalue(self) -> float:
@@ -93,7 +94,8 @@ def curvature(
     ``f(params)``: its gradient and the extreme eigenvalues of its Hessian, by
     :func:`lanczos` on Hessian-vector products (forward over reverse, torch.func);
     with ``held_out`` (losses on other data, each of the same weight), the mean of
-    vᵀ ∇²loss v over them along the unit Ritz vector v of the smallest Ritz value."""
+    vᵀ ∇²loss v over them along the unit Ritz vector v of the smallest Ritz value, and
+    its standard error from their spread."""
     names = list(params)
     shapes = [params[n].shape for n in names]
     flat = torch.cat([params[n].reshape(-1) for n in names]).double()
@@ -119,9 +121,12 @@ def curvature(
         )
         value = float(flat_f(flat))
         other = [float(v @ jvp(grad(flat_of(g)), (flat,), (v,))[1]) for g in held_out]
-        other = float(np.mean(other)) if other else None
+    mean = float(np.mean(other)) if other else None
+    se = (
+        float(np.std(other, ddof=1) / math.sqrt(len(other))) if len(other) > 1 else None
+    )
     return Curvature(
-        value, float(gradient.norm()), ritz, residuals, flat.numel(), other
+        value, float(gradient.norm()), ritz, residuals, flat.numel(), mean, se
     )
 
 

@@ -90,7 +90,9 @@ def test_the_held_out_curvature_is_the_mean_over_the_fresh_losses_along_v():
         quadratic(A), params, iterations=6, held_out=[quadratic(B1), quadratic(B2)]
     )
     v = torch.as_tensor(np.linalg.eigh(A.numpy())[1][:, 0])
-    assert c.held_out == pytest.approx(float(v @ (B1 + B2) @ v) / 2, abs=1e-10)
+    each = [float(v @ B @ v) for B in (B1, B2)]
+    assert c.held_out == pytest.approx(np.mean(each), abs=1e-10)
+    assert c.held_out_se == pytest.approx(abs(each[0] - each[1]) / 2, abs=1e-10)
     config = TransformerConfig.theory(tied=True, max_len=16)
     torch.manual_seed(0)
     model = Transformer(config).double().eval()
@@ -217,7 +219,7 @@ def test_the_curvature_rule_counts_runs_without_a_negative_direction():
     # the fixed batch's smallest Ritz value decides nothing: its direction on fresh
     # paths does (two runs far under the line there, not confirmed)
     made = [
-        curvature.Curvature(0.66, 0.01, np.array([x, 1.0]), np.zeros(2), 10, held)
+        curvature.Curvature(0.66, 0.01, np.array([x, 1.0]), np.zeros(2), 10, held, 1e-4)
         for x, held in [(-1e-5, -0.5 * scale)] * 12 + [(-0.5 * scale, 1e-5)] * 2
     ]
     m = thesis.curvature_rule(_at(at_marginal, 14), made)
@@ -233,15 +235,30 @@ def test_the_tests_control_fails_where_fresh_paths_flag_theta_pi():
 
     def at(fixed, held):
         return curvature.Curvature(
-            0.66, 0.0, np.array([fixed, 1.0]), np.zeros(2), 9, held
+            0.66, 0.0, np.array([fixed, 1.0]), np.zeros(2), 9, held, 2e-3
         )
 
     noise = {"GPT-2": at(-0.048, 0.045), "theory model": at(-1.5e-4, 1.4e-4)}
     m = thesis.null_rule(noise, TRAP)
     assert m.ok and "fresh paths flag 0, the fixed batch alone 1 of 2" in m.value
-    assert "GPT-2 +0.045 (fixed batch -0.048)" in m.value
+    assert "GPT-2 +0.045 ± 0.002 (fixed batch -0.048)" in m.value
     flagged = {**noise, "theory model": at(-1e-5, -0.5 * scale)}
     assert not thesis.null_rule(flagged, TRAP).ok
+
+
+def test_the_chapters_control_reads_the_values_the_scorecard_ships():
+    """The trapped chapter's θ_π models at the paper's chain are the scorecard's (the
+    derived values' keys: the shipped ones are found, none computed at paper)."""
+    from markovlib.companion.chapters.trapped import NULL_GROUPS
+    from markovlib.presets import resolve
+    from markovlib.runs.experiments import trapped_groups
+
+    S = resolve("paper", "trapped", environ=False)
+    groups = trapped_groups(0.5, 0.8, S, S)
+    chapter = {m: groups[g][0].config for m, g in NULL_GROUPS.items()}
+    assert chapter == thesis.null_configs()
+    shipped = thesis.null_curvatures(TRAP, chapter, compute=False)
+    assert None not in shipped.values(), "the control's values are not shipped"
 
 
 def test_the_summary_follows_the_parts_outcomes():
@@ -254,6 +271,9 @@ def test_the_summary_follows_the_parts_outcomes():
     assert "cannot say" in gone  # neither test decides the basin (issue 67's read)
     kept = dict.fromkeys(thesis.THESIS_CURVATURE, part(25, 25))
     assert "agree" in thesis.summary_text({**kept, "thesis_stays_fp32": part(24, 25)})
+    split = dict.fromkeys(thesis.THESIS_CURVATURE, part(11, 23))  # partly: runs split
+    mixed = thesis.summary_text({**split, "thesis_stays_fp32": part(1, 25)})
+    assert mixed.startswith("Some trapped runs have a direction") and "leaves" in mixed
     few = thesis.summary_text({**rows, "thesis_stays_fp32": part(1, 2)})
     assert few.startswith("Too few runs")  # a re-run's sample decides nothing
     assert thesis.summary_text({"thesis_fig3a": None}).startswith("Not every part")
