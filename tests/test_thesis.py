@@ -223,7 +223,7 @@ def test_the_curvature_rule_counts_runs_without_a_negative_direction():
         for x, held in [(-1e-5, -0.5 * scale)] * 12 + [(-0.5 * scale, 1e-5)] * 2
     ]
     m = thesis.curvature_rule(_at(at_marginal, 14), made)
-    assert m.counts == (("no negative curvature confirmed", 2, 14),) and not m.ok
+    assert m.counts == (("no negative curvature on fresh paths", 2, 14),) and not m.ok
     assert m.value.startswith("12 of 14 trapped runs with a direction")
 
 

@@ -15,9 +15,9 @@ CLAIMS: tuple[Claim, ...] = (
         "Sec. 4.2, as this book reads it: Fig 1's trapped single-layer runs sit at a "
         "local minimum (no direction of negative curvature)",
         "(0.5, 0.8), GPT-2, tied, depth 1, the runs at H(π)",
-        "trapped runs where Lanczos finds no Hessian eigenvalue (every parameter, "
-        "float64, 128 fixed paths of 128 states) below −1 % of the size of Thm 3's "
-        "saddle (its smallest eigenvalue)",
+        "trapped runs whose smallest Ritz direction on 128 fixed paths of 128 states "
+        "(every parameter, float64) does not curve below −1 % of the size of Thm 3's "
+        "saddle on 4096 fresh paths (rule of 2026-11-30, after the Hessians)",
         "sec-depth-thesis",
         rule=thesis.shipped_curvature,
         reads={"records": "depth-fig1-fp16-L1"},
@@ -59,8 +59,9 @@ CLAIMS: tuple[Claim, ...] = (
         "Sec. 4.2, as this book reads it: Fig 3(a)'s trapped runs sit at a local "
         "minimum (no direction of negative curvature)",
         "(0.5, 0.8), GPT-2, tied, the runs at H(π)",
-        "trapped runs where Lanczos finds no Hessian eigenvalue below −1 % of the size "
-        "of Thm 3's saddle (its smallest eigenvalue)",
+        "trapped runs whose smallest Ritz direction on 128 fixed paths of 128 states "
+        "does not curve below −1 % of the size of Thm 3's saddle on 4096 fresh paths "
+        "(rule of 2026-11-30, after the Hessians)",
         "sec-trapped-thesis",
         rule=thesis.shipped_curvature,
         reads={"records": "trap400-gpt2-tied-fp16"},
@@ -72,7 +73,7 @@ CLAIMS: tuple[Claim, ...] = (
         "trapped",
         "this book",
         "The curvature test finds no direction of negative curvature at θ_π (tied), "
-        "where Thm 2 finds a local minimum",
+        "a local minimum by Thm 2 (theory model) and by descent (GPT-2, thm2_descent)",
         "(0.5, 0.8), tied, θ_π of GPT-2 and of the theory model (the trapped runs' "
         "models); the fixed batch and the fresh paths of the curvature rows",
         "the curvature on the fresh paths along the fixed batch's smallest Ritz "
@@ -87,8 +88,9 @@ CLAIMS: tuple[Claim, ...] = (
         "The theory model's trapped runs (float32) have no direction of negative "
         "curvature",
         "(0.5, 0.8), the theory model (no layer norm, ReLU), tied, the runs at H(π)",
-        "trapped runs where Lanczos finds no Hessian eigenvalue below −1 % of the size "
-        "of Thm 3's saddle (its smallest eigenvalue)",
+        "trapped runs whose smallest Ritz direction on 128 fixed paths of 128 states "
+        "does not curve below −1 % of the size of Thm 3's saddle on 4096 fresh paths "
+        "(rule of 2026-11-30, after the Hessians)",
         "sec-trapped-thesis",
         rule=thesis.shipped_curvature,
         reads={"records": "trap400-theory-tied-fp32"},
