@@ -244,6 +244,8 @@ def test_the_tests_control_fails_where_fresh_paths_flag_theta_pi():
     assert "GPT-2 +0.045 ± 0.002 (fixed batch -0.048)" in m.value
     flagged = {**noise, "theory model": at(-1e-5, -0.5 * scale)}
     assert not thesis.null_rule(flagged, TRAP).ok
+    one = curvature.Curvature(0.66, 0.0, np.array([-1e-3, 1.0]), np.zeros(2), 9, 1e-3)
+    assert "GPT-2 +0.001 (fixed batch" in thesis.null_rule({"GPT-2": one}, TRAP).value
 
 
 def test_the_chapters_control_reads_the_values_the_scorecard_ships():

@@ -96,7 +96,7 @@ def _theta_pi(chain: MarkovChain, config: TransformerConfig):
 CONTINUE_AT_MOST = {"paper": None, "cpu": 4, "smoke": 1}
 CURVATURE_AT_MOST = {"paper": None, "cpu": 1, "smoke": 1}
 SMOKE_BATCH = dict(  # code paths only
-    batch=8, length=16, seed=0, iterations=6, fresh_batch=8, fresh_seed=1
+    batch=8, length=16, seed=0, iterations=6, fresh_batch=16, fresh_seed=1
 )
 
 
@@ -184,7 +184,7 @@ def null_rule(curvatures: dict, chain: MarkovChain) -> Measure:
     batch's smallest Ritz value alone (the rule of 2026-11-28) printed beside."""
     line = -NEGATIVE_BELOW * saddle_scale(chain)
     each = "; ".join(
-        f"{label} {c.held_out:+.2g} ± {c.held_out_se:.1g} (fixed batch "
+        f"{label} {c.held_out:+.2g}{_plus_minus(c.held_out_se)} (fixed batch "
         f"{c.min_eigenvalue:.2g})"
         for label, c in curvatures.items()
     )
@@ -195,6 +195,11 @@ def null_rule(curvatures: dict, chain: MarkovChain) -> Measure:
         f"the fixed batch alone {flagged} of {len(curvatures)}",
         all(c.held_out >= line for c in curvatures.values()),
     )
+
+
+def _plus_minus(se: float | None) -> str:
+    """A held-out curvature's standard error as a suffix; none from one batch."""
+    return "" if se is None else f" ± {se:.1g}"
 
 
 def null_configs() -> dict:
