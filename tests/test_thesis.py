@@ -224,6 +224,9 @@ def test_the_curvature_rule_counts_runs_without_a_negative_direction():
     ]
     m = thesis.curvature_rule(_at(at_marginal, 14), made)
     assert m.counts == (("no negative curvature on fresh paths", 2, 14),) and not m.ok
+    unheld = [replace(c, held_out=None) for c in made]
+    with pytest.raises(ValueError, match="held-out"):
+        thesis.curvature_rule(_at(at_marginal, 14), unheld)
     assert m.value.startswith("12 of 14 trapped runs with a direction")
 
 
@@ -273,6 +276,9 @@ def test_the_summary_follows_the_parts_outcomes():
     assert "cannot say" in gone  # neither test decides the basin (issue 67's read)
     kept = dict.fromkeys(thesis.THESIS_CURVATURE, part(25, 25))
     assert "agree" in thesis.summary_text({**kept, "thesis_stays_fp32": part(24, 25)})
+    most = dict.fromkeys(thesis.THESIS_CURVATURE, part(18, 25))  # holds, 7 with one
+    both = thesis.summary_text({**most, "thesis_stays_fp32": part(24, 25)})
+    assert "most trapped runs show no direction" in both and "Those with one" in both
     split = dict.fromkeys(thesis.THESIS_CURVATURE, part(11, 23))  # partly: runs split
     mixed = thesis.summary_text({**split, "thesis_stays_fp32": part(1, 25)})
     assert mixed.startswith("Some trapped runs have a direction") and "leaves" in mixed

@@ -139,6 +139,8 @@ def curvature_rule(records: Sequence[RunRecord], curvatures) -> Measure:
     negative curvature (Thm 2's local minimum); one is found where the direction of
     the smallest Ritz value on the fixed batch curves below -:data:`NEGATIVE_BELOW` of
     :func:`saddle_scale` on the fresh paths (``Curvature.held_out``)."""
+    if any(c.held_out is None for c in curvatures):
+        raise ValueError("curvature_rule needs held-out curvatures (fresh_batch > 0)")
     scale = saddle_scale(records[0].chain)
     low = np.array([c.min_eigenvalue for c in curvatures])
     held = np.array([c.held_out for c in curvatures], dtype=float)
@@ -152,7 +154,8 @@ def curvature_rule(records: Sequence[RunRecord], curvatures) -> Measure:
         f"fresh paths, {k} without (its curvature there median {np.median(held):.2g}, "
         f"{np.median(held) / scale:+.2g} × the size of Thm 3's saddle, {scale:.3f}; "
         f"{sure} of the {n - k} more than 2 standard errors (median "
-        f"{np.median(se):.1g}) below the rule's line; on the fixed batch the smallest "
+        f"{np.median(se[held < line]) if k < n else np.nan:.1g}) below the rule's "
+        f"line; on the fixed batch the smallest "
         f"eigenvalue median {np.median(low):.2g}; gradient norm median "
         f"{np.median(grads):.2g})",
         claim_outcome(k, n) == "holds",
@@ -167,9 +170,10 @@ def null_curvatures(
     chain: MarkovChain, configs: dict, batch=CURVATURE_BATCH, *, compute=True
 ) -> dict:
     """The curvature test (:func:`~markovlib.curvature.trap_curvature`) at θ_π, tied,
-    of each model of ``configs`` (label -> config): its control, where Thm 2 finds a
-    local minimum (p + q > 1); derived values (``compute=False``: shipped or stored
-    only, None for the others)."""
+    of each model of ``configs`` (label -> config): its control, a local minimum for
+    p + q > 1 (Thm 2 for the theory model; exact descents for GPT-2, thm2_descent);
+    derived values (``compute=False``: shipped or stored only, None for the
+    others)."""
     look, out = derived if compute else held, {}
     for label, config in configs.items():
         model = theory.unigram_point(chain, config)
@@ -179,9 +183,12 @@ def null_curvatures(
 
 
 def null_rule(curvatures: dict, chain: MarkovChain) -> Measure:
-    """The test's control: at θ_π (``curvatures``: :func:`null_curvatures`) fresh
-    paths confirm no direction of negative curvature, for every model; the fixed
-    batch's smallest Ritz value alone (the rule of 2026-11-28) printed beside."""
+    """The test's control: at θ_π (``curvatures``: :func:`null_curvatures`) the
+    direction of the smallest Ritz value does not curve below the line on fresh paths,
+    for any model; the fixed batch's smallest Ritz value alone (the rule of
+    2026-11-28) printed beside."""
+    if any(c.held_out is None for c in curvatures.values()):
+        raise ValueError("null_rule needs held-out curvatures (fresh_batch > 0)")
     line = -NEGATIVE_BELOW * saddle_scale(chain)
     each = "; ".join(
         f"{label} {c.held_out:+.2g}{_plus_minus(c.held_out_se)} (fixed batch "
@@ -511,15 +518,21 @@ def summary_text(parts: dict) -> str:
     if "too few" in {_outcome(m) for m in curved + stays}:
         return "Too few runs here to decide every part; the rows above give the counts."
     curvature, kept = ({_outcome(m) for m in ms} for ms in (curved, stays))
+    some = any(k < n for m in curved for _, k, n in m.counts)  # runs with a direction
     if curvature == kept == {"holds"}:
         return (
-            "Together the parts agree with the thesis: no direction of negative "
-            "curvature is found at the trapped runs, and they stay at H(π) when "
-            "training goes on."
+            "Together the parts agree with the thesis: "
+            + ("most trapped runs show" if some else "the trapped runs show")
+            + " no direction of negative curvature on fresh paths, and they stay at "
+            "H(π) when training goes on."
+            + " Those with one are not local minima of the loss tested."
+            * some
         )
     found = {
-        frozenset({"holds"}): "No direction of negative curvature is found at the "
-        "trapped runs",
+        frozenset({"holds"}): "Most trapped runs show no direction of negative "
+        "curvature on fresh paths"
+        if some
+        else "No direction of negative curvature is found at the trapped runs",
         frozenset({"fails"}): "Most trapped runs have a direction of negative "
         "curvature on fresh paths",
     }.get(
@@ -534,7 +547,7 @@ def summary_text(parts: dict) -> str:
     return (
         found
         + went
-        + " Those with one are not themselves local minima." * (curvature != {"holds"})
+        + " Those with one are not local minima of the loss tested." * some
         + _UNDECIDED
     )
 
