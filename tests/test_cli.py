@@ -258,3 +258,38 @@ def test_a_stopped_command_exits_even_where_an_exit_hook_hangs():
         "markovlib scorecard: interrupted; what was finished is kept, re-run the same "
         "command to go on\n"
     )
+
+
+LOST_IN_A_CALLBACK = """
+import sys
+from markovlib.cli import program, scorecard
+
+class Callback:  # a stop that lands where Python cannot raise it: printed, then lost
+    def __del__(self):
+        raise KeyboardInterrupt
+
+def run(args):
+    Callback()
+    return 0
+
+scorecard.run = run
+sys.argv = ["markovlib", "scorecard"]
+sys.exit(program.entry())
+"""
+
+
+def test_a_stop_python_could_not_raise_still_stops_the_command():
+    """Fresh-clone make test, 2026-11-30: a Ctrl-C that landed in a weak reference's
+    callback during an import printed Python's "Exception ignored in" and `verify`
+    went on to exit 0. The command ends as stopped, with its one line only."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOST_IN_A_CALLBACK],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == (
+        "markovlib scorecard: interrupted; what was finished is kept, re-run the same "
+        "command to go on\n"
+    )

@@ -17,6 +17,8 @@ from .errors import (
     TERMINATED,
     CommandFailed,
     interrupt_in,
+    keep_lost_stops,
+    lost_stop,
     report,
     stopped,
 )
@@ -98,7 +100,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         check_arguments(parser, args)
-        return args.run(args)
+        with keep_lost_stops():
+            status = args.run(args)
+        if status == 0 and (lost := lost_stop()) is not None:  # a stop it never saw
+            return report(args.command, stopped(lost))
+        return status
     except CommandFailed as e:
         return report(args.command, e)
     except (StoreError, ShippedDataError) as e:  # a damaged or foreign file: which
