@@ -183,7 +183,10 @@ def thesis_curvature(
     for x, ls in ((0.0, "-"), (-threshold * scale, ":")):  # 0 and the rule's line
         left.axvline(x, color="grey", ls=ls, lw=1.0)
     left.axvline(-scale, color=COLORS["untied"], ls="--", lw=1.2)
-    left.set_xscale("symlog", linthresh=1e-4)
+    left.set_xscale("symlog", linthresh=1e-3)
+    ticks = (-0.1, -0.01, 0.0, 0.01, 0.1)  # a decade apart: labels that do not collide
+    left.set_xticks(ticks, [f"{t:g}".replace("-", "−") for t in ticks])
+    left.set_xlim(-0.3, 0.3)
     left.set_xlabel("curvature on fresh paths (dashed: Thm 3's saddle)")
     left.set_title("its smallest direction, held out")
     depths = sorted(depth)
