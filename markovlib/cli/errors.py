@@ -73,10 +73,11 @@ def keep_lost_stops():
     printed "Exception ignored in: <function _get_module_lock.<locals>.cb>" and went on
     to exit 0) for :func:`lost_stop`, and print nothing of it."""
     previous = sys.unraisablehook
+    _LOST.clear()
 
     def hook(unraisable) -> None:
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            _LOST.append(unraisable.exc_value)
+            _LOST.append(unraisable.exc_value.with_traceback(None))  # frames freed
         else:
             previous(unraisable)
 

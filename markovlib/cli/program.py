@@ -89,22 +89,35 @@ def build_parser(argv: list[str] | None = None) -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``markovlib ARGV``: 0 done, 1 failed, 2 refused, 130/143 stopped."""
+    """``markovlib ARGV``: 0 done, 1 failed, 2 refused, 130/143 stopped; a command
+    that would end with 0 after a stop Python could not raise (imports included) ends
+    as stopped."""
+    argv = sys.argv[1:] if argv is None else argv
+    with keep_lost_stops():
+        command, status = _main(argv)
+    lost = lost_stop()  # taken whatever the status: none is left for a later call
+    if status == 0 and lost is not None:
+        return report(command, stopped(lost))
+    return status
+
+
+def _main(argv: list[str]) -> tuple[str, int]:
+    """The command's name and :func:`main`'s status before a lost stop is judged."""
     from .environment import check_arguments
 
-    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    return args.command, _run(parser, args, check_arguments)
+
+
+def _run(parser, args, check_arguments) -> int:
+    """Run the parsed command; every failure and stop as its one line."""
     from ..runs.shipped import ShippedDataError  # a command runs: its imports now
     from ..runs.store import StoreError
 
     try:
         check_arguments(parser, args)
-        with keep_lost_stops():
-            status = args.run(args)
-        if status == 0 and (lost := lost_stop()) is not None:  # a stop it never saw
-            return report(args.command, stopped(lost))
-        return status
+        return args.run(args)
     except CommandFailed as e:
         return report(args.command, e)
     except (StoreError, ShippedDataError) as e:  # a damaged or foreign file: which

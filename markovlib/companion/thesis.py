@@ -153,9 +153,13 @@ def curvature_rule(records: Sequence[RunRecord], curvatures) -> Measure:
         f"{_n(n - k, n, 'trapped runs')} with a direction of negative curvature on "
         f"fresh paths, {k} without (its curvature there median {np.median(held):.2g}, "
         f"{np.median(held) / scale:+.2g} × the size of Thm 3's saddle, {scale:.3f}; "
-        f"{sure} of the {n - k} more than 2 standard errors (median "
-        f"{np.median(se[held < line]) if k < n else np.nan:.1g}) below the rule's "
-        f"line; on the fixed batch the smallest "
+        + (
+            f"{sure} of the {n - k} more than 2 standard errors (median "
+            f"{np.median(se[held < line]):.1g}) below the rule's line; "
+            if k < n
+            else ""
+        )
+        + "on the fixed batch the smallest "
         f"eigenvalue median {np.median(low):.2g}; gradient norm median "
         f"{np.median(grads):.2g})",
         claim_outcome(k, n) == "holds",

@@ -186,7 +186,10 @@ def thesis_curvature(
     left.set_xscale("symlog", linthresh=1e-3)
     ticks = (-0.1, -0.01, 0.0, 0.01, 0.1)  # a decade apart: labels that do not collide
     left.set_xticks(ticks, [f"{t:g}".replace("-", "−") for t in ticks])
-    left.set_xlim(-0.3, 0.3)
+    widest = max(
+        [0.3, 1.2 * scale, *(1.2 * abs(x) for v in smallest.values() for x in v)]
+    )
+    left.set_xlim(-widest, widest)
     left.set_xlabel("curvature on fresh paths (dashed: Thm 3's saddle)")
     left.set_title("its smallest direction, held out")
     depths = sorted(depth)
