@@ -256,12 +256,12 @@ def test_the_chapters_control_reads_the_values_the_scorecard_ships():
     derived values' keys: the shipped ones are found, none computed at paper)."""
     from markovlib.companion.chapters.trapped import NULL_GROUPS
     from markovlib.presets import resolve
-    from markovlib.runs.experiments import trapped_groups
+    from markovlib.runs.experiments import paper_edition, trapped_groups
 
     S = resolve("paper", "trapped", environ=False)
     groups = trapped_groups(0.5, 0.8, S, S)
     chapter = {m: groups[g][0].config for m, g in NULL_GROUPS.items()}
-    assert chapter == thesis.null_configs()
+    assert chapter == thesis.null_configs(dict(paper_edition()))
     shipped = thesis.null_curvatures(TRAP, chapter, compute=False)
     assert None not in shipped.values(), "the control's values are not shipped"
 

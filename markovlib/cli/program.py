@@ -103,17 +103,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> tuple[str, int]:
     """The command's name and :func:`main`'s status before a lost stop is judged."""
-    from .environment import check_arguments
-
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    return args.command, _run(parser, args, check_arguments)
+    return args.command, _run(parser, args)
 
 
-def _run(parser, args, check_arguments) -> int:
+def _run(parser, args) -> int:
     """Run the parsed command; every failure and stop as its one line."""
     from ..runs.shipped import ShippedDataError  # a command runs: its imports now
     from ..runs.store import StoreError
+    from .environment import check_arguments
 
     try:
         check_arguments(parser, args)

@@ -67,7 +67,7 @@ class Row:
         return d
 
 
-def _exact() -> dict:
+def _exact(edition: dict) -> dict:
     """The exact rows: Thm 1's constructions at (0.2, 0.3) and at (0.5, 0.8), where
     p + q > 1, Thm 2's and Thm 3's Hessians at the paper's chains, the k-state threshold
     (bisection on the exact Hessian)."""
@@ -99,7 +99,7 @@ def _exact() -> dict:
     out["thm2_grid"], out["thm3_point"] = thesis.thm2_grid(), thesis.thm3_point()
     out["thm2_descent"] = thesis.thm2_perturbed(0.5, 0.8)
     out["depth_curvature"] = thesis.depth_rule(thesis.depth_curvature(trap), trap)
-    nulls = thesis.null_curvatures(trap, thesis.null_configs())
+    nulls = thesis.null_curvatures(trap, thesis.null_configs(edition))
     out["curvature_null"] = thesis.null_rule(nulls, trap)
     return out
 
@@ -222,7 +222,7 @@ def compute(data=None) -> list[Row]:
         data = ShippedData(directory)
     paper = resolve("paper", environ=False)
     edition = dict(paper_edition())
-    measured = {**_exact(), **_trained(data, edition)}
+    measured = {**_exact(edition), **_trained(data, edition)}
     rows = []
     for c in CLAIMS:
         if c.id not in COMPUTED:

@@ -26,7 +26,7 @@ from ..analysis import AT_UNIGRAM, claim_outcome, perturb_theta_pi
 from ..chains import MarkovChain, binary
 from ..model import Transformer, TransformerConfig
 from ..runs.derived import derived, held
-from ..runs.experiments import TRAPPED_SEEDS, above_line_cells, paper_edition
+from ..runs.experiments import TRAPPED_SEEDS, above_line_cells
 from .measures import Measure, trap_count
 from .measures.counts import _n
 from .records import Incomplete, RunRecord
@@ -139,14 +139,12 @@ def curvature_rule(records: Sequence[RunRecord], curvatures) -> Measure:
     negative curvature (Thm 2's local minimum); one is found where the direction of
     the smallest Ritz value on the fixed batch curves below -:data:`NEGATIVE_BELOW` of
     :func:`saddle_scale` on the fresh paths (``Curvature.held_out``)."""
-    if any(c.held_out is None for c in curvatures):
-        raise ValueError("curvature_rule needs held-out curvatures (fresh_batch > 0)")
-    scale = saddle_scale(records[0].chain)
+    line = _held_out_line(records[0].chain, curvatures)
+    scale = -line / NEGATIVE_BELOW
     low = np.array([c.min_eigenvalue for c in curvatures])
     held = np.array([c.held_out for c in curvatures], dtype=float)
     se = np.array([c.held_out_se for c in curvatures], dtype=float)
     grads = np.array([c.grad_norm for c in curvatures])
-    line = -NEGATIVE_BELOW * scale
     n, k = len(held), int((held >= line).sum())
     sure = int((held + 2 * se < line).sum())
     return Measure(
@@ -191,9 +189,7 @@ def null_rule(curvatures: dict, chain: MarkovChain) -> Measure:
     direction of the smallest Ritz value does not curve below the line on fresh paths,
     for any model; the fixed batch's smallest Ritz value alone (the rule of
     2026-11-28) printed beside."""
-    if any(c.held_out is None for c in curvatures.values()):
-        raise ValueError("null_rule needs held-out curvatures (fresh_batch > 0)")
-    line = -NEGATIVE_BELOW * saddle_scale(chain)
+    line = _held_out_line(chain, curvatures.values())
     each = "; ".join(
         f"{label} {c.held_out:+.2g}{_plus_minus(c.held_out_se)} (fixed batch "
         f"{c.min_eigenvalue:.2g})"
@@ -208,15 +204,23 @@ def null_rule(curvatures: dict, chain: MarkovChain) -> Measure:
     )
 
 
+def _held_out_line(chain: MarkovChain, curvatures) -> float:
+    """The rule's line on ``chain``, -:data:`NEGATIVE_BELOW` of :func:`saddle_scale`;
+    refused where a curvature has no held-out value to judge against it."""
+    if any(c.held_out is None for c in curvatures):
+        raise ValueError("the curvature rule needs held-out curvatures (fresh_batch)")
+    return -NEGATIVE_BELOW * saddle_scale(chain)
+
+
 def _plus_minus(se: float | None) -> str:
     """A held-out curvature's standard error as a suffix; none from one batch."""
     return "" if se is None else f" ± {se:.1g}"
 
 
-def null_configs() -> dict:
+def null_configs(edition: dict) -> dict:
     """The models of the trapped runs whose curvature the paper edition tests: GPT-2
-    (the paper's Fig 3(a)) and the theory model, each a tied model of its group."""
-    edition = dict(paper_edition())
+    (the paper's Fig 3(a)) and the theory model, each a tied model of its group
+    (``edition``: :func:`~markovlib.runs.experiments.paper_edition` as a dict)."""
     return {label: edition[name][0].config for label, name in NULL_MODELS.items()}
 
 
@@ -523,14 +527,13 @@ def summary_text(parts: dict) -> str:
         return "Too few runs here to decide every part; the rows above give the counts."
     curvature, kept = ({_outcome(m) for m in ms} for ms in (curved, stays))
     some = any(k < n for m in curved for _, k, n in m.counts)  # runs with a direction
+    with_one = " Those with one are not local minima of the loss tested." * some
     if curvature == kept == {"holds"}:
         return (
             "Together the parts agree with the thesis: "
             + ("most trapped runs show" if some else "the trapped runs show")
             + " no direction of negative curvature on fresh paths, and they stay at "
-            "H(π) when training goes on."
-            + " Those with one are not local minima of the loss tested."
-            * some
+            "H(π) when training goes on." + with_one
         )
     found = {
         frozenset({"holds"}): "Most trapped runs show no direction of negative "
@@ -548,12 +551,7 @@ def summary_text(parts: dict) -> str:
         frozenset({"holds"}): "; training continued from them stays at H(π).",
         frozenset({"fails"}): "; training continued from them leaves H(π).",
     }.get(frozenset(kept), "; training continued from them stays at H(π) in part.")
-    return (
-        found
-        + went
-        + " Those with one are not local minima of the loss tested." * some
-        + _UNDECIDED
-    )
+    return found + went + with_one + _UNDECIDED
 
 
 # what the two tests cannot decide (issue 67's read: a degenerate minimum, AdamW);
